@@ -1,0 +1,77 @@
+# g4tp build. `make` builds build/g4tp; `make check` builds and runs the whole test suite
+# (normal build and the ASan+UBSan build). BUILD=dir picks another build folder, SAN=1 the
+# sanitizer flavour. Sources are found by wildcard: a new src/<dir>/*.c or tests/unit/test_*.c
+# is picked up without editing this file.
+
+CC       ?= cc
+BUILD    ?= build
+SAN      ?= 0
+OPT      ?= -O2
+
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -g -pthread \
+               -Iinclude -Isrc -fno-strict-aliasing
+ifeq ($(SAN),1)
+  BASE_CFLAGS += -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+  LDSAN := -fsanitize=address,undefined
+else
+  BASE_CFLAGS += $(OPT)
+  LDSAN :=
+endif
+
+# MPI is optional: built in when mpicc is present (the test script installs OpenMPI).
+MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
+MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
+ifneq ($(strip $(MPI_CFLAGS)$(MPI_LIBS)),)
+  BASE_CFLAGS += -DG4_HAVE_MPI=1
+endif
+
+LIBS := -ljansson -lxxhash -lmicrohttpd -lm $(MPI_LIBS)
+
+# Per-ISA kernel files get their own flags; nothing else is built for a specific CPU.
+AVX2_FLAGS   := -mavx2 -mfma -mf16c
+AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mavx512vnni -mfma -mf16c
+
+LIB_SRCS := $(filter-out src/cli/%,$(wildcard src/*/*.c))
+CLI_SRCS := $(wildcard src/cli/*.c)
+TEST_SRCS := $(wildcard tests/unit/test_*.c)
+
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o)
+CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/%.o)
+TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+
+.PHONY: all clean check test-bins
+all: $(BUILD)/g4tp
+
+$(BUILD)/%_avx2.o: %_avx2.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(MPI_CFLAGS) $(AVX2_FLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/%_avx512.o: %_avx512.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(MPI_CFLAGS) $(AVX512_FLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(MPI_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/libg4.a: $(LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/g4tp: $(CLI_OBJS) $(BUILD)/libg4.a
+	$(CC) $(LDSAN) -pthread -o $@ $(CLI_OBJS) $(BUILD)/libg4.a $(LIBS)
+
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libg4.a tests/unit/testutil.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(MPI_CFLAGS) -Itests/unit -MMD -MP -o $@ $< $(BUILD)/libg4.a $(LDSAN) -lcmocka $(LIBS)
+
+test-bins: $(BUILD)/g4tp $(TEST_BINS)
+
+# The whole suite: both flavours, every unit and end-to-end test, one summary line at the end.
+check:
+	./tests/run_all.sh
+
+clean:
+	rm -rf build build-san
+
+-include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d)
