@@ -38,8 +38,10 @@ TEST_SRCS := $(wildcard tests/unit/test_*.c)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/%.o)
 TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+BENCH_SRCS := $(wildcard bench/*.c)
+BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all clean check test-bins
+.PHONY: all clean check test-bins bench-bins
 all: $(BUILD)/g4tp
 
 $(BUILD)/%_avx2.o: %_avx2.c
@@ -65,7 +67,12 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libg4.a tests/unit/testutil.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(MPI_CFLAGS) -Itests/unit -MMD -MP -o $@ $< $(BUILD)/libg4.a $(LDSAN) -lcmocka $(LIBS)
 
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libg4.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(MPI_CFLAGS) -MMD -MP -o $@ $< $(BUILD)/libg4.a $(LDSAN) $(LIBS)
+
 test-bins: $(BUILD)/g4tp $(TEST_BINS)
+bench-bins: $(BUILD)/g4tp $(BENCH_BINS)
 
 # The whole suite: both flavours, every unit and end-to-end test, one summary line at the end.
 check:
@@ -74,4 +81,4 @@ check:
 clean:
 	rm -rf build build-san
 
--include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d)
+-include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d) $(BENCH_BINS:=.d)

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what g4tp needs to build and test, only where it is missing (Debian 12, as root).
+#   scripts/install-deps.sh          build + test dependencies
+#   scripts/install-deps.sh --build  only what building needs
+# Why each package is there: see README.md, "Dependencies".
+set -eu
+cd "$(dirname "$0")/.."
+mode=${1:-}
+need=()
+have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+for p in build-essential libjansson-dev libxxhash-dev libmicrohttpd-dev; do have_pkg "$p" || need+=("$p"); done
+if [ "$mode" != "--build" ]; then
+  for p in libcmocka-dev openmpi-bin libopenmpi-dev python3 python3-numpy python3-jinja2 curl nodejs npm; do
+    have_pkg "$p" || need+=("$p")
+  done
+fi
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then echo "missing packages: ${need[*]} (run as root or install them)" >&2; exit 1; fi
+  echo "installing: ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # nodejs/npm may come from elsewhere on this machine (node is preinstalled): skip them when present.
+  pk=(); for p in "${need[@]}"; do case $p in nodejs|npm) command -v "${p/nodejs/node}" >/dev/null || pk+=("$p");; *) pk+=("$p");; esac; done
+  [ ${#pk[@]} -eq 0 ] || apt-get install -y -qq "${pk[@]}" >/dev/null
+fi
+# Node packages used by the tests (reference tokenizer data, the OpenAI SDK client).
+if [ "$mode" != "--build" ] && [ -f tests/node/package.json ] && [ ! -d tests/node/node_modules ]; then
+  (cd tests/node && npm ci --no-audit --no-fund --silent)
+fi

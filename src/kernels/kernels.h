@@ -1,0 +1,111 @@
+/* kernels.h — the numeric kernels of the forward pass, one table per instruction set.
+ *
+ * A g4_kernels table is chosen once at start (kernels_dispatch.c: cpuid, or G4_ISA=scalar|avx2|
+ * avx512) and never changes. Every kernel has a fixed arithmetic order that depends only on the
+ * ISA and on the shape of the one output element it computes — never on how many tokens are in
+ * the batch, which rows a thread was given, or the TP degree. That is what makes prefill equal
+ * decode and TP=1 equal TP=8 bit for bit (DESIGN.md §4).
+ *
+ * Knows nothing about Gemma: only matrices, vectors and attention over key/value segments.
+ * Activations are fp32; weights are fp32, bf16, f16 or q8_0 (blocks of 32 int8 + one f16 scale,
+ * the llama.cpp Q8_0 layout). */
+#ifndef G4_KERNELS_H
+#define G4_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    G4_DT_F32 = 0,
+    G4_DT_BF16 = 1,
+    G4_DT_F16 = 2,
+    G4_DT_Q8_0 = 3,
+    G4_DT_COUNT
+} g4_dtype;
+
+#define G4_Q8_BLOCK 32
+typedef struct {
+    uint16_t d;              /* f16 scale */
+    int8_t qs[G4_Q8_BLOCK];  /* value = d * qs[i] */
+} g4_block_q8_0;
+
+/* Bytes of one row of n elements in dtype dt (q8_0: n must be a multiple of 32). */
+size_t g4_dtype_row_bytes(int dt, int64_t n);
+const char *g4_dtype_name(int dt);
+int g4_dtype_from_name(const char *name); /* "f32", "bf16", "f16", "q8_0"; -1 if unknown */
+
+/* A weight matrix W [rows][cols], row-major, row r starting ld_bytes after row r-1.
+ * A column sub-range is another g4_mat whose data points at the first column (for q8_0 the
+ * offset must be a multiple of 32 columns). */
+typedef struct {
+    const void *data;
+    int dtype;
+    int64_t rows, cols;
+    int64_t ld_bytes;
+} g4_mat;
+
+/* One contiguous run of cached keys and values, in absolute-position order:
+ * k[j*stride .. +d] and v[j*stride .. +d] for j in [0, n). */
+typedef struct {
+    const float *k, *v;
+    int64_t n;
+    int64_t stride; /* floats between consecutive positions */
+} g4_kv_seg;
+
+typedef struct g4_kernels {
+    const char *name; /* "scalar", "avx2", "avx512" */
+
+    /* y[t*ldy + r] = dot(W row r, x[t*ldx .. +cols]) for t in [0,T), r in [r0,r1).
+     * The dot product's order is fixed per ISA and per cols; it is the same for every T. */
+    void (*matmul)(const g4_mat *W, const float *x, int64_t ldx, int T,
+                   float *y, int64_t ldy, int64_t r0, int64_t r1);
+
+    /* y = x * (mean(x^2) + eps)^-1/2 * w (w may be NULL: no weight). In-place allowed. */
+    void (*rmsnorm)(float *y, const float *x, const float *w, int64_t n, float eps);
+
+    /* x[d] rotated in the half-split (NeoX) form: pairs (i, i+d/2), cos/sin have d/2 entries. */
+    void (*rope)(float *x, const float *cos, const float *sin, int64_t d);
+
+    /* out[i] = gelu_tanh(gate[i]) * up[i] */
+    void (*gelu_mul)(float *out, const float *gate, const float *up, int64_t n);
+
+    /* One query head over the keys of nseg segments (in position order), scale 1.0:
+     * out[d] = sum_j softmax_j(q.k_j) v_j. scratch holds >= total keys floats. */
+    void (*attention)(float *out, const float *q, int64_t d, const g4_kv_seg *segs, int nseg,
+                      float *scratch);
+
+    /* y[i] = a[i] + b[i] */
+    void (*add)(float *y, const float *a, const float *b, int64_t n);
+    /* y[i] = x[i] * s */
+    void (*scale)(float *y, const float *x, float s, int64_t n);
+    /* y[i] = cap * tanh(x[i] / cap) */
+    void (*softcap)(float *y, const float *x, float cap, int64_t n);
+    /* dst[i] = (float)src[i] for a row of dtype dt (exact for bf16/f16; dequantized for q8_0) */
+    void (*row_to_f32)(float *dst, const void *src, int dt, int64_t n);
+} g4_kernels;
+
+/* The kernel set in use: chosen on first call from cpuid or $G4_ISA. Thread-safe. */
+const g4_kernels *g4_kernels_get(void);
+/* A specific set: "scalar", "avx2", "avx512"; NULL if unknown or not supported by this CPU. */
+const g4_kernels *g4_kernels_by_name(const char *name);
+/* Names of the sets this CPU can run, best last; returns how many (<= 3). */
+int g4_kernels_available(const char **names, int max);
+
+extern const g4_kernels g4_kernels_scalar;
+
+/* Exact conversions used everywhere. */
+static inline float g4_bf16_to_f32(uint16_t h) {
+    union { uint32_t u; float f; } v = { (uint32_t)h << 16 };
+    return v.f;
+}
+/* Round-to-nearest-even (NaN stays NaN). */
+static inline uint16_t g4_f32_to_bf16(float f) {
+    union { float f; uint32_t u; } v = { f };
+    if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40);
+    uint32_t r = v.u + 0x7fffu + ((v.u >> 16) & 1u);
+    return (uint16_t)(r >> 16);
+}
+float g4_f16_to_f32(uint16_t h);
+uint16_t g4_f32_to_f16(float f);
+
+#endif

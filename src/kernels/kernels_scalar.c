@@ -1,0 +1,244 @@
+/* kernels_scalar.c — the portable reference kernels: always built, used on CPUs without AVX2,
+ * forced with G4_ISA=scalar, and the oracle the SIMD kernels are tested against.
+ * Order of the dot product: 4 running sums over k = 0,4,8.. / 1,5,9.. / …, combined as
+ * (s0+s1)+(s2+s3); the same for every row, batch size and thread split. */
+#include "kernels/kernels.h"
+
+#include <math.h>
+#include <string.h>
+
+size_t g4_dtype_row_bytes(int dt, int64_t n) {
+    switch (dt) {
+    case G4_DT_F32: return (size_t)n * 4;
+    case G4_DT_BF16:
+    case G4_DT_F16: return (size_t)n * 2;
+    case G4_DT_Q8_0: return (size_t)(n / G4_Q8_BLOCK) * sizeof(g4_block_q8_0);
+    default: return 0;
+    }
+}
+
+const char *g4_dtype_name(int dt) {
+    switch (dt) {
+    case G4_DT_F32: return "f32";
+    case G4_DT_BF16: return "bf16";
+    case G4_DT_F16: return "f16";
+    case G4_DT_Q8_0: return "q8_0";
+    default: return "?";
+    }
+}
+
+int g4_dtype_from_name(const char *s) {
+    for (int dt = 0; dt < G4_DT_COUNT; dt++)
+        if (strcmp(s, g4_dtype_name(dt)) == 0) return dt;
+    return -1;
+}
+
+float g4_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, u;
+    if (exp == 0) {
+        if (man == 0) u = sign;
+        else { /* subnormal: normalise */
+            int e = -1;
+            do { e++; man <<= 1; } while (!(man & 0x400));
+            u = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
+        }
+    } else if (exp == 31) u = sign | 0x7f800000u | (man << 13);
+    else u = sign | ((exp + 127 - 15) << 23) | (man << 13);
+    union { uint32_t u; float f; } v = { u };
+    return v.f;
+}
+
+uint16_t g4_f32_to_f16(float f) {
+    union { float f; uint32_t u; } v = { f };
+    uint32_t sign = (v.u >> 16) & 0x8000, a = v.u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00);
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00); /* overflow -> inf (RNE threshold) */
+    if (a < 0x38800000u) { /* result subnormal or zero */
+        if (a < 0x33000000u) return (uint16_t)sign;
+        uint32_t e = a >> 23, m = (a & 0x7fffff) | 0x800000;
+        uint32_t shift = 126 - e; /* 14 + (113 - e) */
+        uint32_t r = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (r & 1))) r++;
+        return (uint16_t)(sign | r);
+    }
+    uint32_t r = a - 0x38000000u; /* rebias exponent 127 -> 15 */
+    r = (r + 0xfffu + ((r >> 13) & 1u)) >> 13;
+    return (uint16_t)(sign | r);
+}
+
+static void row_to_f32(float *dst, const void *src, int dt, int64_t n) {
+    switch (dt) {
+    case G4_DT_F32: memcpy(dst, src, (size_t)n * 4); break;
+    case G4_DT_BF16: {
+        const uint16_t *s = src;
+        for (int64_t i = 0; i < n; i++) dst[i] = g4_bf16_to_f32(s[i]);
+        break;
+    }
+    case G4_DT_F16: {
+        const uint16_t *s = src;
+        for (int64_t i = 0; i < n; i++) dst[i] = g4_f16_to_f32(s[i]);
+        break;
+    }
+    case G4_DT_Q8_0: {
+        const g4_block_q8_0 *b = src;
+        for (int64_t i = 0; i < n / G4_Q8_BLOCK; i++) {
+            float d = g4_f16_to_f32(b[i].d);
+            for (int j = 0; j < G4_Q8_BLOCK; j++) dst[i * G4_Q8_BLOCK + j] = d * (float)b[i].qs[j];
+        }
+        break;
+    }
+    }
+}
+
+/* Upcast one weight element; the matmul inner loop is written per dtype for speed. */
+static inline float dot_f32(const float *w, const float *x, int64_t n) {
+    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t k = 0;
+    for (; k + 4 <= n; k += 4) {
+        s0 += w[k] * x[k];
+        s1 += w[k + 1] * x[k + 1];
+        s2 += w[k + 2] * x[k + 2];
+        s3 += w[k + 3] * x[k + 3];
+    }
+    for (; k < n; k++) s0 += w[k] * x[k];
+    return (s0 + s1) + (s2 + s3);
+}
+
+static inline float dot_bf16(const uint16_t *w, const float *x, int64_t n) {
+    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t k = 0;
+    for (; k + 4 <= n; k += 4) {
+        s0 += g4_bf16_to_f32(w[k]) * x[k];
+        s1 += g4_bf16_to_f32(w[k + 1]) * x[k + 1];
+        s2 += g4_bf16_to_f32(w[k + 2]) * x[k + 2];
+        s3 += g4_bf16_to_f32(w[k + 3]) * x[k + 3];
+    }
+    for (; k < n; k++) s0 += g4_bf16_to_f32(w[k]) * x[k];
+    return (s0 + s1) + (s2 + s3);
+}
+
+static inline float dot_f16(const uint16_t *w, const float *x, int64_t n) {
+    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t k = 0;
+    for (; k + 4 <= n; k += 4) {
+        s0 += g4_f16_to_f32(w[k]) * x[k];
+        s1 += g4_f16_to_f32(w[k + 1]) * x[k + 1];
+        s2 += g4_f16_to_f32(w[k + 2]) * x[k + 2];
+        s3 += g4_f16_to_f32(w[k + 3]) * x[k + 3];
+    }
+    for (; k < n; k++) s0 += g4_f16_to_f32(w[k]) * x[k];
+    return (s0 + s1) + (s2 + s3);
+}
+
+/* q8_0: per block, the int8 values times x summed in fp32, then times the block scale. */
+static inline float dot_q8(const g4_block_q8_0 *w, const float *x, int64_t n) {
+    float s = 0;
+    for (int64_t b = 0; b < n / G4_Q8_BLOCK; b++) {
+        const float *xb = x + b * G4_Q8_BLOCK;
+        float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (int j = 0; j < G4_Q8_BLOCK; j += 4) {
+            s0 += (float)w[b].qs[j] * xb[j];
+            s1 += (float)w[b].qs[j + 1] * xb[j + 1];
+            s2 += (float)w[b].qs[j + 2] * xb[j + 2];
+            s3 += (float)w[b].qs[j + 3] * xb[j + 3];
+        }
+        s += g4_f16_to_f32(w[b].d) * ((s0 + s1) + (s2 + s3));
+    }
+    return s;
+}
+
+static void matmul(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy,
+                   int64_t r0, int64_t r1) {
+    const int64_t n = W->cols;
+    for (int64_t r = r0; r < r1; r++) {
+        const void *row = (const char *)W->data + r * W->ld_bytes;
+        for (int t = 0; t < T; t++) {
+            const float *xt = x + t * ldx;
+            float v;
+            switch (W->dtype) {
+            case G4_DT_F32: v = dot_f32(row, xt, n); break;
+            case G4_DT_BF16: v = dot_bf16(row, xt, n); break;
+            case G4_DT_F16: v = dot_f16(row, xt, n); break;
+            default: v = dot_q8(row, xt, n); break;
+            }
+            y[t * ldy + r] = v;
+        }
+    }
+}
+
+static void rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) {
+    float ss = dot_f32(x, x, n);
+    float inv = 1.0f / sqrtf(ss / (float)n + eps);
+    if (w)
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] * inv * w[i];
+    else
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] * inv;
+}
+
+static void rope(float *x, const float *c, const float *s, int64_t d) {
+    int64_t h = d / 2;
+    for (int64_t i = 0; i < h; i++) {
+        float a = x[i], b = x[i + h];
+        x[i] = a * c[i] - b * s[i];
+        x[i + h] = b * c[i] + a * s[i];
+    }
+}
+
+static void gelu_mul(float *out, const float *gate, const float *up, int64_t n) {
+    const float k0 = 0.7978845608028654f, k1 = 0.044715f;
+    for (int64_t i = 0; i < n; i++) {
+        float g = gate[i];
+        out[i] = 0.5f * g * (1.0f + tanhf(k0 * (g + k1 * g * g * g))) * up[i];
+    }
+}
+
+static void attention(float *out, const float *q, int64_t d, const g4_kv_seg *segs, int nseg,
+                      float *scores) {
+    int64_t nk = 0;
+    float mx = -INFINITY;
+    for (int s = 0; s < nseg; s++)
+        for (int64_t j = 0; j < segs[s].n; j++) {
+            float v = dot_f32(segs[s].k + j * segs[s].stride, q, d);
+            scores[nk++] = v;
+            if (v > mx) mx = v;
+        }
+    float sum = 0;
+    for (int64_t j = 0; j < nk; j++) {
+        scores[j] = expf(scores[j] - mx);
+        sum += scores[j];
+    }
+    float inv = 1.0f / sum;
+    for (int64_t i = 0; i < d; i++) out[i] = 0;
+    nk = 0;
+    for (int s = 0; s < nseg; s++)
+        for (int64_t j = 0; j < segs[s].n; j++) {
+            float p = scores[nk++] * inv;
+            const float *v = segs[s].v + j * segs[s].stride;
+            for (int64_t i = 0; i < d; i++) out[i] += p * v[i];
+        }
+}
+
+static void add(float *y, const float *a, const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+}
+
+static void scale(float *y, const float *x, float s, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] * s;
+}
+
+static void softcap(float *y, const float *x, float cap, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = cap * tanhf(x[i] / cap);
+}
+
+const g4_kernels g4_kernels_scalar = {
+    .name = "scalar",
+    .matmul = matmul,
+    .rmsnorm = rmsnorm,
+    .rope = rope,
+    .gelu_mul = gelu_mul,
+    .attention = attention,
+    .add = add,
+    .scale = scale,
+    .softcap = softcap,
+    .row_to_f32 = row_to_f32,
+};
