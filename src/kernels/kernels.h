@@ -56,9 +56,13 @@ typedef struct g4_kernels {
     const char *name; /* "scalar", "avx2", "avx512" */
 
     /* y[t*ldy + r] = dot(W row r, x[t*ldx .. +cols]) for t in [0,T), r in [r0,r1).
-     * The dot product's order is fixed per ISA and per cols; it is the same for every T. */
+     * The dot product's order is fixed per ISA and per cols; it is the same for every T and
+     * every row range. scratch: matmul_scratch_bytes(W, T) bytes owned by the calling thread
+     * (e.g. for quantized activations or unpacked weight panels), so the hot path never
+     * allocates. */
     void (*matmul)(const g4_mat *W, const float *x, int64_t ldx, int T,
-                   float *y, int64_t ldy, int64_t r0, int64_t r1);
+                   float *y, int64_t ldy, int64_t r0, int64_t r1, void *scratch);
+    size_t (*matmul_scratch_bytes)(const g4_mat *W, int T);
 
     /* y = x * (mean(x^2) + eps)^-1/2 * w (w may be NULL: no weight). In-place allowed. */
     void (*rmsnorm)(float *y, const float *x, const float *w, int64_t n, float eps);

@@ -147,8 +147,10 @@ static inline float dot_q8(const g4_block_q8_0 *w, const float *x, int64_t n) {
     return s;
 }
 
+static size_t matmul_scratch_bytes(const g4_mat *W, int T) { return 0; }
+
 static void matmul(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy,
-                   int64_t r0, int64_t r1) {
+                   int64_t r0, int64_t r1, void *scratch) {
     const int64_t n = W->cols;
     for (int64_t r = r0; r < r1; r++) {
         const void *row = (const char *)W->data + r * W->ld_bytes;
@@ -233,6 +235,7 @@ static void softcap(float *y, const float *x, float cap, int64_t n) {
 const g4_kernels g4_kernels_scalar = {
     .name = "scalar",
     .matmul = matmul,
+    .matmul_scratch_bytes = matmul_scratch_bytes,
     .rmsnorm = rmsnorm,
     .rope = rope,
     .gelu_mul = gelu_mul,
