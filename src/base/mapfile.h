@@ -1,0 +1,30 @@
+/* mapfile.h — read-only memory maps of whole files, and small whole-file reads.
+ * The weights are never copied: kernels read them in place from these maps. */
+#ifndef G4_BASE_MAPFILE_H
+#define G4_BASE_MAPFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/error.h"
+
+typedef struct g4_mapfile {
+    const uint8_t *data;
+    size_t size;
+    char *path;
+} g4_mapfile;
+
+/* Maps path read-only. An empty file maps to data == NULL, size == 0. */
+int g4_mapfile_open(g4_mapfile *m, const char *path, g4_err *err);
+void g4_mapfile_close(g4_mapfile *m);
+
+/* Reads a whole (small) file into a NUL-terminated malloc'd buffer. */
+int g4_read_file(const char *path, char **data, size_t *len, g4_err *err);
+/* Writes len bytes to path atomically (temp file in the same folder, fsync, rename). */
+int g4_write_file_atomic(const char *path, const void *data, size_t len, g4_err *err);
+int g4_file_exists(const char *path);
+int g4_is_dir(const char *path);
+/* path_join into a malloc'd string: dir + "/" + name. */
+char *g4_path_join(const char *dir, const char *name);
+
+#endif

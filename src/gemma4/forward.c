@@ -1,0 +1,483 @@
+/* forward.c — the Gemma-4 dense forward pass of one rank (spec §3; see forward.h).
+ *
+ * Per layer: input norm → q/k/v (column-parallel: this rank's heads) → q_norm/k_norm, weightless
+ * v_norm, RoPE, K/V written to the cache → attention over the cache (keys in absolute position
+ * order) → o_proj (row-parallel: canonical slices summed in a fixed tree, then all-reduce) →
+ * post-attention norm, residual → pre-FF norm → gate/up (column-parallel) → GELU-tanh·up →
+ * down_proj (row-parallel, all-reduce) → post-FF norm, residual → × layer_scalar. Then the final
+ * norm, the tied head over this rank's vocab rows and the 30·tanh(x/30) soft-cap.
+ * Each parallel phase splits work statically between the pool's threads: over tokens, over
+ * output rows, or over (token, head) pairs — never over a dot product's K. */
+#include "gemma4/forward.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct g4_rank_model {
+    const g4_config *cfg;
+    const g4_tp_plan *plan;
+    const g4_rank_weights *w;
+    const g4_kernels *K;
+    g4_pool *pool;
+    g4_comm *comm;
+    g4_rank_model_opts o;
+    int64_t H, q_dim_max, kv_dim_max, nf;
+    int nth;
+    float embed_scale;
+    /* workspace, [max_batch][...] */
+    float *h, *xn, *tmp, *q, *kb, *vb, *attn, *gate, *up;
+    float *stack[6];        /* slice-tree partial sums, [max_batch][H] each */
+    int n_stack;
+    float **scores;         /* [nth][max_ctx] */
+    float **trig;           /* [nth][head_dim_max] cos then sin */
+    void **mm_scratch;      /* [nth] */
+    float **inv_freq;       /* [n_layers][head_dim/2] */
+    float **mut_norms;      /* NORM_PLUS_ONE copies, [n_layers*6+1] */
+    g4_kv_seq *seqs;        /* [max_seqs] */
+    /* the current phase's arguments */
+    const g4_batch *b;
+    int layer;
+    float *logits_out;
+    int n_logits;
+    const g4_mat *rp_w;     /* row-parallel matrix */
+    const float *rp_x;
+    int64_t rp_ldx, rp_slice_cols;
+    int rp_nslices;
+};
+
+/* ---- helpers ---------------------------------------------------------------------------- */
+
+static const float *norm_w(const g4_rank_model *m, const float *w, int which, int layer) {
+    if (m->o.mutation != G4_MUT_NORM_PLUS_ONE || !w) return w;
+    return m->mut_norms[layer < 0 ? m->cfg->n_layers * 6 : layer * 6 + which];
+}
+
+typedef void (*phase_fn)(g4_rank_model *m, int ith, int nth);
+typedef struct { g4_rank_model *m; phase_fn fn; } phase_ctx;
+static void phase_tramp(void *ctx, int ith, int nth) {
+    phase_ctx *p = ctx;
+    p->fn(p->m, ith, nth);
+}
+static void run(g4_rank_model *m, phase_fn fn) {
+    phase_ctx p = {m, fn};
+    g4_pool_run(m->pool, phase_tramp, &p);
+}
+
+static void mm_rows(g4_rank_model *m, int ith, int nth, const g4_mat *W, const float *x, int64_t ldx, int T,
+                    float *y, int64_t ldy) {
+    long r0, r1;
+    g4_split_range((long)W->rows, ith, nth, &r0, &r1);
+    if (r1 > r0) m->K->matmul(W, x, ldx, T, y, ldy, r0, r1, m->mm_scratch[ith]);
+}
+
+/* ---- phases ----------------------------------------------------------------------------- */
+
+static void ph_embed(g4_rank_model *m, int ith, int nth) {
+    const g4_batch *b = m->b;
+    long t0, t1;
+    g4_split_range(b->n, ith, nth, &t0, &t1);
+    const int64_t H = m->H;
+    for (long t = t0; t < t1; t++) {
+        float *h = m->h + t * H;
+        int64_t row = (int64_t)b->ids[t] - m->plan->v0;
+        if (row >= 0 && row < m->plan->n_v_local) {
+            m->K->row_to_f32(h, (const uint8_t *)m->w->embed.data + row * m->w->embed.ld_bytes, m->w->embed.dtype, H);
+            /* "+ 0.0f" turns -0 into +0 so the all-reduce with the other ranks' zeros is exact
+             * and TP=1 (which does the same) gives the same bits */
+            for (int64_t i = 0; i < H; i++) h[i] = h[i] * m->embed_scale + 0.0f;
+        } else {
+            memset(h, 0, sizeof(float) * (size_t)H);
+        }
+    }
+}
+
+static void ph_norm_in(g4_rank_model *m, int ith, int nth) {
+    long t0, t1;
+    g4_split_range(m->b->n, ith, nth, &t0, &t1);
+    const g4_layer_weights *L = &m->w->layers[m->layer];
+    for (long t = t0; t < t1; t++)
+        m->K->rmsnorm(m->xn + t * m->H, m->h + t * m->H, norm_w(m, L->ln_in, 0, m->layer), m->H, (float)m->cfg->rms_norm_eps);
+}
+
+static void ph_qkv(g4_rank_model *m, int ith, int nth) {
+    const g4_layer_weights *L = &m->w->layers[m->layer];
+    const int T = m->b->n;
+    mm_rows(m, ith, nth, &L->q, m->xn, m->H, T, m->q, m->q_dim_max);
+    mm_rows(m, ith, nth, &L->k, m->xn, m->H, T, m->kb, m->kv_dim_max);
+    if (L->v.data) mm_rows(m, ith, nth, &L->v, m->xn, m->H, T, m->vb, m->kv_dim_max);
+}
+
+/* q/k norms, v_norm, RoPE; K and V go to the cache. */
+static void ph_qk_post(g4_rank_model *m, int ith, int nth) {
+    const g4_batch *b = m->b;
+    const int l = m->layer;
+    const g4_layer_cfg *lc = &m->cfg->layers[l];
+    const g4_layer_weights *L = &m->w->layers[l];
+    const int hd = lc->head_dim, half = hd / 2, nq = m->plan->n_q_local, nkv = m->plan->layers[l].n_kv_local;
+    const float eps = (float)m->cfg->rms_norm_eps;
+    const float *qn = norm_w(m, L->q_norm, 4, l), *kn = norm_w(m, L->k_norm, 5, l);
+    float *cs = m->trig[ith], *sn = cs + half;
+    long t0, t1;
+    g4_split_range(b->n, ith, nth, &t0, &t1);
+    for (long t = t0; t < t1; t++) {
+        const float pos = (float)b->pos[t];
+        for (int j = 0; j < half; j++) {
+            float f = pos * m->inv_freq[l][j];
+            cs[j] = cosf(f);
+            sn[j] = sinf(f);
+        }
+        float *q = m->q + t * m->q_dim_max, *k = m->kb + t * m->kv_dim_max, *v = m->vb + t * m->kv_dim_max;
+        for (int h = 0; h < nq; h++) {
+            m->K->rmsnorm(q + h * hd, q + h * hd, qn, hd, eps);
+            m->K->rope(q + h * hd, cs, sn, hd);
+            if (m->o.mutation == G4_MUT_ATTN_SCALE) m->K->scale(q + h * hd, q + h * hd, 1.0f / sqrtf((float)hd), hd);
+        }
+        if (lc->k_eq_v) memcpy(v, k, sizeof(float) * (size_t)nkv * hd); /* V = raw k_proj output */
+        g4_kv_seq *s = &m->seqs[b->seq[t]];
+        int64_t slot = g4_kv_slot(s, lc, b->pos[t]);
+        float *kc = s->k[l] + slot * nkv * hd, *vc = s->v[l] + slot * nkv * hd;
+        for (int h = 0; h < nkv; h++) {
+            m->K->rmsnorm(k + h * hd, k + h * hd, kn, hd, eps);
+            if (m->o.mutation == G4_MUT_V_AFTER_KNORM && lc->k_eq_v) memcpy(v + h * hd, k + h * hd, sizeof(float) * hd);
+            m->K->rope(k + h * hd, cs, sn, hd);
+            if (m->o.mutation != G4_MUT_NO_VNORM) m->K->rmsnorm(v + h * hd, v + h * hd, NULL, hd, eps);
+        }
+        memcpy(kc, k, sizeof(float) * (size_t)nkv * hd);
+        memcpy(vc, v, sizeof(float) * (size_t)nkv * hd);
+    }
+}
+
+static void ph_attention(g4_rank_model *m, int ith, int nth) {
+    const g4_batch *b = m->b;
+    const int l = m->layer;
+    const g4_layer_cfg *lc = &m->cfg->layers[l];
+    const int hd = lc->head_dim, nq = m->plan->n_q_local, nkv = m->plan->layers[l].n_kv_local;
+    const int q_per_kv = m->cfg->n_heads / lc->n_kv;
+    const int kv0 = m->plan->layers[l].kv0, q0 = m->plan->q0;
+    long a0, a1;
+    g4_split_range((long)b->n * nq, ith, nth, &a0, &a1);
+    for (long a = a0; a < a1; a++) {
+        int t = (int)(a / nq), h = (int)(a % nq);
+        const g4_kv_seq *s = &m->seqs[b->seq[t]];
+        int kvh = (q0 + h) / q_per_kv - kv0;
+        int64_t p = b->pos[t];
+        const int64_t stride = (int64_t)nkv * hd;
+        const float *K0 = s->k[l] + kvh * hd, *V0 = s->v[l] + kvh * hd;
+        g4_kv_seg seg[2];
+        int nseg;
+        if (lc->full) {
+            seg[0] = (g4_kv_seg){K0, V0, p + 1, stride};
+            nseg = 1;
+        } else {
+            int64_t first = p - lc->window + 1;
+            if (first < 0) first = 0;
+            int64_t i0 = first % s->ring, i1 = p % s->ring;
+            if (i0 <= i1) {
+                seg[0] = (g4_kv_seg){K0 + i0 * stride, V0 + i0 * stride, i1 - i0 + 1, stride};
+                nseg = 1;
+            } else {
+                seg[0] = (g4_kv_seg){K0 + i0 * stride, V0 + i0 * stride, s->ring - i0, stride};
+                seg[1] = (g4_kv_seg){K0, V0, i1 + 1, stride};
+                nseg = 2;
+            }
+        }
+        m->K->attention(m->attn + (int64_t)t * m->q_dim_max + (int64_t)h * hd, m->q + (int64_t)t * m->q_dim_max + (int64_t)h * hd,
+                        hd, seg, nseg, m->scores[ith]);
+    }
+}
+
+/* Row-parallel product with the canonical slice tree: out rows [r0,r1) of every token =
+ * tree-sum over this rank's slices of (W[:, slice] · x[slice]). The merge is a binary counter:
+ * finished subtrees wait on a stack, so the adds happen in the pairwise tree order. */
+static void ph_rowpar(g4_rank_model *m, int ith, int nth) {
+    const g4_mat *W = m->rp_w;
+    const int T = m->b->n;
+    const int64_t H = m->H;
+    long r0, r1;
+    g4_split_range((long)W->rows, ith, nth, &r0, &r1);
+    if (r1 <= r0) return;
+    for (int i = 0; i < m->rp_nslices; i++) {
+        g4_mat Ws = *W;
+        Ws.cols = m->rp_slice_cols;
+        Ws.data = (const uint8_t *)W->data + g4_dtype_row_bytes(W->dtype, (int64_t)i * m->rp_slice_cols);
+        m->K->matmul(&Ws, m->rp_x + (int64_t)i * m->rp_slice_cols, m->rp_ldx, T, m->tmp, H, r0, r1, m->mm_scratch[ith]);
+        float *src = m->tmp;
+        int lvl = 0;
+        for (int j = i; j & 1; j >>= 1, lvl++) {
+            float *dst = m->stack[lvl];
+            for (int t = 0; t < T; t++) m->K->add(dst + t * H + r0, dst + t * H + r0, src + t * H + r0, r1 - r0);
+            src = dst;
+        }
+        if (src != m->stack[lvl])
+            for (int t = 0; t < T; t++) memcpy(m->stack[lvl] + t * H + r0, src + t * H + r0, sizeof(float) * (size_t)(r1 - r0));
+    }
+}
+
+static int rowpar(g4_rank_model *m, const g4_mat *W, const float *x, int64_t ldx, int64_t slice_cols, int nslices, float **result) {
+    m->rp_w = W;
+    m->rp_x = x;
+    m->rp_ldx = ldx;
+    m->rp_slice_cols = slice_cols;
+    m->rp_nslices = nslices;
+    run(m, ph_rowpar);
+    int lvl = 0;
+    while ((1 << lvl) < nslices) lvl++;
+    *result = m->stack[lvl];
+    return g4_comm_allreduce_sum(m->comm, *result, (size_t)m->b->n * (size_t)m->H);
+}
+
+
+static void ph_post_attn(g4_rank_model *m, int ith, int nth) {
+    long t0, t1;
+    g4_split_range(m->b->n, ith, nth, &t0, &t1);
+    const g4_layer_weights *L = &m->w->layers[m->layer];
+    const float eps = (float)m->cfg->rms_norm_eps;
+    const int64_t H = m->H;
+    for (long t = t0; t < t1; t++) {
+        float *h = m->h + t * H, *x = m->xn + t * H;
+        m->K->rmsnorm(x, m->rp_x + t * H, norm_w(m, L->ln_post_attn, 1, m->layer), H, eps);
+        m->K->add(h, h, x, H);
+        m->K->rmsnorm(x, h, norm_w(m, L->ln_pre_ff, 2, m->layer), H, eps);
+    }
+}
+
+static void ph_gate_up(g4_rank_model *m, int ith, int nth) {
+    const g4_layer_weights *L = &m->w->layers[m->layer];
+    const int T = m->b->n;
+    long r0, r1;
+    g4_split_range((long)L->gate.rows, ith, nth, &r0, &r1);
+    if (r1 <= r0) return;
+    m->K->matmul(&L->gate, m->xn, m->H, T, m->gate, m->nf, r0, r1, m->mm_scratch[ith]);
+    m->K->matmul(&L->up, m->xn, m->H, T, m->up, m->nf, r0, r1, m->mm_scratch[ith]);
+    for (int t = 0; t < T; t++)
+        m->K->gelu_mul(m->gate + t * m->nf + r0, m->gate + t * m->nf + r0, m->up + t * m->nf + r0, r1 - r0);
+}
+
+static void ph_post_mlp(g4_rank_model *m, int ith, int nth) {
+    long t0, t1;
+    g4_split_range(m->b->n, ith, nth, &t0, &t1);
+    const g4_layer_weights *L = &m->w->layers[m->layer];
+    const float eps = (float)m->cfg->rms_norm_eps;
+    const float s = m->o.mutation == G4_MUT_SCALAR_ONE ? 1.0f : L->scalar;
+    const int64_t H = m->H;
+    for (long t = t0; t < t1; t++) {
+        float *h = m->h + t * H, *x = m->xn + t * H;
+        m->K->rmsnorm(x, m->rp_x + t * H, norm_w(m, L->ln_post_ff, 3, m->layer), H, eps);
+        m->K->add(h, h, x, H);
+        m->K->scale(h, h, s, H); /* layer_scalar scales the whole residual stream */
+    }
+}
+
+static void ph_final_norm(g4_rank_model *m, int ith, int nth) {
+    const g4_batch *b = m->b;
+    long t0, t1;
+    g4_split_range(b->n, ith, nth, &t0, &t1);
+    int k = 0;
+    for (long t = 0; t < t0; t++) k += b->logits[t] ? 1 : 0;
+    for (long t = t0; t < t1; t++)
+        if (b->logits[t]) {
+            m->K->rmsnorm(m->xn + (int64_t)k * m->H, m->h + t * m->H, norm_w(m, m->w->final_norm, 0, -1), m->H, (float)m->cfg->rms_norm_eps);
+            k++;
+        }
+}
+
+static void ph_head(g4_rank_model *m, int ith, int nth) {
+    const g4_mat *E = &m->w->embed;
+    long r0, r1;
+    g4_split_range((long)E->rows, ith, nth, &r0, &r1);
+    if (r1 <= r0) return;
+    const int64_t nv = m->plan->n_v_local;
+    m->K->matmul(E, m->xn, m->H, m->n_logits, m->logits_out, nv, r0, r1, m->mm_scratch[ith]);
+    const float cap = (float)m->cfg->final_logit_softcapping;
+    if (cap > 0)
+        for (int k = 0; k < m->n_logits; k++) m->K->softcap(m->logits_out + k * nv + r0, m->logits_out + k * nv + r0, cap, r1 - r0);
+}
+
+/* ---- the pass --------------------------------------------------------------------------- */
+
+int g4_rank_forward(g4_rank_model *m, const g4_batch *b, float *logits_local, g4_err *err) {
+    if (b->n < 1 || b->n > m->o.max_batch)
+        return g4_err_set(err, G4_EINVAL, "batch of %d tokens (1..%d allowed)", b->n, m->o.max_batch);
+    int n_logits = 0;
+    for (int t = 0; t < b->n; t++) {
+        if (b->ids[t] < 0 || b->ids[t] >= m->cfg->vocab_size)
+            return g4_err_set(err, G4_EINVAL, "token id %d out of range (vocab %lld)", b->ids[t], (long long)m->cfg->vocab_size);
+        if (b->seq[t] < 0 || b->seq[t] >= m->o.max_seqs || !m->seqs[b->seq[t]].open)
+            return g4_err_set(err, G4_EINVAL, "token %d names sequence %d, which is not open", t, b->seq[t]);
+        if (b->pos[t] < 0 || b->pos[t] >= m->seqs[b->seq[t]].cap)
+            return g4_err_set(err, G4_ECONTEXT, "position %d is beyond the %lld positions reserved for sequence %d", b->pos[t],
+                              (long long)m->seqs[b->seq[t]].cap, b->seq[t]);
+        n_logits += b->logits[t] ? 1 : 0;
+    }
+    m->b = b;
+    run(m, ph_embed);
+    int rc = g4_comm_allreduce_sum(m->comm, m->h, (size_t)b->n * (size_t)m->H);
+    for (int l = 0; l < m->cfg->n_layers && rc == G4_OK; l++) {
+        m->layer = l;
+        const g4_layer_weights *L = &m->w->layers[l];
+        run(m, ph_norm_in);
+        run(m, ph_qkv);
+        run(m, ph_qk_post);
+        run(m, ph_attention);
+        float *o;
+        if ((rc = rowpar(m, &L->o, m->attn, m->q_dim_max, g4_tp_attn_slice_cols(m->cfg, l), m->plan->p_attn / m->plan->tp, &o))) break;
+        m->rp_x = o;
+        run(m, ph_post_attn);
+        run(m, ph_gate_up);
+        float *d;
+        if ((rc = rowpar(m, &L->down, m->gate, m->nf, g4_tp_mlp_slice_cols(m->cfg), m->plan->p_mlp / m->plan->tp, &d))) break;
+        m->rp_x = d;
+        run(m, ph_post_mlp);
+    }
+    if (rc) return g4_err_set(err, G4_ECOMM, "a rank failed during the forward pass");
+    if (n_logits > 0) {
+        m->n_logits = n_logits;
+        m->logits_out = logits_local;
+        run(m, ph_final_norm);
+        run(m, ph_head);
+    }
+    return G4_OK;
+}
+
+/* ---- setup ------------------------------------------------------------------------------ */
+
+static float *falloc(size_t n) {
+    float *p = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64 + 64);
+    if (p) memset(p, 0, n * sizeof(float));
+    return p;
+}
+
+static size_t max_scratch(const g4_rank_model *m) {
+    size_t s = m->K->matmul_scratch_bytes(&m->w->embed, m->o.max_batch);
+    for (int l = 0; l < m->cfg->n_layers; l++) {
+        const g4_layer_weights *L = &m->w->layers[l];
+        const g4_mat *all[] = {&L->q, &L->k, &L->v, &L->gate, &L->up};
+        for (int i = 0; i < 5; i++)
+            if (all[i]->data) { size_t x = m->K->matmul_scratch_bytes(all[i], m->o.max_batch); if (x > s) s = x; }
+        g4_mat o = L->o, d = L->down;
+        o.cols = g4_tp_attn_slice_cols(m->cfg, l);
+        d.cols = g4_tp_mlp_slice_cols(m->cfg);
+        size_t x = m->K->matmul_scratch_bytes(&o, m->o.max_batch);
+        if (x > s) s = x;
+        x = m->K->matmul_scratch_bytes(&d, m->o.max_batch);
+        if (x > s) s = x;
+    }
+    return s;
+}
+
+int g4_rank_model_create(const g4_config *cfg, const g4_tp_plan *plan, const g4_rank_weights *w, const g4_kernels *K,
+                         g4_pool *pool, g4_comm *comm, const g4_rank_model_opts *opts, g4_rank_model **out, g4_err *err) {
+    g4_rank_model *m = calloc(1, sizeof *m);
+    if (!m) return g4_err_set(err, G4_ENOMEM, "out of memory");
+    m->cfg = cfg;
+    m->plan = plan;
+    m->w = w;
+    m->K = K;
+    m->pool = pool;
+    m->comm = comm;
+    m->o = *opts;
+    m->nth = g4_pool_size(pool);
+    m->H = cfg->hidden_size;
+    m->nf = plan->n_f_local;
+    m->embed_scale = g4_config_embed_scale(cfg);
+    int hd_max = 0;
+    for (int l = 0; l < cfg->n_layers; l++) {
+        const g4_layer_cfg *lc = &cfg->layers[l];
+        if (lc->head_dim > hd_max) hd_max = lc->head_dim;
+        int64_t qd = (int64_t)plan->n_q_local * lc->head_dim, kd = (int64_t)plan->layers[l].n_kv_local * lc->head_dim;
+        if (qd > m->q_dim_max) m->q_dim_max = qd;
+        if (kd > m->kv_dim_max) m->kv_dim_max = kd;
+    }
+    const size_t B = (size_t)opts->max_batch;
+    m->h = falloc(B * m->H);
+    m->xn = falloc(B * m->H);
+    m->tmp = falloc(B * m->H);
+    m->q = falloc(B * m->q_dim_max);
+    m->attn = falloc(B * m->q_dim_max);
+    m->kb = falloc(B * m->kv_dim_max);
+    m->vb = falloc(B * m->kv_dim_max);
+    m->gate = falloc(B * m->nf);
+    m->up = falloc(B * m->nf);
+    int maxs = plan->p_attn / plan->tp > plan->p_mlp / plan->tp ? plan->p_attn / plan->tp : plan->p_mlp / plan->tp;
+    m->n_stack = 1;
+    while ((1 << (m->n_stack - 1)) < maxs) m->n_stack++;
+    int ok = m->h && m->xn && m->tmp && m->q && m->attn && m->kb && m->vb && m->gate && m->up;
+    for (int i = 0; i < m->n_stack; i++) ok = ok && (m->stack[i] = falloc(B * m->H));
+    m->scores = calloc((size_t)m->nth, sizeof *m->scores);
+    m->trig = calloc((size_t)m->nth, sizeof *m->trig);
+    m->mm_scratch = calloc((size_t)m->nth, sizeof *m->mm_scratch);
+    m->inv_freq = calloc((size_t)cfg->n_layers, sizeof *m->inv_freq);
+    m->seqs = calloc((size_t)opts->max_seqs, sizeof *m->seqs);
+    ok = ok && m->scores && m->trig && m->mm_scratch && m->inv_freq && m->seqs;
+    size_t scr = ok ? max_scratch(m) : 0;
+    for (int i = 0; ok && i < m->nth; i++) {
+        ok = (m->scores[i] = falloc((size_t)opts->max_ctx + 16)) && (m->trig[i] = falloc((size_t)hd_max + 16)) &&
+             (m->mm_scratch[i] = aligned_alloc(64, (scr + 63) / 64 * 64 + 64));
+    }
+    for (int l = 0; ok && l < cfg->n_layers; l++) {
+        ok = (m->inv_freq[l] = falloc((size_t)cfg->layers[l].head_dim / 2 + 1)) != NULL;
+        if (ok) g4_config_rope_inv_freq(cfg, l, m->inv_freq[l]);
+    }
+    if (ok && opts->mutation == G4_MUT_NORM_PLUS_ONE) {
+        int n = cfg->n_layers * 6 + 1;
+        m->mut_norms = calloc((size_t)n, sizeof *m->mut_norms);
+        for (int i = 0; ok && i < n; i++) {
+            int l = i / 6, which = i % 6;
+            const float *src;
+            int64_t len;
+            if (i == n - 1) { src = w->final_norm; len = m->H; }
+            else {
+                const g4_layer_weights *L = &w->layers[l];
+                const float *v[6] = {L->ln_in, L->ln_post_attn, L->ln_pre_ff, L->ln_post_ff, L->q_norm, L->k_norm};
+                src = v[which];
+                len = which >= 4 ? cfg->layers[l].head_dim : m->H;
+            }
+            ok = (m->mut_norms[i] = falloc((size_t)len)) != NULL;
+            for (int64_t j = 0; ok && j < len; j++) m->mut_norms[i][j] = 1.0f + src[j];
+        }
+    }
+    if (!ok) {
+        g4_rank_model_free(m);
+        return g4_err_set(err, G4_ENOMEM, "out of memory for the forward workspace (max batch %d, context %lld)", opts->max_batch, (long long)opts->max_ctx);
+    }
+    *out = m;
+    return G4_OK;
+}
+
+void g4_rank_model_free(g4_rank_model *m) {
+    if (!m) return;
+    if (m->seqs)
+        for (int i = 0; i < m->o.max_seqs; i++) g4_kv_seq_close(&m->seqs[i], m->cfg);
+    free(m->seqs);
+    free(m->h); free(m->xn); free(m->tmp); free(m->q); free(m->attn); free(m->kb); free(m->vb); free(m->gate); free(m->up);
+    for (int i = 0; i < m->n_stack; i++) free(m->stack[i]);
+    for (int i = 0; i < m->nth; i++) {
+        if (m->scores) free(m->scores[i]);
+        if (m->trig) free(m->trig[i]);
+        if (m->mm_scratch) free(m->mm_scratch[i]);
+    }
+    free(m->scores); free(m->trig); free(m->mm_scratch);
+    if (m->inv_freq)
+        for (int l = 0; l < m->cfg->n_layers; l++) free(m->inv_freq[l]);
+    free(m->inv_freq);
+    if (m->mut_norms)
+        for (int i = 0; i < m->cfg->n_layers * 6 + 1; i++) free(m->mut_norms[i]);
+    free(m->mut_norms);
+    free(m);
+}
+
+int g4_rank_seq_open(g4_rank_model *m, int seq, int64_t cap, g4_err *err) {
+    if (seq < 0 || seq >= m->o.max_seqs) return g4_err_set(err, G4_EINVAL, "sequence slot %d out of range", seq);
+    if (cap < 1 || cap > m->o.max_ctx) return g4_err_set(err, G4_ECONTEXT, "sequence of %lld positions exceeds the context limit %lld", (long long)cap, (long long)m->o.max_ctx);
+    g4_kv_seq_close(&m->seqs[seq], m->cfg);
+    return g4_kv_seq_open(&m->seqs[seq], m->cfg, m->plan, cap, m->o.max_batch, err);
+}
+
+void g4_rank_seq_close(g4_rank_model *m, int seq) {
+    if (seq >= 0 && seq < m->o.max_seqs) g4_kv_seq_close(&m->seqs[seq], m->cfg);
+}
+
+size_t g4_rank_seq_bytes(const g4_rank_model *m, int64_t cap) {
+    return g4_kv_seq_bytes(m->cfg, m->plan, cap, m->o.max_batch);
+}

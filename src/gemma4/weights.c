@@ -1,0 +1,125 @@
+/* weights.c — binds one rank's weights (see weights.h). */
+#include "gemma4/weights.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int own(g4_rank_weights *w, void *p, g4_err *err) {
+    if (w->n_owned == w->cap_owned) {
+        int cap = w->cap_owned ? w->cap_owned * 2 : 64;
+        void **n = realloc(w->owned, sizeof(void *) * (size_t)cap);
+        if (!n) return g4_err_set(err, G4_ENOMEM, "out of memory");
+        w->owned = n;
+        w->cap_owned = cap;
+    }
+    w->owned[w->n_owned++] = p;
+    return G4_OK;
+}
+
+int g4_mat_convert(const g4_mat *src, int dt, void **out, size_t *bytes, g4_err *err) {
+    if (dt == G4_DT_Q8_0 && src->cols % G4_Q8_BLOCK)
+        return g4_err_set(err, G4_EUNSUPPORTED, "q8_0 needs rows whose length is a multiple of 32 (got %lld)", (long long)src->cols);
+    if (src->dtype == G4_DT_Q8_0 && dt != G4_DT_Q8_0)
+        return g4_err_set(err, G4_EUNSUPPORTED, "cannot convert q8_0 weights back to %s", g4_dtype_name(dt));
+    size_t rb = g4_dtype_row_bytes(dt, src->cols);
+    size_t total = rb * (size_t)src->rows;
+    uint8_t *dst = aligned_alloc(64, (total + 63) / 64 * 64 + 64);
+    float *row = malloc(sizeof(float) * (size_t)(src->cols ? src->cols : 1));
+    if (!dst || !row) { free(dst); free(row); return g4_err_set(err, G4_ENOMEM, "out of memory converting a %lldx%lld matrix", (long long)src->rows, (long long)src->cols); }
+    const g4_kernels *K = &g4_kernels_scalar;
+    for (int64_t r = 0; r < src->rows; r++) {
+        const void *s = (const uint8_t *)src->data + r * src->ld_bytes;
+        uint8_t *d = dst + (size_t)r * rb;
+        if (src->dtype == dt) { memcpy(d, s, rb); continue; }
+        K->row_to_f32(row, s, src->dtype, src->cols);
+        switch (dt) {
+        case G4_DT_F32: memcpy(d, row, rb); break;
+        case G4_DT_BF16: for (int64_t i = 0; i < src->cols; i++) ((uint16_t *)d)[i] = g4_f32_to_bf16(row[i]); break;
+        case G4_DT_F16: for (int64_t i = 0; i < src->cols; i++) ((uint16_t *)d)[i] = g4_f32_to_f16(row[i]); break;
+        case G4_DT_Q8_0: g4_quantize_row_q8_0(row, (g4_block_q8_0 *)d, src->cols); break;
+        }
+    }
+    free(row);
+    *out = dst;
+    *bytes = total;
+    return G4_OK;
+}
+
+/* fp32 copy of a 1-D tensor (norm weights, the layer scalar). */
+static int vec_f32(g4_rank_weights *w, const g4_mat *v, int64_t n, float **out, g4_err *err) {
+    float *p = malloc(sizeof(float) * (size_t)n);
+    if (!p) return g4_err_set(err, G4_ENOMEM, "out of memory");
+    g4_kernels_scalar.row_to_f32(p, v->data, v->dtype, n);
+    *out = p;
+    return own(w, p, err);
+}
+
+static int matrix(g4_rank_weights *w, const g4_mat *v, int convert, g4_mat *out, g4_err *err) {
+    *out = *v;
+    if (convert >= 0 && convert != v->dtype) {
+        void *data;
+        size_t bytes;
+        int rc = g4_mat_convert(v, convert, &data, &bytes, err);
+        if (rc) return rc;
+        if ((rc = own(w, data, err))) { free(data); return rc; }
+        out->data = data;
+        out->dtype = convert;
+        out->ld_bytes = (int64_t)g4_dtype_row_bytes(convert, v->cols);
+    }
+    w->matrix_bytes += g4_dtype_row_bytes(out->dtype, out->cols) * (size_t)out->rows;
+    return G4_OK;
+}
+
+int g4_weights_bind(const g4_config *cfg, const g4_tp_plan *plan, const g4_tensor_spec *specs, int n_specs,
+                    g4_tensor_getter get, void *src, int convert, g4_rank_weights *w, g4_err *err) {
+    memset(w, 0, sizeof *w);
+    w->layers = calloc((size_t)cfg->n_layers, sizeof *w->layers);
+    if (!w->layers) return g4_err_set(err, G4_ENOMEM, "out of memory");
+    int rc = G4_OK;
+    for (int i = 0; i < n_specs && rc == G4_OK; i++) {
+        const g4_tensor_spec *s = &specs[i];
+        g4_mat v;
+        if ((rc = get(src, s, i, &v, err))) break;
+        int64_t r0, nr, c0, nc;
+        g4_tp_tensor_slice(cfg, plan, s, &r0, &nr, &c0, &nc);
+        if (v.rows != nr || v.cols != nc) {
+            rc = g4_err_set(err, G4_ESHAPE, "tensor %s: rank %d expects a %lldx%lld slice, got %lldx%lld", s->name, plan->rank,
+                            (long long)nr, (long long)nc, (long long)v.rows, (long long)v.cols);
+            break;
+        }
+        g4_layer_weights *L = s->layer >= 0 ? &w->layers[s->layer] : NULL;
+        switch (s->kind) {
+        case G4_T_EMBED: rc = matrix(w, &v, convert, &w->embed, err); break;
+        case G4_T_FINAL_NORM: rc = vec_f32(w, &v, nr, &w->final_norm, err); break;
+        case G4_T_LN_IN: rc = vec_f32(w, &v, nr, &L->ln_in, err); break;
+        case G4_T_LN_POST_ATTN: rc = vec_f32(w, &v, nr, &L->ln_post_attn, err); break;
+        case G4_T_LN_PRE_FF: rc = vec_f32(w, &v, nr, &L->ln_pre_ff, err); break;
+        case G4_T_LN_POST_FF: rc = vec_f32(w, &v, nr, &L->ln_post_ff, err); break;
+        case G4_T_QNORM: rc = vec_f32(w, &v, nr, &L->q_norm, err); break;
+        case G4_T_KNORM: rc = vec_f32(w, &v, nr, &L->k_norm, err); break;
+        case G4_T_SCALAR: {
+            float s1;
+            g4_kernels_scalar.row_to_f32(&s1, v.data, v.dtype, 1);
+            L->scalar = s1;
+            break;
+        }
+        case G4_T_Q: rc = matrix(w, &v, convert, &L->q, err); break;
+        case G4_T_K: rc = matrix(w, &v, convert, &L->k, err); break;
+        case G4_T_V: rc = matrix(w, &v, convert, &L->v, err); break;
+        case G4_T_O: rc = matrix(w, &v, convert, &L->o, err); break;
+        case G4_T_GATE: rc = matrix(w, &v, convert, &L->gate, err); break;
+        case G4_T_UP: rc = matrix(w, &v, convert, &L->up, err); break;
+        case G4_T_DOWN: rc = matrix(w, &v, convert, &L->down, err); break;
+        }
+        if (rc) g4_err_prefix(err, "%s: ", s->name);
+    }
+    if (rc) g4_weights_free(w);
+    return rc;
+}
+
+void g4_weights_free(g4_rank_weights *w) {
+    for (int i = 0; i < w->n_owned; i++) free(w->owned[i]);
+    free(w->owned);
+    free(w->layers);
+    memset(w, 0, sizeof *w);
+}

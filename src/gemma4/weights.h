@@ -1,0 +1,47 @@
+/* weights.h — one rank's weights, bound for the kernels.
+ *
+ * Matrices are g4_mat views: into the read-only map of a checkpoint (slices taken in place;
+ * column slices are strided views) or of a rank artifact (already sliced), or — when a dtype
+ * conversion is asked for at load (f32, q8_0) — into memory owned here. Norm weights are
+ * upcast to fp32 once (they are tiny). Knows the Gemma-4 tensor kinds, not file formats: the
+ * caller supplies a getter that returns the rank's rectangle of each tensor. */
+#ifndef G4_GEMMA4_WEIGHTS_H
+#define G4_GEMMA4_WEIGHTS_H
+
+#include "kernels/kernels.h"
+#include "model/config.h"
+#include "model/tensors.h"
+#include "tp/split.h"
+
+typedef struct g4_layer_weights {
+    g4_mat q, k, v;          /* v.data == NULL on k_eq_v layers */
+    g4_mat o;                /* [hidden][n_q_local * hd] */
+    g4_mat gate, up;         /* [n_f_local][hidden] */
+    g4_mat down;             /* [hidden][n_f_local] */
+    float *ln_in, *ln_post_attn, *ln_pre_ff, *ln_post_ff; /* [hidden] */
+    float *q_norm, *k_norm;  /* [head_dim] */
+    float scalar;            /* layer_scalar */
+} g4_layer_weights;
+
+typedef struct g4_rank_weights {
+    g4_mat embed;            /* [n_v_local][hidden]: lookup rows and the tied head */
+    float *final_norm;       /* [hidden] */
+    g4_layer_weights *layers;
+    void **owned;            /* allocations made here */
+    int n_owned, cap_owned;
+    size_t matrix_bytes;     /* bytes of the matrices as the kernels read them */
+} g4_rank_weights;
+
+/* Returns the rank's rectangle of tensor spec (index idx of the table) as a view. */
+typedef int (*g4_tensor_getter)(void *src, const g4_tensor_spec *spec, int idx, g4_mat *view, g4_err *err);
+
+/* convert_dtype: -1 keeps each matrix as stored; else G4_DT_F32/BF16/F16/Q8_0 for all matrices. */
+int g4_weights_bind(const g4_config *cfg, const g4_tp_plan *plan, const g4_tensor_spec *specs, int n_specs,
+                    g4_tensor_getter get, void *src, int convert_dtype, g4_rank_weights *w, g4_err *err);
+void g4_weights_free(g4_rank_weights *w);
+
+/* Converts a view into a new dense matrix of dtype dt (rows × row_bytes(cols)); q8_0 needs
+ * cols % 32 == 0. Used by the loader and the shard step. */
+int g4_mat_convert(const g4_mat *src, int dt, void **out, size_t *bytes, g4_err *err);
+
+#endif

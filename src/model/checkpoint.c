@@ -1,0 +1,212 @@
+/* checkpoint.c — opens and validates a Hugging Face checkpoint directory (see checkpoint.h). */
+#include "model/checkpoint.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/mapfile.h"
+#include "kernels/kernels.h"
+
+static const char *const skip_prefixes[] = {
+    "model.vision_tower.", "model.embed_vision.", "model.audio_tower.", "model.embed_audio.",
+};
+
+static int starts_with(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
+
+static int is_skipped(const char *name) {
+    for (size_t i = 0; i < sizeof skip_prefixes / sizeof *skip_prefixes; i++)
+        if (starts_with(name, skip_prefixes[i])) return 1;
+    return 0;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Shard file names from the index, sorted and unique; every weight_map value checked. */
+static int read_index(const char *dir, json_t **index_out, char ***names, int *n_names, g4_err *err) {
+    char *path = g4_path_join(dir, "model.safetensors.index.json");
+    char *text;
+    size_t len;
+    int rc = g4_read_file(path, &text, &len, err);
+    if (rc) { free(path); return rc; }
+    json_error_t je;
+    json_t *idx = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    free(text);
+    if (!idx) {
+        rc = g4_err_set(err, G4_EFORMAT, "%s: malformed JSON at line %d: %s", path, je.line, je.text);
+        free(path);
+        return rc;
+    }
+    json_t *wm = json_object_get(idx, "weight_map");
+    if (!json_is_object(wm)) {
+        json_decref(idx);
+        rc = g4_err_set(err, G4_EFORMAT, "%s: no \"weight_map\" object", path);
+        free(path);
+        return rc;
+    }
+    char **list = calloc(json_object_size(wm) + 1, sizeof *list);
+    int n = 0;
+    const char *key;
+    json_t *v;
+    json_object_foreach(wm, key, v) {
+        const char *s = json_is_string(v) ? json_string_value(v) : NULL;
+        if (!s || !*s || strchr(s, '/') || strcmp(s, "..") == 0) {
+            rc = g4_err_set(err, G4_EFORMAT, "%s: weight_map[\"%s\"] must be a shard file name in the same folder", path, key);
+            break;
+        }
+        list[n++] = (char *)s;
+    }
+    if (rc == G4_OK && n == 0) rc = g4_err_set(err, G4_EFORMAT, "%s: weight_map is empty", path);
+    if (rc) {
+        free(list);
+        json_decref(idx);
+        free(path);
+        return rc;
+    }
+    qsort(list, (size_t)n, sizeof *list, cmp_str);
+    int u = 0;
+    for (int i = 0; i < n; i++)
+        if (u == 0 || strcmp(list[u - 1], list[i]) != 0) list[u++] = list[i];
+    free(path);
+    *index_out = idx;
+    *names = list;
+    *n_names = u;
+    return G4_OK;
+}
+
+static const g4_st_tensor *find_any(const g4_checkpoint *ck, const char *name, int *file) {
+    for (int i = 0; i < ck->n_files; i++) {
+        const g4_st_tensor *t = g4_st_find(&ck->files[i], name);
+        if (t) { if (file) *file = i; return t; }
+    }
+    return NULL;
+}
+
+static int kernel_dtype(int st) {
+    switch (st) {
+    case G4_ST_F32: return G4_DT_F32;
+    case G4_ST_BF16: return G4_DT_BF16;
+    case G4_ST_F16: return G4_DT_F16;
+    default: return -1;
+    }
+}
+
+int g4_checkpoint_dtype(const g4_checkpoint *ck, int i) { return kernel_dtype(ck->bound[i]->dtype); }
+
+static int bind_tensors(g4_checkpoint *ck, g4_err *err) {
+    /* the text prefix: the multimodal layout if any tensor uses it, else the CausalLM layout */
+    const char *prefix = "model.";
+    for (int f = 0; f < ck->n_files; f++)
+        for (size_t i = 0; i < ck->files[f].n_tensors; i++)
+            if (starts_with(ck->files[f].tensors[i].name, "model.language_model.")) prefix = "model.language_model.";
+    snprintf(ck->prefix, sizeof ck->prefix, "%s", prefix);
+    int rc = g4_tensor_specs(&ck->cfg, &ck->specs, &ck->n_specs, err);
+    if (rc) return rc;
+    ck->bound = calloc((size_t)ck->n_specs, sizeof *ck->bound);
+    if (!ck->bound) return g4_err_set(err, G4_ENOMEM, "out of memory");
+    char full[160];
+    for (int s = 0; s < ck->n_specs; s++) {
+        const g4_tensor_spec *sp = &ck->specs[s];
+        snprintf(full, sizeof full, "%s%s", prefix, sp->name);
+        int file = 0;
+        const g4_st_tensor *t = find_any(ck, full, &file);
+        if (!t) return g4_err_set(err, G4_ENOTFOUND, "checkpoint %s: missing tensor %s", ck->dir, full);
+        if (kernel_dtype(t->dtype) < 0)
+            return g4_err_set(err, G4_ESHAPE, "%s: tensor %s has dtype %s; expected BF16, F16 or F32", ck->files[file].map.path, full, g4_st_dtype_name(t->dtype));
+        int ok = t->ndim == sp->ndim && t->shape[0] == sp->shape[0] && (sp->ndim == 1 || t->shape[1] == sp->shape[1]);
+        if (!ok) {
+            char got[128] = "[";
+            for (int d = 0; d < t->ndim; d++) {
+                size_t l = strlen(got);
+                snprintf(got + l, sizeof got - l, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+            }
+            strncat(got, "]", sizeof got - strlen(got) - 1);
+            char want[64];
+            if (sp->ndim == 1) snprintf(want, sizeof want, "[%lld]", (long long)sp->shape[0]);
+            else snprintf(want, sizeof want, "[%lld, %lld]", (long long)sp->shape[0], (long long)sp->shape[1]);
+            return g4_err_set(err, G4_ESHAPE, "%s: tensor %s has shape %s; the config needs %s", ck->files[file].map.path, full, got, want);
+        }
+        ck->bound[s] = t;
+    }
+    /* every other tensor must be a skipped encoder tensor */
+    for (int f = 0; f < ck->n_files; f++)
+        for (size_t i = 0; i < ck->files[f].n_tensors; i++) {
+            const char *name = ck->files[f].tensors[i].name;
+            if (is_skipped(name)) { ck->n_skipped++; continue; }
+            int known = 0;
+            if (starts_with(name, prefix)) {
+                for (int s = 0; s < ck->n_specs && !known; s++)
+                    if (ck->bound[s] == &ck->files[f].tensors[i]) known = 1;
+            }
+            if (!known)
+                return g4_err_set(err, G4_EFORMAT, "%s: unexpected tensor %s (not a Gemma-4 dense text tensor%s)", ck->files[f].map.path, name,
+                                  strcmp(name, "lm_head.weight") == 0 ? "; the head is tied to embed_tokens" : "");
+        }
+    return G4_OK;
+}
+
+int g4_checkpoint_open(const char *dir, g4_checkpoint *ck, g4_err *err) {
+    memset(ck, 0, sizeof *ck);
+    ck->dir = strdup(dir);
+    char *cpath = g4_path_join(dir, "config.json");
+    int rc = g4_config_load(cpath, &ck->cfg, err);
+    free(cpath);
+    if (rc) goto fail;
+    char *ipath = g4_path_join(dir, "model.safetensors.index.json");
+    int has_index = g4_file_exists(ipath);
+    free(ipath);
+    json_t *idx = NULL;
+    char **names = NULL;
+    int n_names = 0;
+    static char *single[] = {"model.safetensors"};
+    if (has_index) {
+        if ((rc = read_index(dir, &idx, &names, &n_names, err))) goto fail;
+    } else {
+        names = single;
+        n_names = 1;
+    }
+    ck->files = calloc((size_t)n_names, sizeof *ck->files);
+    if (!ck->files) { rc = g4_err_set(err, G4_ENOMEM, "out of memory"); goto fail_idx; }
+    for (int i = 0; i < n_names; i++) {
+        char *p = g4_path_join(dir, names[i]);
+        if (!g4_file_exists(p)) {
+            rc = has_index ? g4_err_set(err, G4_EIO, "model.safetensors.index.json names shard %s, which does not exist in %s", names[i], dir)
+                           : g4_err_set(err, G4_EIO, "%s: no model.safetensors and no model.safetensors.index.json", dir);
+            free(p);
+            goto fail_idx;
+        }
+        rc = g4_st_open(&ck->files[i], p, err);
+        free(p);
+        if (rc) goto fail_idx;
+        ck->n_files++;
+    }
+    if (idx) { /* each tensor the index names must be in the shard it names */
+        const char *key;
+        json_t *v;
+        json_object_foreach(json_object_get(idx, "weight_map"), key, v) {
+            const char *shard = json_string_value(v);
+            int found = 0;
+            for (int i = 0; i < n_names; i++)
+                if (strcmp(names[i], shard) == 0) found = g4_st_find(&ck->files[i], key) != NULL;
+            if (!found) { rc = g4_err_set(err, G4_EFORMAT, "model.safetensors.index.json: tensor %s is not in %s", key, shard); goto fail_idx; }
+        }
+    }
+    rc = bind_tensors(ck, err);
+fail_idx:
+    if (has_index) { free(names); json_decref(idx); }
+    if (rc) goto fail;
+    return G4_OK;
+fail:
+    g4_checkpoint_close(ck);
+    return rc;
+}
+
+void g4_checkpoint_close(g4_checkpoint *ck) {
+    for (int i = 0; i < ck->n_files; i++) g4_st_close(&ck->files[i]);
+    free(ck->files);
+    free(ck->specs);
+    free(ck->bound);
+    g4_config_free(&ck->cfg);
+    free(ck->dir);
+    memset(ck, 0, sizeof *ck);
+}

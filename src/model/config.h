@@ -1,0 +1,59 @@
+/* config.h — the Gemma-4 dense text configuration, read from a Hugging Face config.json.
+ *
+ * Accepts the multimodal form (Gemma4ForConditionalGeneration: text settings under
+ * "text_config") and the text-only form (Gemma4ForCausalLM / model_type gemma4_text). Every key
+ * the 31B text_config has must be present — class defaults are never substituted (HF's default
+ * hidden_size_per_layer_input = 256 would switch per-layer embeddings on). Features that are on
+ * but not implemented are refused with a message naming the key. Per-layer geometry (type, head
+ * dim, KV heads, window, RoPE) is derived here once, from the config only. */
+#ifndef G4_MODEL_CONFIG_H
+#define G4_MODEL_CONFIG_H
+
+#include <stdint.h>
+
+#include "base/error.h"
+
+typedef struct g4_layer_cfg {
+    int full;          /* 1: full (global) attention, 0: sliding window */
+    int head_dim;      /* 256 sliding / 512 full on the 31B */
+    int n_kv;          /* KV heads of this layer */
+    int k_eq_v;        /* V is the raw k_proj output (no v_proj tensor) */
+    int window;        /* sliding window W (keys i-W+1..i), 0 for full layers */
+    int rope_kind;     /* 0 default, 1 proportional */
+    double rope_theta;
+    double rope_partial; /* proportional: partial_rotary_factor */
+    double rope_factor;  /* proportional: divisor of inv_freq (1.0 = none) */
+} g4_layer_cfg;
+
+#define G4_MAX_EOS 8
+
+typedef struct g4_config {
+    char architecture[64]; /* "Gemma4ForConditionalGeneration" or "Gemma4ForCausalLM" */
+    int multimodal;        /* text settings were under text_config */
+    int64_t vocab_size, hidden_size, intermediate_size;
+    int n_layers, n_heads, n_kv_heads, n_global_kv_heads, head_dim, global_head_dim;
+    int attention_k_eq_v;
+    int sliding_window;
+    double rms_norm_eps;
+    double final_logit_softcapping; /* 0 = none */
+    int64_t max_position_embeddings;
+    int bos_token_id, pad_token_id;
+    int eos_ids[G4_MAX_EOS];        /* top-level eos_token_id list (else text_config's) */
+    int n_eos;
+    g4_layer_cfg *layers;           /* [n_layers] */
+    char *json;                     /* the whole config.json text as given (for manifests) */
+} g4_config;
+
+/* Parses config.json text. On success cfg owns its memory (g4_config_free). */
+int g4_config_parse(const char *json, size_t len, g4_config *cfg, g4_err *err);
+int g4_config_load(const char *path, g4_config *cfg, g4_err *err);
+void g4_config_free(g4_config *cfg);
+
+/* RoPE inverse frequencies of layer l: head_dim/2 floats, zeros where dims pass through.
+ * Computed in fp32 exactly like HF (and the oracle). */
+void g4_config_rope_inv_freq(const g4_config *cfg, int l, float *inv /* [head_dim/2] */);
+
+/* Embedding multiplier: fp32(sqrt(hidden_size)). */
+float g4_config_embed_scale(const g4_config *cfg);
+
+#endif

@@ -1,0 +1,113 @@
+/* split.c — the TP split rules and the canonical reduction slices (see split.h). */
+#include "tp/split.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int pow2_slices(int64_t units) {
+    int p = 1;
+    while (p < G4_MAX_SLICES && units % (2 * p) == 0) p *= 2;
+    return p;
+}
+
+int g4_tp_slices_attn(const g4_config *cfg) { return pow2_slices(cfg->n_heads); }
+
+int g4_tp_slices_mlp(const g4_config *cfg) {
+    int64_t units = cfg->intermediate_size % 32 == 0 ? cfg->intermediate_size / 32 : cfg->intermediate_size;
+    return pow2_slices(units);
+}
+
+int64_t g4_tp_mlp_slice_cols(const g4_config *cfg) { return cfg->intermediate_size / g4_tp_slices_mlp(cfg); }
+
+int64_t g4_tp_attn_slice_cols(const g4_config *cfg, int l) {
+    return (int64_t)(cfg->n_heads / g4_tp_slices_attn(cfg)) * cfg->layers[l].head_dim;
+}
+
+int g4_tp_degree_ok(const g4_config *cfg, int tp) {
+    if (tp < 1 || (tp & (tp - 1))) return 0;
+    if (g4_tp_slices_attn(cfg) % tp || g4_tp_slices_mlp(cfg) % tp) return 0;
+    for (int l = 0; l < cfg->n_layers; l++) {
+        int kv = cfg->layers[l].n_kv;
+        if (kv % tp != 0 && tp % kv != 0) return 0;
+    }
+    return 1;
+}
+
+void g4_tp_valid_degrees(const g4_config *cfg, char *buf, size_t len) {
+    buf[0] = 0;
+    for (int t = 1; t <= G4_MAX_SLICES; t *= 2)
+        if (g4_tp_degree_ok(cfg, t)) {
+            size_t l = strlen(buf);
+            snprintf(buf + l, len - l, "%s%d", l ? ", " : "", t);
+        }
+}
+
+void g4_tp_vocab_range(int64_t vocab, int tp, int rank, int64_t *v0, int64_t *n) {
+    int64_t base = vocab / tp, extra = vocab % tp;
+    *n = base + (rank < extra ? 1 : 0);
+    *v0 = rank * base + (rank < extra ? rank : extra);
+}
+
+int g4_tp_plan_make(const g4_config *cfg, int tp, int rank, g4_tp_plan *p, g4_err *err) {
+    memset(p, 0, sizeof *p);
+    if (!g4_tp_degree_ok(cfg, tp)) {
+        char ok[128];
+        g4_tp_valid_degrees(cfg, ok, sizeof ok);
+        return g4_err_set(err, G4_EINVAL,
+                          "TP degree %d does not work for this model (%d query heads, KV heads %d/%d, FFN %lld): "
+                          "it must be a power of two that splits the query heads and the reduction slices, and "
+                          "divide or be a multiple of every layer's KV heads; valid degrees: %s",
+                          tp, cfg->n_heads, cfg->n_kv_heads, cfg->n_global_kv_heads, (long long)cfg->intermediate_size, ok);
+    }
+    if (rank < 0 || rank >= tp) return g4_err_set(err, G4_EINVAL, "rank %d out of range for TP %d", rank, tp);
+    p->tp = tp;
+    p->rank = rank;
+    p->n_q_local = cfg->n_heads / tp;
+    p->q0 = rank * p->n_q_local;
+    p->n_f_local = cfg->intermediate_size / tp;
+    p->f0 = rank * p->n_f_local;
+    g4_tp_vocab_range(cfg->vocab_size, tp, rank, &p->v0, &p->n_v_local);
+    p->p_attn = g4_tp_slices_attn(cfg);
+    p->p_mlp = g4_tp_slices_mlp(cfg);
+    p->s_attn0 = rank * (p->p_attn / tp);
+    p->s_mlp0 = rank * (p->p_mlp / tp);
+    p->layers = calloc((size_t)cfg->n_layers, sizeof *p->layers);
+    if (!p->layers) return g4_err_set(err, G4_ENOMEM, "out of memory");
+    for (int l = 0; l < cfg->n_layers; l++) {
+        int kv = cfg->layers[l].n_kv;
+        if (kv >= tp) {
+            p->layers[l].n_kv_local = kv / tp;
+            p->layers[l].kv0 = rank * (kv / tp);
+        } else { /* fewer KV heads than ranks: replicate the one KV head our query heads use */
+            p->layers[l].n_kv_local = 1;
+            p->layers[l].kv0 = rank / (tp / kv);
+        }
+    }
+    return G4_OK;
+}
+
+void g4_tp_plan_free(g4_tp_plan *p) {
+    free(p->layers);
+    p->layers = NULL;
+}
+
+void g4_tp_tensor_slice(const g4_config *cfg, const g4_tp_plan *p, const g4_tensor_spec *s,
+                        int64_t *r0, int64_t *nr, int64_t *c0, int64_t *nc) {
+    *r0 = 0;
+    *nr = s->shape[0];
+    *c0 = 0;
+    *nc = s->ndim == 2 ? s->shape[1] : 1;
+    int64_t hd = s->layer >= 0 ? cfg->layers[s->layer].head_dim : 0;
+    switch (s->kind) {
+    case G4_T_EMBED: *r0 = p->v0; *nr = p->n_v_local; break;
+    case G4_T_Q: *r0 = p->q0 * hd; *nr = p->n_q_local * hd; break;
+    case G4_T_K:
+    case G4_T_V: *r0 = p->layers[s->layer].kv0 * hd; *nr = p->layers[s->layer].n_kv_local * hd; break;
+    case G4_T_O: *c0 = p->q0 * hd; *nc = p->n_q_local * hd; break;
+    case G4_T_GATE:
+    case G4_T_UP: *r0 = p->f0; *nr = p->n_f_local; break;
+    case G4_T_DOWN: *c0 = p->f0; *nc = p->n_f_local; break;
+    default: break; /* norms, scalars: replicated */
+    }
+}
