@@ -1,0 +1,86 @@
+/* tok_internal.h — the loaded tokenizer's tables, shared by tokenizer.c (load, lookups),
+ * tok_encode.c (encode) and tok_decode.c (decode, streaming). Not a public header. */
+#ifndef G4_TEXT_TOK_INTERNAL_H
+#define G4_TEXT_TOK_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "text/tokenizer.h"
+
+/* A growable byte buffer. */
+typedef struct { char *b; size_t n, cap; } tk_buf;
+int tk_buf_reserve(tk_buf *s, size_t extra);
+int tk_buf_put(tk_buf *s, const void *p, size_t n);
+
+/* String -> id, open addressing; the strings live in the tokenizer's pool. */
+typedef struct { uint32_t off, len; int32_t id; uint32_t hash; } tk_sslot;
+typedef struct { tk_sslot *slots; size_t cap, n; } tk_strmap;
+
+/* (left id, right id) -> (rank, merged id). */
+typedef struct { uint64_t key; uint32_t rank; int32_t new_id; } tk_mslot;
+typedef struct { tk_mslot *slots; size_t cap, n; } tk_mergemap;
+
+/* A byte trie of added-token strings for leftmost-longest matching. */
+typedef struct {
+    int32_t *term;        /* per node: added-token index ending here, or -1 */
+    size_t n_nodes;
+    tk_mergemap edges;    /* key (node << 8 | byte) -> child node in new_id */
+} tk_trie;
+
+typedef struct {
+    uint32_t off, len;    /* content in the pool */
+    int32_t id;
+    uint8_t special, normalized, lstrip, rstrip, single_word;
+} tk_added;
+
+enum { TN_REPLACE, TN_PREPEND, TN_STRIP };
+typedef struct { int type; uint32_t a_off, a_len, b_off, b_len; int left, right; } tk_norm;
+
+enum { TS_REMOVED, TS_ISOLATED, TS_MERGED_PREV, TS_MERGED_NEXT, TS_CONTIGUOUS };
+typedef struct { uint32_t pat_off, pat_len; int behavior, invert; } tk_split;
+
+enum { TD_REPLACE, TD_BYTEFALLBACK, TD_FUSE, TD_STRIP };
+typedef struct { int type; uint32_t a_off, a_len, b_off, b_len; uint32_t content; size_t start, stop; } tk_dec;
+
+struct g4_tokenizer {
+    tk_buf pool;                  /* every string the tables point at */
+    /* model */
+    tk_strmap vocab;              /* model vocab */
+    size_t model_vocab_size;      /* entries in the model vocab (HF get_vocab_size) */
+    tk_mergemap merges;
+    int32_t byte_id[256];         /* vocab id of "<0xNN>", -1 if absent */
+    int byte_fallback, fuse_unk, ignore_merges, has_unk;
+    uint32_t unk_off, unk_len;
+    int32_t unk_id;               /* -1 when unk_token is not in the vocab */
+    uint32_t prefix_off, prefix_len, suffix_off, suffix_len;
+    int has_prefix, has_suffix;
+    /* ids */
+    int32_t n_ids;                /* 1 + largest id */
+    uint32_t *id_off, *id_len;    /* piece of each id; id_len == UINT32_MAX when none */
+    uint8_t *id_special;
+    /* added tokens */
+    tk_added *added;
+    size_t n_added;
+    tk_strmap added_map;          /* content -> id (HF added_tokens_map) */
+    int32_t *id_added;            /* id -> index in added (HF added_tokens_map_r), -1 */
+    tk_strmap special_set;        /* contents of special tokens */
+    tk_trie trie_raw, trie_norm;
+    /* pipeline */
+    int has_normalizer;
+    tk_norm *norm; size_t n_norm;
+    tk_split *split; size_t n_split;
+    int has_decoder;
+    tk_dec *dec; size_t n_dec;
+    int32_t *tmpl; size_t n_tmpl; /* single template: ids, -1 = the sequence */
+};
+
+static inline const char *tk_str(const g4_tokenizer *t, uint32_t off) { return t->pool.b + off; }
+
+int32_t tk_strmap_get(const g4_tokenizer *t, const tk_strmap *m, const char *s, size_t len);
+int tk_mergemap_get(const tk_mergemap *m, uint64_t key, uint32_t *rank, int32_t *new_id);
+
+/* Encode stages used by tok_encode.c. */
+int tk_normalize(const g4_tokenizer *t, const char *s, size_t len, tk_buf *out, tk_buf *tmp);
+int tk_trie_longest(const g4_tokenizer *t, const tk_trie *tr, const char *s, size_t len, size_t *mlen);
+
+#endif

@@ -1,0 +1,333 @@
+/* tok_json.c — the arena JSON reader behind tokenizer loading (see tok_json.h).
+ *
+ * Owns: strict RFC 8259 parsing (no comments, no trailing commas, no lone surrogates), string
+ * unescaping into one buffer sized by the input, and an arena of value nodes. Containers are
+ * built on a scratch stack and copied into the arena when closed, so the parse is linear.
+ * Knows nothing about tokenizers. */
+#include "text/tok_json.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define TJ_MAX_DEPTH 256
+
+typedef struct tj_block {
+    struct tj_block *next;
+    size_t used, cap;
+    tj_val v[];
+} tj_block;
+
+struct tj_doc {
+    char *strings;      /* all decoded strings */
+    size_t str_used;
+    tj_block *blocks;
+    tj_val root;
+};
+
+typedef struct {
+    const char *p, *end, *start;
+    tj_doc *doc;
+    tj_val *stack;
+    size_t sp, scap;
+    g4_err *err;
+    int depth;
+} tj_parser;
+
+static int perr(tj_parser *ps, const char *what) {
+    return g4_err_set(ps->err, G4_EFORMAT, "JSON: %s at byte %zu", what, (size_t)(ps->p - ps->start));
+}
+
+static tj_val *arena_alloc(tj_parser *ps, size_t n) {
+    tj_block *b = ps->doc->blocks;
+    if (n == 0) n = 1;
+    if (!b || b->cap - b->used < n) {
+        size_t cap = n > 65536 ? n : 65536;
+        tj_block *nb = malloc(sizeof *nb + cap * sizeof(tj_val));
+        if (!nb) return NULL;
+        nb->next = b;
+        nb->used = 0;
+        nb->cap = cap;
+        ps->doc->blocks = nb;
+        b = nb;
+    }
+    tj_val *r = b->v + b->used;
+    b->used += n;
+    return r;
+}
+
+static int push(tj_parser *ps, const tj_val *v) {
+    if (ps->sp == ps->scap) {
+        size_t nc = ps->scap ? ps->scap * 2 : 1024;
+        tj_val *ns = realloc(ps->stack, nc * sizeof *ns);
+        if (!ns) return g4_err_set(ps->err, G4_ENOMEM, "JSON: out of memory");
+        ps->stack = ns;
+        ps->scap = nc;
+    }
+    ps->stack[ps->sp++] = *v;
+    return G4_OK;
+}
+
+static void skip_ws(tj_parser *ps) {
+    while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\n' || *ps->p == '\r' || *ps->p == '\t')) ps->p++;
+}
+
+static int hex4(const char *p, unsigned *out) {
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = p[i];
+        v <<= 4;
+        if (c >= '0' && c <= '9') v |= (unsigned)(c - '0');
+        else if (c >= 'a' && c <= 'f') v |= (unsigned)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F') v |= (unsigned)(c - 'A' + 10);
+        else return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static size_t put_utf8(char *o, unsigned cp) {
+    if (cp < 0x80) { o[0] = (char)cp; return 1; }
+    if (cp < 0x800) { o[0] = (char)(0xC0 | (cp >> 6)); o[1] = (char)(0x80 | (cp & 0x3F)); return 2; }
+    if (cp < 0x10000) {
+        o[0] = (char)(0xE0 | (cp >> 12)); o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        o[2] = (char)(0x80 | (cp & 0x3F)); return 3;
+    }
+    o[0] = (char)(0xF0 | (cp >> 18)); o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F)); o[3] = (char)(0x80 | (cp & 0x3F)); return 4;
+}
+
+/* Length of a valid UTF-8 sequence at p (raw input inside a string), 0 if invalid. */
+static size_t utf8_valid_at(const unsigned char *p, const unsigned char *end) {
+    unsigned c = p[0];
+    if (c < 0x80) return 1;
+    size_t n;
+    unsigned cp, min;
+    if (c >= 0xC2 && c <= 0xDF) { n = 2; cp = c & 0x1F; min = 0x80; }
+    else if (c >= 0xE0 && c <= 0xEF) { n = 3; cp = c & 0x0F; min = 0x800; }
+    else if (c >= 0xF0 && c <= 0xF4) { n = 4; cp = c & 0x07; min = 0x10000; }
+    else return 0;
+    if ((size_t)(end - p) < n) return 0;
+    for (size_t i = 1; i < n; i++) {
+        if ((p[i] & 0xC0) != 0x80) return 0;
+        cp = (cp << 6) | (p[i] & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+    return n;
+}
+
+static int parse_string(tj_parser *ps, tj_val *out) {
+    ps->p++; /* opening quote */
+    char *o = ps->doc->strings + ps->doc->str_used;
+    char *o0 = o;
+    for (;;) {
+        if (ps->p >= ps->end) return perr(ps, "unterminated string");
+        unsigned char c = (unsigned char)*ps->p;
+        if (c == '"') { ps->p++; break; }
+        if (c < 0x20) return perr(ps, "control character in string");
+        if (c == '\\') {
+            if (ps->end - ps->p < 2) return perr(ps, "unterminated escape");
+            char e = ps->p[1];
+            ps->p += 2;
+            switch (e) {
+            case '"': *o++ = '"'; break;
+            case '\\': *o++ = '\\'; break;
+            case '/': *o++ = '/'; break;
+            case 'b': *o++ = '\b'; break;
+            case 'f': *o++ = '\f'; break;
+            case 'n': *o++ = '\n'; break;
+            case 'r': *o++ = '\r'; break;
+            case 't': *o++ = '\t'; break;
+            case 'u': {
+                unsigned cp, lo;
+                if (ps->end - ps->p < 4 || hex4(ps->p, &cp)) return perr(ps, "bad \\u escape");
+                ps->p += 4;
+                if (cp >= 0xDC00 && cp <= 0xDFFF) return perr(ps, "lone low surrogate in \\u escape");
+                if (cp >= 0xD800 && cp <= 0xDBFF) {
+                    if (ps->end - ps->p < 6 || ps->p[0] != '\\' || ps->p[1] != 'u' || hex4(ps->p + 2, &lo) ||
+                        lo < 0xDC00 || lo > 0xDFFF)
+                        return perr(ps, "lone high surrogate in \\u escape");
+                    ps->p += 6;
+                    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                }
+                o += put_utf8(o, cp);
+                break;
+            }
+            default: return perr(ps, "bad escape");
+            }
+            continue;
+        }
+        if (c < 0x80) { *o++ = (char)c; ps->p++; continue; }
+        size_t n = utf8_valid_at((const unsigned char *)ps->p, (const unsigned char *)ps->end);
+        if (!n) return perr(ps, "invalid UTF-8 in string");
+        memcpy(o, ps->p, n);
+        o += n;
+        ps->p += n;
+    }
+    *o++ = 0;
+    size_t len = (size_t)(o - o0) - 1;
+    if (len > UINT32_MAX) return perr(ps, "string too long");
+    out->type = TJ_STR;
+    out->n = (uint32_t)len;
+    out->u.s = o0;
+    ps->doc->str_used += len + 1;
+    return G4_OK;
+}
+
+static int parse_number(tj_parser *ps, tj_val *out) {
+    const char *s = ps->p, *p = ps->p, *e = ps->end;
+    if (p < e && *p == '-') p++;
+    if (p >= e) return perr(ps, "bad number");
+    if (*p == '0') p++;
+    else if (*p >= '1' && *p <= '9') { while (p < e && *p >= '0' && *p <= '9') p++; }
+    else return perr(ps, "bad number");
+    if (p < e && *p == '.') {
+        p++;
+        if (p >= e || *p < '0' || *p > '9') { ps->p = p; return perr(ps, "bad number"); }
+        while (p < e && *p >= '0' && *p <= '9') p++;
+    }
+    if (p < e && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < e && (*p == '+' || *p == '-')) p++;
+        if (p >= e || *p < '0' || *p > '9') { ps->p = p; return perr(ps, "bad number"); }
+        while (p < e && *p >= '0' && *p <= '9') p++;
+    }
+    char tmp[64];
+    size_t n = (size_t)(p - s);
+    if (n >= sizeof tmp) return perr(ps, "number too long");
+    memcpy(tmp, s, n);
+    tmp[n] = 0;
+    out->type = TJ_NUM;
+    out->n = 0;
+    out->u.num = strtod(tmp, NULL);
+    ps->p = p;
+    return G4_OK;
+}
+
+static int parse_value(tj_parser *ps, tj_val *out);
+
+static int parse_container(tj_parser *ps, tj_val *out, int is_obj) {
+    if (++ps->depth > TJ_MAX_DEPTH) return perr(ps, "nesting too deep");
+    ps->p++;
+    size_t base = ps->sp;
+    int rc;
+    skip_ws(ps);
+    char close = is_obj ? '}' : ']';
+    if (ps->p < ps->end && *ps->p == close) {
+        ps->p++;
+    } else {
+        for (;;) {
+            tj_val v;
+            skip_ws(ps);
+            if (is_obj) {
+                if (ps->p >= ps->end || *ps->p != '"') return perr(ps, "expected a string key");
+                if ((rc = parse_string(ps, &v)) || (rc = push(ps, &v))) return rc;
+                skip_ws(ps);
+                if (ps->p >= ps->end || *ps->p != ':') return perr(ps, "expected ':'");
+                ps->p++;
+                skip_ws(ps);
+            }
+            if ((rc = parse_value(ps, &v)) || (rc = push(ps, &v))) return rc;
+            skip_ws(ps);
+            if (ps->p >= ps->end) return perr(ps, is_obj ? "unterminated object" : "unterminated array");
+            if (*ps->p == ',') { ps->p++; continue; }
+            if (*ps->p == close) { ps->p++; break; }
+            return perr(ps, is_obj ? "expected ',' or '}'" : "expected ',' or ']'");
+        }
+    }
+    size_t cnt = ps->sp - base;
+    tj_val *items = arena_alloc(ps, cnt);
+    if (!items) return g4_err_set(ps->err, G4_ENOMEM, "JSON: out of memory");
+    if (cnt) memcpy(items, ps->stack + base, cnt * sizeof *items);
+    ps->sp = base;
+    out->type = is_obj ? TJ_OBJ : TJ_ARR;
+    out->n = (uint32_t)(is_obj ? cnt / 2 : cnt);
+    out->u.items = items;
+    ps->depth--;
+    return G4_OK;
+}
+
+static int lit(tj_parser *ps, const char *w, tj_type t, tj_val *out) {
+    size_t n = strlen(w);
+    if ((size_t)(ps->end - ps->p) < n || memcmp(ps->p, w, n)) return perr(ps, "unexpected character");
+    ps->p += n;
+    out->type = t;
+    out->n = 0;
+    out->u.items = NULL;
+    return G4_OK;
+}
+
+static int parse_value(tj_parser *ps, tj_val *out) {
+    skip_ws(ps);
+    if (ps->p >= ps->end) return perr(ps, "unexpected end of input");
+    switch (*ps->p) {
+    case '{': return parse_container(ps, out, 1);
+    case '[': return parse_container(ps, out, 0);
+    case '"': return parse_string(ps, out);
+    case 't': return lit(ps, "true", TJ_TRUE, out);
+    case 'f': return lit(ps, "false", TJ_FALSE, out);
+    case 'n': return lit(ps, "null", TJ_NULL, out);
+    default:
+        if (*ps->p == '-' || (*ps->p >= '0' && *ps->p <= '9')) return parse_number(ps, out);
+        return perr(ps, "unexpected character");
+    }
+}
+
+void tj_free(tj_doc *doc) {
+    if (!doc) return;
+    tj_block *b = doc->blocks;
+    while (b) {
+        tj_block *n = b->next;
+        free(b);
+        b = n;
+    }
+    free(doc->strings);
+    free(doc);
+}
+
+int tj_parse(const char *buf, size_t len, tj_doc **doc, const tj_val **root, g4_err *err) {
+    *doc = NULL;
+    *root = NULL;
+    tj_doc *d = calloc(1, sizeof *d);
+    if (!d) return g4_err_set(err, G4_ENOMEM, "JSON: out of memory");
+    d->strings = malloc(len + 1);
+    if (!d->strings) { free(d); return g4_err_set(err, G4_ENOMEM, "JSON: out of memory"); }
+    tj_parser ps = { .p = buf, .end = buf + len, .start = buf, .doc = d, .err = err };
+    int rc = parse_value(&ps, &d->root);
+    if (!rc) {
+        skip_ws(&ps);
+        if (ps.p != ps.end) rc = perr(&ps, "trailing characters after the JSON value");
+    }
+    free(ps.stack);
+    if (rc) { tj_free(d); return rc; }
+    *doc = d;
+    *root = &d->root;
+    return G4_OK;
+}
+
+const tj_val *tj_get(const tj_val *obj, const char *key) {
+    if (!obj || obj->type != TJ_OBJ) return NULL;
+    size_t kl = strlen(key);
+    const tj_val *found = NULL;
+    for (uint32_t i = 0; i < obj->n; i++) {
+        const tj_val *k = &obj->u.items[2 * i];
+        if (k->n == kl && !memcmp(k->u.s, key, kl)) found = &obj->u.items[2 * i + 1];
+    }
+    return found;
+}
+
+int tj_str_eq(const tj_val *v, const char *s) {
+    return v && v->type == TJ_STR && v->n == strlen(s) && !memcmp(v->u.s, s, v->n);
+}
+
+const char *tj_type_name(const tj_val *v) {
+    if (!v) return "missing";
+    switch (v->type) {
+    case TJ_NULL: return "null";
+    case TJ_FALSE: case TJ_TRUE: return "boolean";
+    case TJ_NUM: return "number";
+    case TJ_STR: return "string";
+    case TJ_ARR: return "array";
+    case TJ_OBJ: return "object";
+    }
+    return "?";
+}
