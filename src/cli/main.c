@@ -1,1 +1,26 @@
-int main(void){return 0;}
+/* main.c — the g4tp command: dispatches to the subcommands (cmd_*.c). */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const struct { const char *name; int (*fn)(int, char **); const char *what; } commands[] = {
+    {"generate", cmd_generate, "greedy generation from token ids (prints the generated ids)"},
+    {"inspect", cmd_inspect, "config summary, parameters and bytes per component and per rank"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "g4tp — tensor-parallel inference engine for Gemma-4 (dense, 31B)\n\n"
+               "usage: g4tp COMMAND [options]   (g4tp COMMAND --help for its options)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++) fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].what);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) { usage(stderr); return 2; }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) { usage(stdout); return 0; }
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "g4tp: unknown command \"%s\"\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

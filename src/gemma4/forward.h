@@ -12,19 +12,13 @@
 
 #include <stdint.h>
 
+#include "g4.h"
 #include "base/threadpool.h"
 #include "gemma4/kvcache.h"
 #include "gemma4/weights.h"
 #include "kernels/kernels.h"
 #include "tp/comm.h"
 
-typedef struct g4_batch {
-    int n;                  /* tokens */
-    const int32_t *ids;     /* [n] */
-    const int32_t *pos;     /* [n] absolute positions */
-    const int32_t *seq;     /* [n] sequence slot */
-    const uint8_t *logits;  /* [n] 1: produce logits for this token */
-} g4_batch;
 
 /* Test-only deliberate mistakes (spec §4), to show the golden tests catch them. */
 enum { G4_MUT_NONE = 0, G4_MUT_SCALAR_ONE, G4_MUT_NORM_PLUS_ONE, G4_MUT_V_AFTER_KNORM, G4_MUT_NO_VNORM,

@@ -1,0 +1,108 @@
+/* cli.c — option helpers shared by the subcommands (see cli.h). */
+#include "cli.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/mapfile.h"
+
+const char *cli_engine_help =
+    "  --model DIR         model folder: Hugging Face checkpoint or g4tp artifacts (default: built-in demo)\n"
+    "  --tp N              tensor-parallel ranks (threads of this process; default 1)\n"
+    "  --threads T         threads per rank (default 1)\n"
+    "  --comm local|mpi    rank backend (mpi: start with mpirun -np N)\n"
+    "  --dtype D           convert weights at load: f32, bf16, f16, q8_0 (default: as stored)\n"
+    "  --max-batch N       tokens per forward step (prefill chunk; default 128)\n"
+    "  --max-ctx N         longest sequence in tokens (default min(config, 8192))\n"
+    "  --kv-budget-mb N    KV cache memory per rank (default: a quarter of RAM)\n"
+    "  --verify            check every byte of artifact checksums at load\n";
+
+const char *cli_value(int argc, char **argv, int *i) {
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "g4tp: %s needs a value\n", argv[*i]);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+int cli_int(const char *flag, const char *s, long long lo, long long hi, long long *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "g4tp: %s must be an integer in [%lld, %lld] (got \"%s\")\n", flag, lo, hi, s);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+int cli_ids(const char *flag, const char *s, int32_t **ids, int *n) {
+    int cap = 16, k = 0;
+    int32_t *v = malloc(sizeof *v * (size_t)cap);
+    const char *p = s;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long x = strtol(p, &end, 10);
+        if (errno || end == p || x < 0 || x > INT32_MAX || (*end && *end != ',')) {
+            fprintf(stderr, "g4tp: %s must be comma-separated token ids (got \"%s\")\n", flag, s);
+            free(v);
+            return 0;
+        }
+        if (k == cap) v = realloc(v, sizeof *v * (size_t)(cap *= 2));
+        v[k++] = (int32_t)x;
+        p = *end ? end + 1 : end;
+    }
+    *ids = v;
+    *n = k;
+    return 1;
+}
+
+int cli_engine_flag(int argc, char **argv, int *i, g4_engine_opts *o, int *bad) {
+    const char *a = argv[*i], *v;
+    long long x;
+#define VAL() if (!(v = cli_value(argc, argv, i))) { *bad = 1; return 1; }
+    if (!strcmp(a, "--model")) { VAL(); o->model_dir = v; }
+    else if (!strcmp(a, "--tp")) { VAL(); if (!cli_int(a, v, 1, 64, &x)) *bad = 1; else o->tp = (int)x; }
+    else if (!strcmp(a, "--threads")) { VAL(); if (!cli_int(a, v, 1, 256, &x)) *bad = 1; else o->threads = (int)x; }
+    else if (!strcmp(a, "--comm")) { VAL(); o->comm = v; }
+    else if (!strcmp(a, "--dtype")) { VAL(); o->dtype = v; }
+    else if (!strcmp(a, "--max-batch")) { VAL(); if (!cli_int(a, v, 1, 65536, &x)) *bad = 1; else o->max_batch = (int)x; }
+    else if (!strcmp(a, "--max-ctx")) { VAL(); if (!cli_int(a, v, 1, 1LL << 31, &x)) *bad = 1; else o->max_ctx = x; }
+    else if (!strcmp(a, "--kv-budget-mb")) { VAL(); if (!cli_int(a, v, 1, 1LL << 40, &x)) *bad = 1; else o->kv_budget_bytes = x << 20; }
+    else if (!strcmp(a, "--verify")) o->verify = 1;
+    else return 0;
+#undef VAL
+    return 1;
+}
+
+const char *cli_default_model(void) {
+    const char *env = getenv("G4_DEMO_MODEL");
+    if (env && *env) return env;
+    static char path[4200];
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        /* <repo>/build-folder/g4tp -> <repo>/models/demo */
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = 0;
+            slash = strrchr(exe, '/');
+            if (slash) {
+                *slash = 0;
+                snprintf(path, sizeof path, "%s/models/demo", exe);
+                if (g4_is_dir(path)) return path;
+            }
+        }
+    }
+    return "models/demo";
+}
+
+void cli_error(const char *cmd, const g4_err *err) {
+    fprintf(stderr, "g4tp %s: error: %s\n", cmd, err->msg[0] ? err->msg : g4_status_name(err->code));
+}

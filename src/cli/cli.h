@@ -1,0 +1,27 @@
+/* cli.h — shared pieces of the g4tp subcommands: option parsing helpers, engine options from
+ * flags and environment, and the command table. Each subcommand lives in its own cmd_*.c. */
+#ifndef G4_CLI_H
+#define G4_CLI_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "g4.h"
+
+int cmd_generate(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+
+/* argv[*i] is the flag; returns its value (argv[*i+1]) and advances, or prints an error. */
+const char *cli_value(int argc, char **argv, int *i);
+int cli_int(const char *flag, const char *s, long long lo, long long hi, long long *out);
+/* Parses "2,105,17" into ids (malloc'd). */
+int cli_ids(const char *flag, const char *s, int32_t **ids, int *n);
+/* Engine flags shared by every command that loads a model: --model --tp --threads --comm
+ * --dtype --max-batch --max-ctx --kv-budget-mb --verify. Returns 1 if argv[*i] was one. */
+int cli_engine_flag(int argc, char **argv, int *i, g4_engine_opts *o, int *bad);
+extern const char *cli_engine_help;
+/* The built-in demo model folder (models/demo beside the binary's repository, or $G4_DEMO_MODEL). */
+const char *cli_default_model(void);
+void cli_error(const char *cmd, const g4_err *err);
+
+#endif

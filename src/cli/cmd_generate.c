@@ -1,0 +1,167 @@
+/* cmd_generate.c — `g4tp generate`: greedy generation from token ids, the engine's plainest
+ * interface (no tokenizer). Prints the generated ids, or one JSON object with --json. */
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "engine/sampler.h"
+
+static const char *help =
+    "usage: g4tp generate --prompt-ids 2,105,17 [--max-new-tokens N] [options]\n\n"
+    "Greedy decoding (argmax, ties to the lowest id) from token ids.\n"
+    "  --prompt-ids IDS        comma-separated prompt token ids (required)\n"
+    "  --max-new-tokens N      tokens to generate (default 16)\n"
+    "  --stop-ids IDS          stop after generating one of these ids (it is included)\n"
+    "  --json                  print one JSON object: generated_ids, steps (top-5 per step), timing\n"
+    "  --dump-logits FILE      write the logits at the prompt's last position (little-endian float32)\n"
+    "  --dump-all-logits FILE  write the logits of every step, one vocab row after another\n"
+    "%s";
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void top5(const float *l, int64_t n, int32_t *ids, float *vals) {
+    for (int k = 0; k < 5; k++) { ids[k] = -1; vals[k] = -INFINITY; }
+    for (int64_t i = 0; i < n; i++) {
+        float v = l[i];
+        if (!(v > vals[4])) continue;
+        int k = 4;
+        while (k > 0 && v > vals[k - 1]) { vals[k] = vals[k - 1]; ids[k] = ids[k - 1]; k--; }
+        vals[k] = v;
+        ids[k] = (int32_t)i;
+    }
+}
+
+static int write_all(FILE *f, const float *p, size_t n) { return fwrite(p, sizeof(float), n, f) == n; }
+
+int cmd_generate(int argc, char **argv) {
+    g4_engine_opts o = {0};
+    o.threads = 1;
+    const char *prompt = NULL, *stops = NULL, *dump = NULL, *dump_all = NULL;
+    long long max_new = 16;
+    int json = 0, bad = 0;
+    for (int i = 1; i < argc && !bad; i++) {
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { printf(help, cli_engine_help); return 0; }
+        if (cli_engine_flag(argc, argv, &i, &o, &bad)) continue;
+        if (!strcmp(a, "--prompt-ids")) { if (!(prompt = cli_value(argc, argv, &i))) bad = 1; }
+        else if (!strcmp(a, "--stop-ids")) { if (!(stops = cli_value(argc, argv, &i))) bad = 1; }
+        else if (!strcmp(a, "--dump-logits")) { if (!(dump = cli_value(argc, argv, &i))) bad = 1; }
+        else if (!strcmp(a, "--dump-all-logits")) { if (!(dump_all = cli_value(argc, argv, &i))) bad = 1; }
+        else if (!strcmp(a, "--json")) json = 1;
+        else if (!strcmp(a, "--max-new-tokens")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 0, 1 << 30, &max_new)) bad = 1; }
+        else if (!strcmp(a, "--mutate")) { /* test-only: inject a spec mistake (see forward.h) */
+            long long m;
+            if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 0, 16, &m)) bad = 1; else o.mutation = (int)m;
+        } else { fprintf(stderr, "g4tp generate: unknown option %s (see --help)\n", a); bad = 1; }
+    }
+    if (bad) return 2;
+    if (!prompt) { fprintf(stderr, "g4tp generate: --prompt-ids is required (see --help)\n"); return 2; }
+    int32_t *ids = NULL, *stop = NULL;
+    int n_ids = 0, n_stop = 0;
+    if (!cli_ids("--prompt-ids", prompt, &ids, &n_ids)) return 2;
+    if (n_ids == 0) { fprintf(stderr, "g4tp generate: --prompt-ids is empty\n"); free(ids); return 2; }
+    if (stops && !cli_ids("--stop-ids", stops, &stop, &n_stop)) { free(ids); return 2; }
+    if (!o.model_dir) o.model_dir = cli_default_model();
+
+    g4_err err = {0};
+    g4_engine *e = NULL;
+    double t0 = now_s();
+    if (g4_engine_open(&o, &e, &err)) { cli_error("generate", &err); free(ids); free(stop); return 1; }
+    double t_load = now_s() - t0;
+    if (g4_engine_rank(e) != 0) { /* MPI follower: serve rank 0 until it is done */
+        int rc = g4_engine_follow(e, &err);
+        if (rc) cli_error("generate", &err);
+        g4_engine_close(e);
+        free(ids); free(stop);
+        return rc ? 1 : 0;
+    }
+    int rc = 0, seq = -1;
+    const int64_t V = g4_engine_vocab(e);
+    const int mb = g4_engine_max_batch(e);
+    float *logits = malloc(sizeof(float) * (size_t)V);
+    int32_t *gen = malloc(sizeof(int32_t) * (size_t)(max_new + 1));
+    int32_t *pos = malloc(sizeof(int32_t) * (size_t)mb), *sq = malloc(sizeof(int32_t) * (size_t)mb);
+    uint8_t *want = malloc((size_t)mb);
+    json_t *steps = json_array();
+    FILE *fd = NULL, *fa = NULL;
+    if (dump && !(fd = fopen(dump, "wb"))) { fprintf(stderr, "g4tp generate: cannot write %s\n", dump); rc = 1; goto done; }
+    if (dump_all && !(fa = fopen(dump_all, "wb"))) { fprintf(stderr, "g4tp generate: cannot write %s\n", dump_all); rc = 1; goto done; }
+    for (int i = 0; i < n_ids; i++)
+        if (ids[i] >= V) { fprintf(stderr, "g4tp generate: prompt id %d is outside the vocabulary (0..%lld)\n", ids[i], (long long)V - 1); rc = 1; goto done; }
+    if (g4_engine_seq_open(e, n_ids + (max_new > 0 ? max_new : 1), &seq, &err)) { cli_error("generate", &err); rc = 1; goto done; }
+    double t1 = now_s(), t_first = 0;
+    /* prefill in chunks of max_batch; logits only at the prompt's last position */
+    for (int s = 0; s < n_ids; s += mb) {
+        int n = n_ids - s < mb ? n_ids - s : mb;
+        for (int k = 0; k < n; k++) { pos[k] = s + k; sq[k] = seq; want[k] = s + k == n_ids - 1; }
+        g4_batch b = {n, ids + s, pos, sq, want};
+        if (g4_engine_forward(e, &b, logits, &err)) { cli_error("generate", &err); rc = 1; goto done; }
+    }
+    t_first = now_s() - t1;
+    int n_gen = 0;
+    for (int step = 0; step < max_new; step++) {
+        int32_t id = g4_sample_greedy(logits, (int)V);
+        if (id < 0) { fprintf(stderr, "g4tp generate: no finite logit at step %d\n", step); rc = 1; goto done; }
+        if (fd && step == 0 && !write_all(fd, logits, (size_t)V)) { fprintf(stderr, "g4tp generate: write error on %s\n", dump); rc = 1; goto done; }
+        if (fa && !write_all(fa, logits, (size_t)V)) { fprintf(stderr, "g4tp generate: write error on %s\n", dump_all); rc = 1; goto done; }
+        if (json) {
+            int32_t ti[5];
+            float tv[5];
+            top5(logits, V, ti, tv);
+            json_t *st = json_object(), *a = json_array(), *b = json_array();
+            for (int k = 0; k < 5 && k < V; k++) { json_array_append_new(a, json_integer(ti[k])); json_array_append_new(b, json_real(tv[k])); }
+            json_object_set_new(st, "step", json_integer(step));
+            json_object_set_new(st, "position", json_integer(n_ids - 1 + step));
+            json_object_set_new(st, "input_id", json_integer(step == 0 ? ids[n_ids - 1] : gen[step - 1]));
+            json_object_set_new(st, "top5_ids", a);
+            json_object_set_new(st, "top5_values", b);
+            json_object_set_new(st, "chosen_id", json_integer(id));
+            json_array_append_new(steps, st);
+        }
+        gen[n_gen++] = id;
+        int stop_now = 0;
+        for (int k = 0; k < n_stop; k++) stop_now |= id == stop[k];
+        if (stop_now || step == max_new - 1) break;
+        int32_t p = n_ids + step;
+        uint8_t one = 1;
+        g4_batch b = {1, &id, &p, &seq, &one};
+        if (g4_engine_forward(e, &b, logits, &err)) { cli_error("generate", &err); rc = 1; goto done; }
+    }
+    double t_total = now_s() - t1;
+    if (json) {
+        json_t *out = json_object(), *pa = json_array(), *ga = json_array();
+        for (int i = 0; i < n_ids; i++) json_array_append_new(pa, json_integer(ids[i]));
+        for (int i = 0; i < n_gen; i++) json_array_append_new(ga, json_integer(gen[i]));
+        json_object_set_new(out, "prompt_ids", pa);
+        json_object_set_new(out, "generated_ids", ga);
+        json_object_set_new(out, "steps", steps);
+        steps = NULL;
+        json_object_set_new(out, "tp", json_integer(g4_engine_tp(e)));
+        json_object_set_new(out, "isa", json_string(g4_engine_isa(e)));
+        json_object_set_new(out, "load_s", json_real(t_load));
+        json_object_set_new(out, "time_to_first_token_ms", json_real(t_first * 1e3));
+        json_object_set_new(out, "total_s", json_real(t_total));
+        char *s = json_dumps(out, JSON_COMPACT | JSON_REAL_PRECISION(9));
+        printf("%s\n", s);
+        free(s);
+        json_decref(out);
+    } else {
+        for (int i = 0; i < n_gen; i++) printf("%s%d", i ? "," : "", gen[i]);
+        printf("\n");
+    }
+done:
+    if (fd && fclose(fd) != 0) rc = 1;
+    if (fa && fclose(fa) != 0) rc = 1;
+    json_decref(steps);
+    if (seq >= 0) g4_engine_seq_close(e, seq);
+    g4_engine_close(e);
+    free(logits); free(gen); free(pos); free(sq); free(want); free(ids); free(stop);
+    return rc;
+}

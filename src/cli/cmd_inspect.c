@@ -1,0 +1,129 @@
+/* cmd_inspect.c — `g4tp inspect`: what a model is and what it costs, from its config alone
+ * (a config.json file or a model folder): parameters and bytes per component, and with --tp
+ * the weight bytes and KV-cache bytes per token of each rank. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/mapfile.h"
+#include "cli.h"
+#include "model/checkpoint.h"
+#include "model/config.h"
+#include "model/tensors.h"
+#include "tp/split.h"
+
+static const char *help =
+    "usage: g4tp inspect --model CONFIG_JSON_OR_DIR [--tp N] [--dtype-bytes B]\n\n"
+    "Prints the config summary and the parameters and bytes per component, computed from the\n"
+    "config (weights need not be present). With --tp N also the weight bytes per rank, the\n"
+    "KV-cache bytes per token per rank, and what replicating the global layers' attention on\n"
+    "every rank (instead of only their KV heads) would cost.\n"
+    "  --dtype-bytes B   bytes per weight for the byte figures (default 2: bf16)\n";
+
+static char *commas(long long v, char *buf) {
+    char tmp[32];
+    snprintf(tmp, sizeof tmp, "%lld", v < 0 ? -v : v);
+    int n = (int)strlen(tmp), k = 0;
+    if (v < 0) buf[k++] = '-';
+    for (int i = 0; i < n; i++) {
+        buf[k++] = tmp[i];
+        if ((n - i - 1) % 3 == 0 && i != n - 1) buf[k++] = ',';
+    }
+    buf[k] = 0;
+    return buf;
+}
+
+int cmd_inspect(int argc, char **argv) {
+    const char *model = NULL;
+    long long tp = 0, db = 2;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(help, stdout); return 0; }
+        if (!strcmp(a, "--model")) { if (!(model = cli_value(argc, argv, &i))) return 2; }
+        else if (!strcmp(a, "--tp")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 64, &tp)) return 2; }
+        else if (!strcmp(a, "--dtype-bytes")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 8, &db)) return 2; }
+        else { fprintf(stderr, "g4tp inspect: unknown option %s (see --help)\n", a); return 2; }
+    }
+    if (!model) model = cli_default_model();
+    char *cpath = g4_is_dir(model) ? g4_path_join(model, "config.json") : strdup(model);
+    g4_config cfg;
+    g4_err err = {0};
+    if (g4_config_load(cpath, &cfg, &err)) { cli_error("inspect", &err); free(cpath); return 1; }
+    free(cpath);
+    g4_tensor_spec *specs;
+    int ns;
+    if (g4_tensor_specs(&cfg, &specs, &ns, &err)) { cli_error("inspect", &err); g4_config_free(&cfg); return 1; }
+    int nfull = 0;
+    for (int l = 0; l < cfg.n_layers; l++) nfull += cfg.layers[l].full;
+    char b1[40], b2[40];
+    printf("model      %s%s\n", cfg.architecture[0] ? cfg.architecture : "(no architectures key)", cfg.multimodal ? " (text_config)" : "");
+    printf("layers     %d: %d sliding (window %d), %d full\n", cfg.n_layers, cfg.n_layers - nfull, cfg.sliding_window, nfull);
+    printf("hidden     %lld, intermediate %lld, vocab %lld, max positions %lld\n", (long long)cfg.hidden_size,
+           (long long)cfg.intermediate_size, (long long)cfg.vocab_size, (long long)cfg.max_position_embeddings);
+    printf("attention  %d query heads; sliding %d KV x %d; full %d KV x %d%s; scale 1.0\n", cfg.n_heads, cfg.n_kv_heads,
+           cfg.head_dim, cfg.attention_k_eq_v ? cfg.n_global_kv_heads : cfg.n_kv_heads, cfg.global_head_dim,
+           cfg.attention_k_eq_v ? " (K = V, no v_proj)" : "");
+    printf("softcap    %g, rms eps %g, embed scale %.7g\n", cfg.final_logit_softcapping, cfg.rms_norm_eps, (double)g4_config_embed_scale(&cfg));
+    char degrees[128];
+    g4_tp_valid_degrees(&cfg, degrees, sizeof degrees);
+    printf("tp degrees %s (reduction slices: attention %d, mlp %d)\n\n", degrees, g4_tp_slices_attn(&cfg), g4_tp_slices_mlp(&cfg));
+
+    enum { C_EMB, C_ATT_S, C_ATT_F, C_MLP, C_NORM, C_SCAL, C_N };
+    const char *names[C_N] = {"embedding (tied head)", "attention, sliding layers", "attention, full layers", "mlp", "norms", "layer scalars"};
+    long long cnt[C_N] = {0};
+    for (int i = 0; i < ns; i++) {
+        const g4_tensor_spec *s = &specs[i];
+        long long n = g4_tensor_spec_numel(s);
+        int c;
+        switch (s->kind) {
+        case G4_T_EMBED: c = C_EMB; break;
+        case G4_T_Q: case G4_T_K: case G4_T_V: case G4_T_O: c = cfg.layers[s->layer].full ? C_ATT_F : C_ATT_S; break;
+        case G4_T_GATE: case G4_T_UP: case G4_T_DOWN: c = C_MLP; break;
+        case G4_T_SCALAR: c = C_SCAL; break;
+        default: c = C_NORM;
+        }
+        cnt[c] += n;
+    }
+    long long total = 0;
+    printf("%-28s %18s %20s\n", "component", "parameters", "bytes");
+    for (int c = 0; c < C_N; c++) {
+        printf("%-28s %18s %20s\n", names[c], commas(cnt[c], b1), commas(cnt[c] * db, b2));
+        total += cnt[c];
+    }
+    printf("%-28s %18s %20s (%.2f GiB)\n", "text model total", commas(total, b1), commas(total * db, b2), total * db / 1073741824.0);
+
+    if (tp > 0) {
+        g4_tp_plan plan;
+        if (g4_tp_plan_make(&cfg, (int)tp, 0, &plan, &err)) { cli_error("inspect", &err); free(specs); g4_config_free(&cfg); return 1; }
+        printf("\nTP = %lld\n", tp);
+        printf("%-6s %20s %22s %22s\n", "rank", "weight bytes", "KV B/token (fp32)", "KV B/token (bf16)");
+        long long legacy_max = 0, ours_max = 0;
+        for (int r = 0; r < tp; r++) {
+            g4_tp_plan p;
+            g4_tp_plan_make(&cfg, (int)tp, r, &p, &err);
+            long long bytes = 0, legacy = 0, kv = 0;
+            for (int i = 0; i < ns; i++) {
+                int64_t r0, nr, c0, nc;
+                g4_tp_tensor_slice(&cfg, &p, &specs[i], &r0, &nr, &c0, &nc);
+                long long part = (long long)nr * nc * db;
+                bytes += part;
+                int att = specs[i].kind == G4_T_Q || specs[i].kind == G4_T_K || specs[i].kind == G4_T_V || specs[i].kind == G4_T_O;
+                legacy += att && cfg.layers[specs[i].layer].full && cfg.layers[specs[i].layer].n_kv < tp ? g4_tensor_spec_numel(&specs[i]) * db : part;
+            }
+            for (int l = 0; l < cfg.n_layers; l++) kv += 2LL * p.layers[l].n_kv_local * cfg.layers[l].head_dim;
+            printf("%-6d %20s %22s %22s\n", r, commas(bytes, b1), commas(kv * 4, b2), commas(kv * 2, (char[40]){0}));
+            if (bytes > ours_max) ours_max = bytes;
+            if (legacy > legacy_max) legacy_max = legacy;
+            g4_tp_plan_free(&p);
+        }
+        printf("(sliding layers hold at most %d tokens; full layers grow with the context)\n", cfg.sliding_window);
+        if (legacy_max != ours_max)
+            printf("replicating the full layers' attention on every rank instead: %s bytes per rank (+%.1f %%)\n",
+                   commas(legacy_max, b1), 100.0 * (double)(legacy_max - ours_max) / (double)ours_max);
+        else
+            printf("every layer has at least as many KV heads as ranks: nothing is replicated\n");
+        g4_tp_plan_free(&plan);
+    }
+    free(specs);
+    g4_config_free(&cfg);
+    return 0;
+}

@@ -1,0 +1,397 @@
+/* engine.c — the g4_engine of include/g4.h: loads the model once per rank, runs ranks as
+ * threads (local backend) or joins an MPI job, and drives forward steps with a leader/follower
+ * protocol: rank 0 broadcasts each command (open/close a sequence, run a batch, stop), every
+ * rank executes it, and the logits of each rank's vocab rows are gathered on rank 0.
+ * Knows the model only through forward.h / weights.h; the file formats through model_source.h. */
+#include "g4.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/threadpool.h"
+#include "engine/model_source.h"
+#include "gemma4/forward.h"
+#include "kernels/kernels.h"
+#include "tp/comm.h"
+
+enum { CMD_FORWARD = 1, CMD_SEQ_OPEN, CMD_SEQ_CLOSE, CMD_STOP };
+
+typedef struct { int64_t op, n, a, b; } cmd_hdr;
+
+typedef struct rank_state {
+    struct g4_engine *e;
+    int rank;
+    g4_tp_plan plan;
+    g4_rank_weights w;
+    g4_pool *pool;
+    g4_comm *comm;
+    g4_rank_model *m;
+    float *logits_local;   /* [max_batch][n_v_local] */
+    int32_t *payload;      /* [4 * max_batch] */
+    pthread_t thread;
+    int has_thread;
+    int rc;
+    g4_err err;
+} rank_state;
+
+struct g4_engine {
+    g4_engine_opts o;
+    char *model_dir;
+    g4_model_source src;
+    const g4_config *cfg;
+    const g4_kernels *K;
+    int tp, mpi, my_rank;
+    rank_state *ranks;     /* local: [tp]; mpi: [1] (this process) */
+    int n_ranks_here;
+    int64_t max_nv;
+    float *gathered;       /* leader: [tp][max_batch][max_nv] */
+    uint8_t *seq_used;     /* leader: [max_seqs] */
+    int64_t *seq_cap;
+    size_t kv_used, kv_budget;
+    int32_t stop_ids[16];
+    int n_stop;
+    int closed;
+};
+
+/* ---- one rank ---------------------------------------------------------------------------- */
+
+static int rank_exec(rank_state *rs, const cmd_hdr *h, g4_err *err) {
+    g4_engine *e = rs->e;
+    switch (h->op) {
+    case CMD_SEQ_OPEN: return g4_rank_seq_open(rs->m, (int)h->a, h->b, err);
+    case CMD_SEQ_CLOSE: g4_rank_seq_close(rs->m, (int)h->a); return G4_OK;
+    case CMD_FORWARD: {
+        int n = (int)h->n;
+        int rc = g4_comm_broadcast(rs->comm, rs->payload, sizeof(int32_t) * 4 * (size_t)n, 0);
+        if (rc) return g4_err_set(err, G4_ECOMM, "broadcast of the batch failed");
+        uint8_t flags[n > 0 ? n : 1];
+        int n_logits = 0;
+        for (int i = 0; i < n; i++) { flags[i] = (uint8_t)rs->payload[3 * n + i]; n_logits += flags[i]; }
+        g4_batch b = {n, rs->payload, rs->payload + n, rs->payload + 2 * n, flags};
+        if ((rc = g4_rank_forward(rs->m, &b, rs->logits_local, err))) return rc;
+        if (n_logits > 0 && e->tp > 1) {
+            /* pad each rank's block to max_nv columns so the gather has equal sizes */
+            const int64_t nv = rs->plan.n_v_local;
+            if (nv != e->max_nv)
+                for (int k = n_logits - 1; k >= 0; k--) memmove(rs->logits_local + k * e->max_nv, rs->logits_local + k * nv, sizeof(float) * (size_t)nv);
+            rc = g4_comm_gather(rs->comm, rs->logits_local, sizeof(float) * (size_t)n_logits * (size_t)e->max_nv,
+                                e->my_rank == 0 && rs->rank == 0 ? e->gathered : NULL, 0);
+            if (rc) return g4_err_set(err, G4_ECOMM, "gathering the logits failed");
+        }
+        return G4_OK;
+    }
+    default: return g4_err_set(err, G4_EINVAL, "unknown command %lld", (long long)h->op);
+    }
+}
+
+/* Followers: receive a command, execute it, repeat until CMD_STOP. */
+static int follow_loop(rank_state *rs, g4_err *err) {
+    for (;;) {
+        cmd_hdr h;
+        int rc = g4_comm_broadcast(rs->comm, &h, sizeof h, 0);
+        if (rc) return g4_err_set(err, G4_ECOMM, "rank %d: lost the leader", rs->rank);
+        if (h.op == CMD_STOP) return G4_OK;
+        if ((rc = rank_exec(rs, &h, err))) {
+            g4_comm_fail(rs->comm, err->msg);
+            return rc;
+        }
+    }
+}
+
+/* Leader: broadcast a command and execute it as rank 0. */
+static int lead(g4_engine *e, cmd_hdr h, g4_err *err) {
+    rank_state *rs = &e->ranks[0];
+    if (g4_comm_broadcast(rs->comm, &h, sizeof h, 0)) return g4_err_set(err, G4_ECOMM, "a rank failed (broadcast)");
+    int rc = rank_exec(rs, &h, err);
+    if (rc && rc != G4_ECOMM) g4_comm_fail(rs->comm, err->msg);
+    return rc;
+}
+
+/* ---- setup ------------------------------------------------------------------------------- */
+
+static int rank_init(g4_engine *e, rank_state *rs, int rank, g4_comm *comm, int dtype, g4_err *err) {
+    rs->e = e;
+    rs->rank = rank;
+    rs->comm = comm;
+    int rc = g4_tp_plan_make(e->cfg, e->tp, rank, &rs->plan, err);
+    if (rc) return rc;
+    if ((rc = g4_model_source_bind(&e->src, &rs->plan, dtype, &rs->w, err))) return rc;
+    int cpus[64], ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    int pin = e->o.threads * e->n_ranks_here <= ncpu && e->o.threads <= 64 && !e->mpi;
+    for (int i = 0; pin && i < e->o.threads; i++) cpus[i] = rank * e->o.threads + i;
+    if ((rc = g4_pool_create(e->o.threads, pin ? cpus : NULL, &rs->pool, err))) return rc;
+    g4_rank_model_opts mo = {e->o.max_batch, e->o.max_ctx, e->o.max_seqs, e->o.mutation};
+    if ((rc = g4_rank_model_create(e->cfg, &rs->plan, &rs->w, e->K, rs->pool, comm, &mo, &rs->m, err))) return rc;
+    size_t nlog = (size_t)e->o.max_batch * (size_t)e->max_nv;
+    rs->logits_local = malloc(sizeof(float) * nlog + 64);
+    rs->payload = malloc(sizeof(int32_t) * 4 * (size_t)e->o.max_batch + 64);
+    if (!rs->logits_local || !rs->payload) return g4_err_set(err, G4_ENOMEM, "out of memory");
+    return G4_OK;
+}
+
+static void rank_free(rank_state *rs) {
+    g4_rank_model_free(rs->m);
+    g4_pool_free(rs->pool);
+    g4_weights_free(&rs->w);
+    g4_tp_plan_free(&rs->plan);
+    free(rs->logits_local);
+    free(rs->payload);
+}
+
+/* Local backend: rank 0 initialises in the caller's thread, the others in their own threads
+ * (so their memory is touched first by the thread that uses it). */
+typedef struct { g4_engine *e; int rank; g4_comm *comm; int dtype; } init_arg;
+static pthread_barrier_t init_barrier;
+static void *local_rank_main(void *arg) {
+    init_arg *ia = arg;
+    rank_state *rs = &ia->e->ranks[ia->rank];
+    rs->rc = rank_init(ia->e, rs, ia->rank, ia->comm, ia->dtype, &rs->err);
+    pthread_barrier_wait(&init_barrier);
+    pthread_barrier_wait(&init_barrier); /* leader decided whether all ranks are up */
+    if (rs->rc == G4_OK && !ia->e->closed) rs->rc = follow_loop(rs, &rs->err);
+    free(ia);
+    return NULL;
+}
+
+int g4_engine_open(const g4_engine_opts *opts, g4_engine **out, g4_err *err) {
+    *out = NULL;
+    g4_engine *e = calloc(1, sizeof *e);
+    if (!e) return g4_err_set(err, G4_ENOMEM, "out of memory");
+    e->o = *opts;
+    if (e->o.threads < 1) e->o.threads = 1;
+    if (e->o.max_batch < 1) e->o.max_batch = 128;
+    if (e->o.max_seqs < 1) e->o.max_seqs = 16;
+    e->mpi = opts->comm && strcmp(opts->comm, "mpi") == 0;
+    if (opts->comm && !e->mpi && strcmp(opts->comm, "local") != 0) {
+        free(e);
+        return g4_err_set(err, G4_EINVAL, "--comm must be \"local\" or \"mpi\" (got \"%s\")", opts->comm);
+    }
+    int dtype = -1;
+    if (opts->dtype && *opts->dtype && (dtype = g4_dtype_from_name(opts->dtype)) < 0) {
+        free(e);
+        return g4_err_set(err, G4_EINVAL, "unknown dtype \"%s\" (f32, bf16, f16, q8_0)", opts->dtype);
+    }
+    e->K = g4_kernels_get();
+    g4_comm *comms[64] = {0};
+    int rc;
+    if (e->mpi) {
+        if ((rc = g4_comm_mpi_create(0, &comms[0], err))) { free(e); return rc; }
+        e->tp = comms[0]->size;
+        e->my_rank = comms[0]->rank;
+        if (opts->tp > 0 && opts->tp != e->tp) {
+            rc = g4_err_set(err, G4_EINVAL, "--tp %d does not match the %d MPI processes", opts->tp, e->tp);
+            g4_comm_free(comms[0]);
+            free(e);
+            return rc;
+        }
+        e->n_ranks_here = 1;
+    } else {
+        e->tp = opts->tp > 0 ? opts->tp : 1;
+        if (e->tp > 64) {
+            rc = g4_err_set(err, G4_EINVAL, "--tp %d is too large (at most 64 local ranks)", e->tp);
+            free(e);
+            return rc;
+        }
+        e->n_ranks_here = e->tp;
+    }
+    e->model_dir = strdup(opts->model_dir ? opts->model_dir : ".");
+    if ((rc = g4_model_source_open(&e->src, e->model_dir, e->mpi ? e->my_rank : -1, e->tp, opts->verify, err))) goto fail_early;
+    e->cfg = &e->src.cfg;
+    if (e->o.max_ctx <= 0) e->o.max_ctx = e->cfg->max_position_embeddings < 8192 ? e->cfg->max_position_embeddings : 8192;
+    if (e->o.max_ctx > e->cfg->max_position_embeddings) {
+        rc = g4_err_set(err, G4_EINVAL, "the context limit %lld exceeds max_position_embeddings %lld", (long long)e->o.max_ctx,
+                        (long long)e->cfg->max_position_embeddings);
+        goto fail_early;
+    }
+    if (!g4_tp_degree_ok(e->cfg, e->tp)) {
+        g4_tp_plan p;
+        rc = g4_tp_plan_make(e->cfg, e->tp, 0, &p, err);
+        goto fail_early;
+    }
+    {
+        int64_t v0, nv;
+        g4_tp_vocab_range(e->cfg->vocab_size, e->tp, 0, &v0, &nv);
+        e->max_nv = nv;
+    }
+    /* the largest message of an all-reduce: a batch of hidden states */
+    size_t max_floats = (size_t)e->o.max_batch * (size_t)e->cfg->hidden_size;
+    if (e->mpi) {
+        g4_comm_free(comms[0]);
+        if ((rc = g4_comm_mpi_create(max_floats, &comms[0], err))) goto fail_early;
+    } else if ((rc = g4_comm_local_create(e->tp, max_floats, comms, err))) goto fail_early;
+    e->ranks = calloc((size_t)e->n_ranks_here, sizeof *e->ranks);
+    e->seq_used = calloc((size_t)e->o.max_seqs, 1);
+    e->seq_cap = calloc((size_t)e->o.max_seqs, sizeof *e->seq_cap);
+    if (e->my_rank == 0) e->gathered = malloc(sizeof(float) * (size_t)e->tp * (size_t)e->o.max_batch * (size_t)e->max_nv + 64);
+    if (!e->ranks || !e->seq_used || !e->seq_cap || (e->my_rank == 0 && !e->gathered)) { rc = g4_err_set(err, G4_ENOMEM, "out of memory"); goto fail; }
+    if (e->mpi) {
+        if ((rc = rank_init(e, &e->ranks[0], e->my_rank, comms[0], dtype, err))) { g4_comm_fail(comms[0], err->msg); goto fail; }
+        e->ranks[0].rank = e->my_rank;
+    } else {
+        pthread_barrier_init(&init_barrier, NULL, (unsigned)e->tp);
+        for (int r = 1; r < e->tp; r++) {
+            init_arg *ia = malloc(sizeof *ia);
+            *ia = (init_arg){e, r, comms[r], dtype};
+            if (pthread_create(&e->ranks[r].thread, NULL, local_rank_main, ia) != 0) {
+                free(ia);
+                rc = g4_err_set(err, G4_ENOMEM, "cannot start rank thread %d", r);
+                /* cannot recover cleanly from a half-started group: abort the others */
+                g4_comm_fail(comms[0], "startup failed");
+                goto fail;
+            }
+            e->ranks[r].has_thread = 1;
+        }
+        rc = rank_init(e, &e->ranks[0], 0, comms[0], dtype, err);
+        if (e->tp > 1) pthread_barrier_wait(&init_barrier);
+        for (int r = 1; r < e->tp && rc == G4_OK; r++)
+            if (e->ranks[r].rc) { rc = e->ranks[r].rc; *err = e->ranks[r].err; g4_err_prefix(err, "rank %d: ", r); }
+        if (rc) e->closed = 1;
+        if (e->tp > 1) pthread_barrier_wait(&init_barrier);
+        pthread_barrier_destroy(&init_barrier);
+        if (rc) goto fail;
+    }
+    e->kv_budget = opts->kv_budget_bytes > 0 ? (size_t)opts->kv_budget_bytes
+                                             : (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE) / 4 / (size_t)e->n_ranks_here;
+    for (int i = 0; i < e->cfg->n_eos && e->n_stop < 16; i++) e->stop_ids[e->n_stop++] = e->cfg->eos_ids[i];
+    for (int i = 0; i < e->src.n_gen_eos && e->n_stop < 16; i++) {
+        int dup = 0;
+        for (int j = 0; j < e->n_stop; j++) dup |= e->stop_ids[j] == e->src.gen_eos[i];
+        if (!dup) e->stop_ids[e->n_stop++] = e->src.gen_eos[i];
+    }
+    *out = e;
+    return G4_OK;
+fail:
+    e->closed = 1;
+    if (e->ranks) {
+        for (int r = 1; r < e->n_ranks_here && !e->mpi; r++)
+            if (e->ranks[r].has_thread) pthread_join(e->ranks[r].thread, NULL);
+        for (int r = 0; r < e->n_ranks_here; r++) rank_free(&e->ranks[r]);
+    }
+    for (int r = 0; r < (e->mpi ? 1 : e->tp); r++) g4_comm_free(comms[r]);
+fail_early:
+    g4_model_source_close(&e->src);
+    free(e->ranks);
+    free(e->seq_used);
+    free(e->seq_cap);
+    free(e->gathered);
+    free(e->model_dir);
+    free(e);
+    return rc;
+}
+
+void g4_engine_close(g4_engine *e) {
+    if (!e) return;
+    if (e->my_rank == 0 && !e->closed) {
+        cmd_hdr h = {CMD_STOP, 0, 0, 0};
+        g4_comm_broadcast(e->ranks[0].comm, &h, sizeof h, 0);
+    }
+    e->closed = 1;
+    for (int r = 1; r < e->n_ranks_here; r++)
+        if (e->ranks[r].has_thread) pthread_join(e->ranks[r].thread, NULL);
+    g4_comm *comms[64];
+    for (int r = 0; r < e->n_ranks_here; r++) {
+        comms[r] = e->ranks[r].comm;
+        rank_free(&e->ranks[r]);
+    }
+    for (int r = 0; r < e->n_ranks_here; r++) g4_comm_free(comms[r]);
+    g4_model_source_close(&e->src);
+    free(e->ranks);
+    free(e->seq_used);
+    free(e->seq_cap);
+    free(e->gathered);
+    free(e->model_dir);
+    free(e);
+}
+
+int g4_engine_follow(g4_engine *e, g4_err *err) {
+    if (e->my_rank == 0) return g4_err_set(err, G4_EINVAL, "rank 0 leads; it does not follow");
+    int rc = follow_loop(&e->ranks[0], err);
+    e->closed = 1;
+    return rc;
+}
+
+/* ---- leader API -------------------------------------------------------------------------- */
+
+int g4_engine_rank(const g4_engine *e) { return e->my_rank; }
+int g4_engine_tp(const g4_engine *e) { return e->tp; }
+int64_t g4_engine_vocab(const g4_engine *e) { return e->cfg->vocab_size; }
+int64_t g4_engine_max_ctx(const g4_engine *e) { return e->o.max_ctx; }
+int g4_engine_max_batch(const g4_engine *e) { return e->o.max_batch; }
+const char *g4_engine_isa(const g4_engine *e) { return e->K->name; }
+const char *g4_engine_model_dir(const g4_engine *e) { return e->model_dir; }
+const struct g4_config *g4_engine_config(const g4_engine *e) { return e->cfg; }
+size_t g4_engine_kv_bytes_used(const g4_engine *e) { return e->kv_used; }
+size_t g4_engine_kv_budget(const g4_engine *e) { return e->kv_budget; }
+size_t g4_engine_weight_bytes(const g4_engine *e) { return e->ranks[0].w.matrix_bytes; }
+
+int g4_engine_stop_ids(const g4_engine *e, int32_t *ids, int max) {
+    int n = e->n_stop < max ? e->n_stop : max;
+    memcpy(ids, e->stop_ids, sizeof(int32_t) * (size_t)n);
+    return n;
+}
+
+size_t g4_engine_seq_bytes(const g4_engine *e, int64_t cap) { return g4_rank_seq_bytes(e->ranks[0].m, cap); }
+
+int g4_engine_seq_open(g4_engine *e, int64_t cap, int *seq, g4_err *err) {
+    *seq = -1;
+    if (cap < 1 || cap > e->o.max_ctx)
+        return g4_err_set(err, G4_ECONTEXT, "a sequence of %lld positions exceeds the context limit of %lld", (long long)cap, (long long)e->o.max_ctx);
+    size_t bytes = g4_engine_seq_bytes(e, cap);
+    if (e->kv_used + bytes > e->kv_budget)
+        return g4_err_set(err, G4_ENOMEM, "KV cache budget exhausted: %zu of %zu bytes in use, %zu more needed", e->kv_used, e->kv_budget, bytes);
+    int s = -1;
+    for (int i = 0; i < e->o.max_seqs && s < 0; i++)
+        if (!e->seq_used[i]) s = i;
+    if (s < 0) return g4_err_set(err, G4_EBUSY, "all %d sequence slots are in use", e->o.max_seqs);
+    int rc = lead(e, (cmd_hdr){CMD_SEQ_OPEN, 0, s, cap}, err);
+    if (rc) return rc;
+    e->seq_used[s] = 1;
+    e->seq_cap[s] = cap;
+    e->kv_used += bytes;
+    *seq = s;
+    return G4_OK;
+}
+
+void g4_engine_seq_close(g4_engine *e, int seq) {
+    if (seq < 0 || seq >= e->o.max_seqs || !e->seq_used[seq]) return;
+    g4_err err;
+    lead(e, (cmd_hdr){CMD_SEQ_CLOSE, 0, seq, 0}, &err);
+    e->seq_used[seq] = 0;
+    e->kv_used -= g4_engine_seq_bytes(e, e->seq_cap[seq]);
+}
+
+int g4_engine_forward(g4_engine *e, const g4_batch *b, float *logits, g4_err *err) {
+    if (b->n < 1 || b->n > e->o.max_batch) return g4_err_set(err, G4_EINVAL, "batch of %d tokens (1..%d)", b->n, e->o.max_batch);
+    rank_state *rs = &e->ranks[0];
+    int n = b->n, n_logits = 0;
+    for (int i = 0; i < n; i++) {
+        if (b->seq[i] < 0 || b->seq[i] >= e->o.max_seqs || !e->seq_used[b->seq[i]])
+            return g4_err_set(err, G4_EINVAL, "token %d names sequence %d, which is not open", i, b->seq[i]);
+        if (b->pos[i] < 0 || b->pos[i] >= e->seq_cap[b->seq[i]])
+            return g4_err_set(err, G4_ECONTEXT, "position %d is beyond the %lld positions of sequence %d", b->pos[i], (long long)e->seq_cap[b->seq[i]], b->seq[i]);
+        if (b->ids[i] < 0 || b->ids[i] >= e->cfg->vocab_size)
+            return g4_err_set(err, G4_EINVAL, "token id %d is outside the vocabulary (0..%lld)", b->ids[i], (long long)e->cfg->vocab_size - 1);
+        n_logits += b->logits[i] ? 1 : 0;
+    }
+    memcpy(rs->payload, b->ids, sizeof(int32_t) * (size_t)n);
+    memcpy(rs->payload + n, b->pos, sizeof(int32_t) * (size_t)n);
+    memcpy(rs->payload + 2 * n, b->seq, sizeof(int32_t) * (size_t)n);
+    for (int i = 0; i < n; i++) rs->payload[3 * n + i] = b->logits[i] ? 1 : 0;
+    int rc = lead(e, (cmd_hdr){CMD_FORWARD, n, 0, 0}, err);
+    if (rc) return rc;
+    const int64_t V = e->cfg->vocab_size;
+    if (e->tp == 1) {
+        memcpy(logits, rs->logits_local, sizeof(float) * (size_t)n_logits * (size_t)V);
+    } else {
+        for (int r = 0; r < e->tp; r++) {
+            int64_t v0, nv;
+            g4_tp_vocab_range(V, e->tp, r, &v0, &nv);
+            const float *blk = e->gathered + (size_t)r * (size_t)n_logits * (size_t)e->max_nv;
+            for (int k = 0; k < n_logits; k++) memcpy(logits + (size_t)k * V + v0, blk + (size_t)k * e->max_nv, sizeof(float) * (size_t)nv);
+        }
+    }
+    return G4_OK;
+}

@@ -1,0 +1,74 @@
+/* model_source.c — opens a model folder of either kind (see model_source.h). */
+#include "engine/model_source.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/mapfile.h"
+
+static int hf_get(void *src, const g4_tensor_spec *spec, int idx, g4_mat *view, g4_err *err);
+
+typedef struct { g4_model_source *s; const g4_tp_plan *plan; } hf_ctx;
+
+static int hf_get(void *p, const g4_tensor_spec *spec, int idx, g4_mat *view, g4_err *err) {
+    hf_ctx *c = p;
+    const g4_checkpoint *ck = &c->s->ck;
+    const g4_st_tensor *t = ck->bound[idx];
+    int dt = g4_checkpoint_dtype(ck, idx);
+    int64_t r0, nr, c0, nc;
+    g4_tp_tensor_slice(&c->s->cfg, c->plan, spec, &r0, &nr, &c0, &nc);
+    int64_t full_cols = spec->ndim == 2 ? spec->shape[1] : spec->shape[0];
+    size_t es = g4_dtype_row_bytes(dt, 1);
+    if (spec->ndim == 1) {
+        *view = (g4_mat){t->data, dt, spec->shape[0], 1, (int64_t)es};
+        view->rows = nr;
+        view->cols = 1;
+        return G4_OK;
+    }
+    *view = (g4_mat){t->data + (size_t)r0 * (size_t)full_cols * es + (size_t)c0 * es, dt, nr, nc, (int64_t)((size_t)full_cols * es)};
+    (void)err;
+    return G4_OK;
+}
+
+static void read_gen_config(g4_model_source *s, const char *dir) {
+    char *p = g4_path_join(dir, "generation_config.json");
+    json_t *j = json_load_file(p, 0, NULL);
+    free(p);
+    if (!j) return;
+    json_t *eos = json_object_get(j, "eos_token_id");
+    if (json_is_integer(eos)) s->gen_eos[s->n_gen_eos++] = (int)json_integer_value(eos);
+    size_t i;
+    json_t *v;
+    if (json_is_array(eos))
+        json_array_foreach(eos, i, v) if (json_is_integer(v) && s->n_gen_eos < 8) s->gen_eos[s->n_gen_eos++] = (int)json_integer_value(v);
+    json_decref(j);
+}
+
+int g4_model_source_open(g4_model_source *s, const char *dir, int only_rank, int tp, int verify, g4_err *err) {
+    memset(s, 0, sizeof *s);
+    (void)only_rank;
+    (void)tp;
+    (void)verify;
+    if (!g4_is_dir(dir)) return g4_err_set(err, G4_EIO, "model folder %s does not exist", dir);
+    int rc = g4_checkpoint_open(dir, &s->ck, err);
+    if (rc) return rc;
+    s->cfg = s->ck.cfg; /* the source owns the config from here on */
+    read_gen_config(s, dir);
+    return G4_OK;
+}
+
+int g4_model_source_bind(g4_model_source *s, const g4_tp_plan *plan, int dtype, g4_rank_weights *w, g4_err *err) {
+    hf_ctx c = {s, plan};
+    return g4_weights_bind(&s->cfg, plan, s->ck.specs, s->ck.n_specs, hf_get, &c, dtype, w, err);
+}
+
+void g4_model_source_close(g4_model_source *s) {
+    if (s->ck.dir) {
+        s->ck.cfg = s->cfg;
+        g4_checkpoint_close(&s->ck);
+    } else {
+        g4_config_free(&s->cfg);
+    }
+    memset(s, 0, sizeof *s);
+}

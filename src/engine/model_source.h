@@ -1,0 +1,27 @@
+/* model_source.h — where a rank's weights come from: a Hugging Face checkpoint folder (sliced
+ * at load time, in place) or a g4tp artifact folder (already sliced per rank). The engine asks
+ * for the config and for one rank's bound weights, and does not care which it is. */
+#ifndef G4_ENGINE_MODEL_SOURCE_H
+#define G4_ENGINE_MODEL_SOURCE_H
+
+#include "gemma4/weights.h"
+#include "model/checkpoint.h"
+#include "model/config.h"
+
+typedef struct g4_artifact g4_artifact;
+
+typedef struct g4_model_source {
+    int is_artifact;
+    g4_config cfg;
+    g4_checkpoint ck;        /* HF */
+    g4_artifact *art;        /* artifact */
+    int gen_eos[8];          /* generation_config.json eos_token_id, if present */
+    int n_gen_eos;
+} g4_model_source;
+
+/* only_rank >= 0: this process needs only that rank's data (MPI); -1: all ranks (threads). */
+int g4_model_source_open(g4_model_source *s, const char *dir, int only_rank, int tp, int verify, g4_err *err);
+int g4_model_source_bind(g4_model_source *s, const g4_tp_plan *plan, int dtype, g4_rank_weights *w, g4_err *err);
+void g4_model_source_close(g4_model_source *s);
+
+#endif
