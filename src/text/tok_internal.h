@@ -13,11 +13,11 @@ int tk_buf_reserve(tk_buf *s, size_t extra);
 int tk_buf_put(tk_buf *s, const void *p, size_t n);
 
 /* String -> id, open addressing; the strings live in the tokenizer's pool. */
-typedef struct { uint32_t off, len; int32_t id; uint32_t hash; } tk_sslot;
+typedef struct { uint32_t off, len; int32_t idp1; uint32_t hash; } tk_sslot; /* idp1: id + 1, 0 = empty */
 typedef struct { tk_sslot *slots; size_t cap, n; } tk_strmap;
 
 /* (left id, right id) -> (rank, merged id). */
-typedef struct { uint64_t key; uint32_t rank; int32_t new_id; } tk_mslot;
+typedef struct { uint64_t keyp1; uint32_t rank; int32_t new_id; } tk_mslot; /* keyp1: key + 1, 0 = empty */
 typedef struct { tk_mslot *slots; size_t cap, n; } tk_mergemap;
 
 /* A byte trie of added-token strings for leftmost-longest matching. */

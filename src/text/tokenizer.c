@@ -42,10 +42,9 @@ static uint32_t shash(const char *s, size_t len) { return (uint32_t)XXH3_64bits(
 
 static int strmap_init(tk_strmap *m, size_t expect) {
     size_t cap = 16;
-    while (cap < expect * 2) cap *= 2;
-    m->slots = malloc(cap * sizeof *m->slots);
+    while (cap < (expect + 1) * 2) cap *= 2;
+    m->slots = calloc(cap, sizeof *m->slots);
     if (!m->slots) return G4_ENOMEM;
-    for (size_t i = 0; i < cap; i++) m->slots[i].id = -1;
     m->cap = cap;
     m->n = 0;
     return G4_OK;
@@ -55,9 +54,9 @@ static int strmap_grow(const g4_tokenizer *t, tk_strmap *m) {
     tk_strmap nm;
     if (strmap_init(&nm, m->cap)) return G4_ENOMEM;
     for (size_t i = 0; i < m->cap; i++) {
-        if (m->slots[i].id < 0) continue;
+        if (!m->slots[i].idp1) continue;
         size_t j = m->slots[i].hash & (nm.cap - 1);
-        while (nm.slots[j].id >= 0) j = (j + 1) & (nm.cap - 1);
+        while (nm.slots[j].idp1) j = (j + 1) & (nm.cap - 1);
         nm.slots[j] = m->slots[i];
     }
     nm.n = m->n;
@@ -73,12 +72,12 @@ static int strmap_put(const g4_tokenizer *t, tk_strmap *m, uint32_t off, uint32_
     const char *s = tk_str(t, off);
     uint32_t h = shash(s, len);
     size_t j = h & (m->cap - 1);
-    while (m->slots[j].id >= 0) {
+    while (m->slots[j].idp1) {
         tk_sslot *e = &m->slots[j];
-        if (e->hash == h && e->len == len && !memcmp(tk_str(t, e->off), s, len)) { e->id = id; return G4_OK; }
+        if (e->hash == h && e->len == len && !memcmp(tk_str(t, e->off), s, len)) { e->idp1 = id + 1; return G4_OK; }
         j = (j + 1) & (m->cap - 1);
     }
-    m->slots[j] = (tk_sslot){ off, len, id, h };
+    m->slots[j] = (tk_sslot){ off, len, id + 1, h };
     m->n++;
     return G4_OK;
 }
@@ -87,9 +86,9 @@ int32_t tk_strmap_get(const g4_tokenizer *t, const tk_strmap *m, const char *s, 
     if (!m->cap) return -1;
     uint32_t h = shash(s, len);
     size_t j = h & (m->cap - 1);
-    while (m->slots[j].id >= 0) {
+    while (m->slots[j].idp1) {
         const tk_sslot *e = &m->slots[j];
-        if (e->hash == h && e->len == len && !memcmp(tk_str(t, e->off), s, len)) return e->id;
+        if (e->hash == h && e->len == len && !memcmp(tk_str(t, e->off), s, len)) return e->idp1 - 1;
         j = (j + 1) & (m->cap - 1);
     }
     return -1;
@@ -106,10 +105,9 @@ static inline size_t mhash(uint64_t k) {
 
 static int mergemap_init(tk_mergemap *m, size_t expect) {
     size_t cap = 16;
-    while (cap < expect * 2) cap *= 2;
-    m->slots = malloc(cap * sizeof *m->slots);
+    while (cap < (expect + 1) * 2) cap *= 2;
+    m->slots = calloc(cap, sizeof *m->slots);
     if (!m->slots) return G4_ENOMEM;
-    for (size_t i = 0; i < cap; i++) m->slots[i].key = UINT64_MAX;
     m->cap = cap;
     m->n = 0;
     return G4_OK;
@@ -120,9 +118,9 @@ static int mergemap_put(tk_mergemap *m, uint64_t key, uint32_t rank, int32_t new
         tk_mergemap nm;
         if (mergemap_init(&nm, m->cap)) return G4_ENOMEM;
         for (size_t i = 0; i < m->cap; i++) {
-            if (m->slots[i].key == UINT64_MAX) continue;
-            size_t j = mhash(m->slots[i].key) & (nm.cap - 1);
-            while (nm.slots[j].key != UINT64_MAX) j = (j + 1) & (nm.cap - 1);
+            if (!m->slots[i].keyp1) continue;
+            size_t j = mhash(m->slots[i].keyp1 - 1) & (nm.cap - 1);
+            while (nm.slots[j].keyp1) j = (j + 1) & (nm.cap - 1);
             nm.slots[j] = m->slots[i];
         }
         nm.n = m->n;
@@ -130,11 +128,11 @@ static int mergemap_put(tk_mergemap *m, uint64_t key, uint32_t rank, int32_t new
         *m = nm;
     }
     size_t j = mhash(key) & (m->cap - 1);
-    while (m->slots[j].key != UINT64_MAX) {
-        if (m->slots[j].key == key) { m->slots[j].rank = rank; m->slots[j].new_id = new_id; return G4_OK; }
+    while (m->slots[j].keyp1) {
+        if (m->slots[j].keyp1 == key + 1) { m->slots[j].rank = rank; m->slots[j].new_id = new_id; return G4_OK; }
         j = (j + 1) & (m->cap - 1);
     }
-    m->slots[j] = (tk_mslot){ key, rank, new_id };
+    m->slots[j] = (tk_mslot){ key + 1, rank, new_id };
     m->n++;
     return G4_OK;
 }
@@ -142,8 +140,8 @@ static int mergemap_put(tk_mergemap *m, uint64_t key, uint32_t rank, int32_t new
 int tk_mergemap_get(const tk_mergemap *m, uint64_t key, uint32_t *rank, int32_t *new_id) {
     if (!m->cap) return 0;
     size_t j = mhash(key) & (m->cap - 1);
-    while (m->slots[j].key != UINT64_MAX) {
-        if (m->slots[j].key == key) {
+    while (m->slots[j].keyp1) {
+        if (m->slots[j].keyp1 == key + 1) {
             if (rank) *rank = m->slots[j].rank;
             if (new_id) *new_id = m->slots[j].new_id;
             return 1;
@@ -391,47 +389,55 @@ static int load_added(g4_tokenizer *t, const tj_val *arr, g4_err *err) {
     /* HF: tokens are added in file order; special ones also enter special_tokens. An entry equal
      * (content and flags) to one already present is ignored. */
     int32_t max_added = -1;
+    tk_strmap by_id; /* id (4 bytes in the pool) -> index in t->added */
+    if (strmap_init(&by_id, arr->n)) return oom(err);
     for (uint32_t i = 0; i < arr->n; i++) {
         const tj_val *o = &arr->u.items[i];
         char what[48];
         snprintf(what, sizeof what, "added_tokens[%u]", i);
-        if ((rc = want(err, o, TJ_OBJ, what))) return rc;
+        if ((rc = want(err, o, TJ_OBJ, what))) { free(by_id.slots); return rc; }
         const tj_val *c = tj_get(o, "content");
-        if ((rc = want(err, c, TJ_STR, "added_tokens[].content"))) return rc;
+        if ((rc = want(err, c, TJ_STR, "added_tokens[].content"))) { free(by_id.slots); return rc; }
         int sp, nz, ls, rs, sw;
         if ((rc = get_bool(err, o, "special", 0, &sp, what)) || (rc = get_bool(err, o, "normalized", !sp, &nz, what)) ||
             (rc = get_bool(err, o, "lstrip", 0, &ls, what)) || (rc = get_bool(err, o, "rstrip", 0, &rs, what)) ||
             (rc = get_bool(err, o, "single_word", 0, &sw, what)))
-            return rc;
+            { free(by_id.slots); return rc; }
         const tj_val *idv = tj_get(o, "id");
-        if (!idv || idv->type != TJ_NUM) return want(err, idv, TJ_NUM, "added_tokens[].id");
+        if (!idv || idv->type != TJ_NUM) { free(by_id.slots); return want(err, idv, TJ_NUM, "added_tokens[].id"); }
         if (c->n == 0) continue;
         tk_added a = { 0, c->n, -1, (uint8_t)sp, (uint8_t)nz, (uint8_t)ls, (uint8_t)rs, (uint8_t)sw };
-        if (pool_add(t, c->u.s, c->n, &a.off)) return oom(err);
+        if (pool_add(t, c->u.s, c->n, &a.off)) { free(by_id.slots); return oom(err); }
         if (sp && tk_strmap_get(t, &t->special_set, c->u.s, c->n) < 0 &&
             strmap_put(t, &t->special_set, a.off, a.len, 1))
-            return oom(err);
-        int dup = 0;
-        for (size_t k = 0; k < t->n_added && !dup; k++) dup = added_eq(t, &t->added[k], &a);
-        if (dup) continue;
+            { free(by_id.slots); return oom(err); }
+        /* an equal token can only sit at the id its content already maps to */
         int32_t id = tk_strmap_get(t, &t->added_map, c->u.s, c->n);
+        int32_t at = id >= 0 ? tk_strmap_get(t, &by_id, (const char *)&id, sizeof id) : -1;
+        if (at >= 0 && added_eq(t, &t->added[at], &a)) continue;
         if (id < 0) id = tk_strmap_get(t, &t->vocab, c->u.s, c->n);
         if (id < 0) {
             size_t vs = t->model_vocab_size;
             if (max_added < 0) id = (int32_t)vs;
             else id = ((size_t)max_added >= vs || vs == 0) ? max_added + 1 : (int32_t)vs;
         }
-        if (strmap_put(t, &t->added_map, a.off, a.len, id)) return oom(err);
+        if (strmap_put(t, &t->added_map, a.off, a.len, id)) { free(by_id.slots); return oom(err); }
         /* an existing content keeps its id, so the max over the map's values only grows */
         if (id > max_added) max_added = id;
         a.id = id;
         /* added_tokens_map_r[id] = token: the latest entry for an id wins */
-        size_t k;
-        for (k = 0; k < t->n_added; k++)
-            if (t->added[k].id == id) break;
+        int32_t k = tk_strmap_get(t, &by_id, (const char *)&id, sizeof id);
+        if (k < 0) {
+            k = (int32_t)t->n_added++;
+            uint32_t koff;
+            if (pool_add(t, (const char *)&id, sizeof id, &koff) || strmap_put(t, &by_id, koff, sizeof id, k)) {
+                free(by_id.slots);
+                return oom(err);
+            }
+        }
         t->added[k] = a;
-        if (k == t->n_added) t->n_added++;
     }
+    free(by_id.slots);
     return G4_OK;
 }
 
@@ -447,11 +453,12 @@ static int build_id_tables(g4_tokenizer *t, g4_err *err) {
     for (size_t i = 0; i < n; i++) { t->id_len[i] = UINT32_MAX; t->id_added[i] = -1; }
     for (size_t j = 0; j < t->vocab.cap; j++) {
         const tk_sslot *s = &t->vocab.slots[j];
-        if (s->id < 0) continue;
+        if (!s->idp1) continue;
+        int32_t id = s->idp1 - 1;
         /* several strings with one id: keep the smallest offset (first in the file) */
-        if (t->id_len[s->id] == UINT32_MAX || s->off < t->id_off[s->id]) {
-            t->id_off[s->id] = s->off;
-            t->id_len[s->id] = s->len;
+        if (t->id_len[id] == UINT32_MAX || s->off < t->id_off[id]) {
+            t->id_off[id] = s->off;
+            t->id_len[id] = s->len;
         }
     }
     /* HF keeps the normalized content of a normalized added token as its id -> token string
@@ -719,7 +726,7 @@ int g4_tokenizer_load_json(const char *json, size_t len, g4_tokenizer **out, g4_
     int rc = tj_parse(json ? json : "", len, &doc, &root, err);
     if (rc) { g4_err_prefix(err, "tokenizer.json: "); return rc; }
     g4_tokenizer *t = calloc(1, sizeof *t);
-    if (!t) { tj_free(doc); return oom(err); }
+    if (!t || tk_buf_reserve(&t->pool, len)) { free(t); tj_free(doc); return oom(err); }
     if (root->type != TJ_OBJ) { rc = want(err, root, TJ_OBJ, "the top level"); goto done; }
     const tj_val *trunc = tj_get(root, "truncation"), *pad = tj_get(root, "padding");
     if (trunc && trunc->type != TJ_NULL) { rc = g4_err_set(err, G4_EUNSUPPORTED, "tokenizer.json: truncation is not supported"); goto done; }
