@@ -26,12 +26,7 @@ int64_t g4_tp_attn_slice_cols(const g4_config *cfg, int l) {
 
 int g4_tp_degree_ok(const g4_config *cfg, int tp) {
     if (tp < 1 || (tp & (tp - 1))) return 0;
-    if (g4_tp_slices_attn(cfg) % tp || g4_tp_slices_mlp(cfg) % tp) return 0;
-    for (int l = 0; l < cfg->n_layers; l++) {
-        int kv = cfg->layers[l].n_kv;
-        if (kv % tp != 0 && tp % kv != 0) return 0;
-    }
-    return 1;
+    return g4_tp_slices_attn(cfg) % tp == 0 && g4_tp_slices_mlp(cfg) % tp == 0;
 }
 
 void g4_tp_valid_degrees(const g4_config *cfg, char *buf, size_t len) {
@@ -55,10 +50,10 @@ int g4_tp_plan_make(const g4_config *cfg, int tp, int rank, g4_tp_plan *p, g4_er
         char ok[128];
         g4_tp_valid_degrees(cfg, ok, sizeof ok);
         return g4_err_set(err, G4_EINVAL,
-                          "TP degree %d does not work for this model (%d query heads, KV heads %d/%d, FFN %lld): "
-                          "it must be a power of two that splits the query heads and the reduction slices, and "
-                          "divide or be a multiple of every layer's KV heads; valid degrees: %s",
-                          tp, cfg->n_heads, cfg->n_kv_heads, cfg->n_global_kv_heads, (long long)cfg->intermediate_size, ok);
+                          "TP degree %d does not work for this model (%d query heads, FFN %lld): it must be a power "
+                          "of two that splits the query heads and the FFN into whole reduction slices "
+                          "(attention %d, mlp %d); valid degrees: %s",
+                          tp, cfg->n_heads, (long long)cfg->intermediate_size, g4_tp_slices_attn(cfg), g4_tp_slices_mlp(cfg), ok);
     }
     if (rank < 0 || rank >= tp) return g4_err_set(err, G4_EINVAL, "rank %d out of range for TP %d", rank, tp);
     p->tp = tp;
@@ -75,14 +70,13 @@ int g4_tp_plan_make(const g4_config *cfg, int tp, int rank, g4_tp_plan *p, g4_er
     p->layers = calloc((size_t)cfg->n_layers, sizeof *p->layers);
     if (!p->layers) return g4_err_set(err, G4_ENOMEM, "out of memory");
     for (int l = 0; l < cfg->n_layers; l++) {
-        int kv = cfg->layers[l].n_kv;
-        if (kv >= tp) {
-            p->layers[l].n_kv_local = kv / tp;
-            p->layers[l].kv0 = rank * (kv / tp);
-        } else { /* fewer KV heads than ranks: replicate the one KV head our query heads use */
-            p->layers[l].n_kv_local = 1;
-            p->layers[l].kv0 = rank / (tp / kv);
-        }
+        /* the KV heads this rank's query heads use: an exact share when the KV heads divide
+         * evenly, else (fewer KV heads than ranks, or groups straddling ranks) the few KV heads
+         * needed are replicated — never the query heads or the rest of the layer */
+        int q_per_kv = cfg->n_heads / cfg->layers[l].n_kv;
+        int first = p->q0 / q_per_kv, last = (p->q0 + p->n_q_local - 1) / q_per_kv;
+        p->layers[l].kv0 = first;
+        p->layers[l].n_kv_local = last - first + 1;
     }
     return G4_OK;
 }

@@ -2,8 +2,9 @@
  *
  * q/k/v and gate/up by output rows (whole heads / FFN rows), o_proj and down_proj by input
  * columns, norms and layer_scalar replicated, embedding (= tied head) by vocab rows (uneven
- * splits allowed). A layer with fewer KV heads than ranks keeps its query heads split and
- * replicates only the KV heads: rank r holds KV head r / (T / n_kv).
+ * splits allowed). A rank holds the KV heads its query heads use: with fewer KV heads than
+ * ranks the query heads stay split and only the KV heads are replicated (rank r holds KV head
+ * r / (T / n_kv)).
  *
  * Determinism: the input columns of o_proj and down_proj are cut into P canonical slices
  * (P = min(16, largest power of two dividing the unit count; units are heads for o_proj and

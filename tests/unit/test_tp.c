@@ -1,0 +1,141 @@
+/* Tensor-parallel and threading invariance (DESIGN.md §4): the logits of every step are
+ * bitwise identical for every TP degree a model allows (ranks as threads), for any thread
+ * count per rank, and for a sequence decoded alone or batched with others; greedy ids equal
+ * the golden ids throughout. The MPI backend is covered by tests/e2e/tp_mpi.sh. */
+#include "engine_util.h"
+
+static void run_golden(const char *preset, const char *prompt, int tp, int threads, tu_run *r, int32_t **want, int *n_want) {
+    json_t *g = tu_load_json(tu_path("golden/%s__%s.json", preset, prompt));
+    int n;
+    int32_t *ids = tu_json_ids(json_object_get(g, "prompt_ids"), &n);
+    *want = tu_json_ids(json_object_get(g, "generated_ids"), n_want);
+    g4_engine_opts o = {.tp = tp, .threads = threads, .model_dir = tu_path("golden/%s", preset), .max_batch = 16};
+    g4_err err = {0};
+    if (tu_generate(&o, ids, n, *n_want, r, &err)) fail_msg("%s tp=%d threads=%d: %s", preset, tp, threads, err.msg);
+    free(ids);
+    json_decref(g);
+}
+
+static void check_degrees(const char *preset, const int *tps, int ntp) {
+    const char *prompts[] = {"p16", "p40"};
+    for (int q = 0; q < 2; q++) {
+        tu_run base;
+        int32_t *want;
+        int nw;
+        run_golden(preset, prompts[q], 1, 1, &base, &want, &nw);
+        assert_memory_equal(base.gen, want, sizeof(int32_t) * (size_t)nw);
+        for (int i = 0; i < ntp; i++) {
+            tu_run r;
+            int32_t *w2;
+            int n2;
+            run_golden(preset, prompts[q], tps[i], 1, &r, &w2, &n2);
+            print_message("%s/%s TP=%d: logits %s\n", preset, prompts[q], tps[i],
+                          memcmp(r.logits, base.logits, sizeof(float) * (size_t)nw * (size_t)base.vocab) ? "DIFFER" : "bitwise equal");
+            assert_memory_equal(r.gen, want, sizeof(int32_t) * (size_t)nw);
+            assert_memory_equal(r.logits, base.logits, sizeof(float) * (size_t)nw * (size_t)base.vocab);
+            tu_run_free(&r);
+            free(w2);
+        }
+        tu_run_free(&base);
+        free(want);
+    }
+}
+
+static void test_tiny_tp8_all_degrees(void **state) {
+    (void)state;
+    const int tps[] = {2, 4, 8};
+    check_degrees("tiny_tp8", tps, 3);
+}
+
+static void test_tiny_default_degrees(void **state) {
+    (void)state;
+    const int tps[] = {2, 4};
+    check_degrees("tiny_default", tps, 2);
+}
+
+static void test_tiny_wide_degrees(void **state) {
+    (void)state;
+    const int tps[] = {2};
+    check_degrees("tiny_wide", tps, 1);
+}
+
+static void test_thread_counts(void **state) {
+    (void)state;
+    tu_run a, b, c;
+    int32_t *w;
+    int n;
+    run_golden("tiny_tp8", "p40", 1, 1, &a, &w, &n);
+    free(w);
+    run_golden("tiny_tp8", "p40", 1, 3, &b, &w, &n);
+    free(w);
+    run_golden("tiny_tp8", "p40", 2, 2, &c, &w, &n);
+    free(w);
+    assert_memory_equal(a.logits, b.logits, sizeof(float) * (size_t)n * (size_t)a.vocab);
+    assert_memory_equal(a.logits, c.logits, sizeof(float) * (size_t)n * (size_t)a.vocab);
+    tu_run_free(&a); tu_run_free(&b); tu_run_free(&c);
+}
+
+static void test_bad_degree_refused(void **state) {
+    (void)state;
+    g4_engine_opts o = {.tp = 4, .threads = 1, .model_dir = tu_path("golden/tiny_wide")};
+    g4_engine *e = NULL;
+    g4_err err = {0};
+    assert_int_equal(g4_engine_open(&o, &e, &err), G4_EINVAL);
+    assert_non_null(strstr(err.msg, "valid degrees: 1, 2"));
+    o.tp = 3;
+    o.model_dir = tu_path("golden/tiny_tp8");
+    assert_int_equal(g4_engine_open(&o, &e, &err), G4_EINVAL);
+    assert_non_null(strstr(err.msg, "valid degrees: 1, 2, 4, 8"));
+}
+
+/* A sequence's logits do not depend on what else shares its batch. */
+static void test_batch_composition(void **state) {
+    (void)state;
+    g4_engine_opts o = {.tp = 2, .threads = 1, .model_dir = tu_path("golden/tiny_tp8"), .max_batch = 32};
+    g4_engine *e;
+    g4_err err;
+    assert_int_equal(g4_engine_open(&o, &e, &err), 0);
+    const int64_t V = g4_engine_vocab(e);
+    int32_t a_ids[12] = {2, 105, 17, 33, 44, 55, 66, 77, 88, 99, 111, 122};
+    int32_t b_ids[5] = {2, 7, 9, 400, 1000};
+    float *alone = malloc(sizeof(float) * (size_t)V * 12), *mixed = malloc(sizeof(float) * (size_t)V * 17);
+    /* A alone: all 12 positions with logits */
+    int sa, sb;
+    assert_int_equal(g4_engine_seq_open(e, 32, &sa, &err), 0);
+    int32_t pos[17], sq[17];
+    uint8_t want[17];
+    for (int i = 0; i < 12; i++) { pos[i] = i; sq[i] = sa; want[i] = 1; }
+    g4_batch b1 = {12, a_ids, pos, sq, want};
+    assert_int_equal(g4_engine_forward(e, &b1, alone, &err), 0);
+    g4_engine_seq_close(e, sa);
+    /* A interleaved with B in one batch */
+    assert_int_equal(g4_engine_seq_open(e, 32, &sa, &err), 0);
+    assert_int_equal(g4_engine_seq_open(e, 32, &sb, &err), 0);
+    int32_t ids[17];
+    int k = 0, ia = 0, ib = 0;
+    for (int i = 0; i < 17; i++) {
+        if ((i % 3 == 2 && ib < 5) || ia >= 12) { ids[k] = b_ids[ib]; pos[k] = ib++; sq[k] = sb; want[k] = 0; }
+        else { ids[k] = a_ids[ia]; pos[k] = ia++; sq[k] = sa; want[k] = 1; }
+        k++;
+    }
+    g4_batch b2 = {17, ids, pos, sq, want};
+    assert_int_equal(g4_engine_forward(e, &b2, mixed, &err), 0);
+    assert_memory_equal(alone, mixed, sizeof(float) * (size_t)V * 12);
+    g4_engine_seq_close(e, sa);
+    g4_engine_seq_close(e, sb);
+    g4_engine_close(e);
+    free(alone);
+    free(mixed);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tiny_tp8_all_degrees),
+        cmocka_unit_test(test_tiny_default_degrees),
+        cmocka_unit_test(test_tiny_wide_degrees),
+        cmocka_unit_test(test_thread_counts),
+        cmocka_unit_test(test_bad_degree_refused),
+        cmocka_unit_test(test_batch_composition),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
