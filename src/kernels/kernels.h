@@ -8,7 +8,10 @@
  *
  * Knows nothing about Gemma: only matrices, vectors and attention over key/value segments.
  * Activations are fp32; weights are fp32, bf16, f16 or q8_0 (blocks of 32 int8 + one f16 scale,
- * the llama.cpp Q8_0 layout). */
+ * the llama.cpp Q8_0 layout). A q8_0 matmul has llama.cpp's semantics: each token's activations
+ * are quantized per 32-block to int8 with an fp32 scale (in the scratch buffer, deterministically,
+ * per token), each block's integer dot product is exact and is scaled by d_w * d_x in fp32, and
+ * the block values are summed in fp32 in the set's fixed order. */
 #ifndef G4_KERNELS_H
 #define G4_KERNELS_H
 
@@ -58,8 +61,9 @@ typedef struct g4_kernels {
     /* y[t*ldy + r] = dot(W row r, x[t*ldx .. +cols]) for t in [0,T), r in [r0,r1).
      * The dot product's order is fixed per ISA and per cols; it is the same for every T and
      * every row range. scratch: matmul_scratch_bytes(W, T) bytes owned by the calling thread
-     * (e.g. for quantized activations or unpacked weight panels), so the hot path never
-     * allocates. */
+     * (quantized activations, unpacked weight panels, partial accumulators), so the hot path
+     * never allocates; any alignment is fine. NULL makes the kernel allocate (and free) what it
+     * needs itself. A column sub-range of a q8_0 matrix needs cols a multiple of 32. */
     void (*matmul)(const g4_mat *W, const float *x, int64_t ldx, int T,
                    float *y, int64_t ldy, int64_t r0, int64_t r1, void *scratch);
     size_t (*matmul_scratch_bytes)(const g4_mat *W, int T);
@@ -96,6 +100,13 @@ const g4_kernels *g4_kernels_by_name(const char *name);
 int g4_kernels_available(const char **names, int max);
 
 extern const g4_kernels g4_kernels_scalar;
+/* The SIMD sets; only call them through g4_kernels_by_name/g4_kernels_get (cpuid-checked). */
+extern const g4_kernels g4_kernels_avx2;
+extern const g4_kernels g4_kernels_avx512;
+
+/* Quantizes n floats (n a multiple of 32) to q8_0 blocks, as llama.cpp's quantize_row_q8_0_ref:
+ * per block d = max|x|/127 (stored as f16), q = roundf(x / d). For shard/load-time conversion. */
+void g4_quantize_row_q8_0(const float *x, g4_block_q8_0 *y, int64_t n);
 
 /* Exact conversions used everywhere. */
 static inline float g4_bf16_to_f32(uint16_t h) {

@@ -1,5 +1,8 @@
 /* kernels_dispatch.c — picks the kernel table once: $G4_ISA if set, else the best set this CPU
- * runs (cpuid + the OS's saved-register check via __builtin_cpu_supports). */
+ * runs (cpuid + the OS's saved-register check via __builtin_cpu_supports). Owns the CPU feature
+ * checks: "avx2" needs avx2+fma+f16c, "avx512" needs avx512f/bw/vl/dq (+ the avx2 set); VNNI is
+ * used inside the avx512 q8_0 matmul only when present (same results either way). Knows nothing
+ * about what the kernels compute. */
 #include "kernels/kernels.h"
 
 #include <pthread.h>
@@ -7,12 +10,28 @@
 #include <stdlib.h>
 #include <string.h>
 
+extern int g4__avx512_vnni; /* kernels_avx512.c */
+
 static const g4_kernels *chosen;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
+static int has_avx2, has_avx512;
+
+static void detect(void) {
+    __builtin_cpu_init();
+    has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               __builtin_cpu_supports("f16c");
+    has_avx512 = has_avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                 __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    g4__avx512_vnni = has_avx512 && __builtin_cpu_supports("avx512vnni");
+}
 
 const g4_kernels *g4_kernels_by_name(const char *name) {
     if (!name) return NULL;
+    pthread_once(&cpu_once, detect);
     if (strcmp(name, "scalar") == 0) return &g4_kernels_scalar;
+    if (strcmp(name, "avx2") == 0) return has_avx2 ? &g4_kernels_avx2 : NULL;
+    if (strcmp(name, "avx512") == 0) return has_avx512 ? &g4_kernels_avx512 : NULL;
     return NULL;
 }
 
@@ -29,7 +48,9 @@ static void choose(void) {
     if (want && *want) {
         chosen = g4_kernels_by_name(want);
         if (!chosen) {
-            fprintf(stderr, "g4tp: G4_ISA=%s is not available on this CPU; using the best available\n", want);
+            int known = !strcmp(want, "scalar") || !strcmp(want, "avx2") || !strcmp(want, "avx512");
+            fprintf(stderr, "g4tp: G4_ISA=%s %s; using the best available kernel set\n", want,
+                    known ? "is not supported by this CPU" : "is unknown (scalar|avx2|avx512)");
         }
     }
     if (!chosen) {

@@ -1,10 +1,17 @@
 /* kernels_scalar.c — the portable reference kernels: always built, used on CPUs without AVX2,
  * forced with G4_ISA=scalar, and the oracle the SIMD kernels are tested against.
  * Order of the dot product: 4 running sums over k = 0,4,8.. / 1,5,9.. / …, combined as
- * (s0+s1)+(s2+s3); the same for every row, batch size and thread split. */
+ * (s0+s1)+(s2+s3); the same for every row, batch size and thread split.
+ * q8_0 weights (llama.cpp semantics): each token's activations are quantized per 32-block to
+ * int8 (g4__q8_quantize_act, into the scratch buffer); per block the integer dot product is
+ * exact, times (d_w * d_x) in fp32, summed over blocks with 4 running sums (blocks 0,4,8.. /
+ * 1,5,9.. / ..) combined as (s0+s1)+(s2+s3). The SIMD sets compute the same block values and
+ * differ only in the order of that float sum. */
 #include "kernels/kernels.h"
+#include "kernels/kernels_internal.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 size_t g4_dtype_row_bytes(int dt, int64_t n) {
@@ -130,28 +137,72 @@ static inline float dot_f16(const uint16_t *w, const float *x, int64_t n) {
     return (s0 + s1) + (s2 + s3);
 }
 
-/* q8_0: per block, the int8 values times x summed in fp32, then times the block scale. */
-static inline float dot_q8(const g4_block_q8_0 *w, const float *x, int64_t n) {
-    float s = 0;
+void g4_quantize_row_q8_0(const float *x, g4_block_q8_0 *y, int64_t n) {
     for (int64_t b = 0; b < n / G4_Q8_BLOCK; b++) {
         const float *xb = x + b * G4_Q8_BLOCK;
-        float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-        for (int j = 0; j < G4_Q8_BLOCK; j += 4) {
-            s0 += (float)w[b].qs[j] * xb[j];
-            s1 += (float)w[b].qs[j + 1] * xb[j + 1];
-            s2 += (float)w[b].qs[j + 2] * xb[j + 2];
-            s3 += (float)w[b].qs[j + 3] * xb[j + 3];
+        float amax = 0;
+        for (int j = 0; j < G4_Q8_BLOCK; j++) {
+            float a = fabsf(xb[j]);
+            if (a > amax) amax = a;
         }
-        s += g4_f16_to_f32(w[b].d) * ((s0 + s1) + (s2 + s3));
+        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[b].d = g4_f32_to_f16(d);
+        for (int j = 0; j < G4_Q8_BLOCK; j++) y[b].qs[j] = (int8_t)roundf(xb[j] * id);
     }
-    return s;
 }
 
-static size_t matmul_scratch_bytes(const g4_mat *W, int T) { return 0; }
+void g4__q8_quantize_act(const float *x, int64_t K, void *dst) {
+    int8_t *qs = dst;
+    float *d = (float *)((char *)dst + g4__q8_act_qs_bytes(K));
+    const int64_t nb = K / G4_Q8_BLOCK, nbp = g4__q8_act_nb_pad(K);
+    for (int64_t b = 0; b < nb; b++) {
+        const float *xb = x + b * G4_Q8_BLOCK;
+        float amax = 0;
+        for (int j = 0; j < G4_Q8_BLOCK; j++) {
+            float a = fabsf(xb[j]);
+            if (a > amax) amax = a;
+        }
+        const float db = amax / 127.0f, id = db != 0.0f ? 1.0f / db : 0.0f;
+        d[b] = db;
+        for (int j = 0; j < G4_Q8_BLOCK; j++) {
+            float q = roundf(xb[j] * id);
+            qs[b * G4_Q8_BLOCK + j] = (int8_t)(q > 127.0f ? 127 : q < -127.0f ? -127 : q);
+        }
+    }
+    memset(qs + nb * G4_Q8_BLOCK, 0, (size_t)(g4__q8_act_qs_bytes(K) - nb * G4_Q8_BLOCK));
+    for (int64_t b = nb; b < nbp; b++) d[b] = 0;
+}
+
+/* q8_0 weights times one quantized token (see the file comment). */
+static inline float dot_q8(const g4_block_q8_0 *w, const int8_t *xq, const float *xd, int64_t n) {
+    float s[4] = {0, 0, 0, 0};
+    for (int64_t b = 0; b < n / G4_Q8_BLOCK; b++) {
+        const int8_t *xb = xq + b * G4_Q8_BLOCK;
+        int32_t isum = 0;
+        for (int j = 0; j < G4_Q8_BLOCK; j++) isum += (int32_t)w[b].qs[j] * (int32_t)xb[j];
+        const float d = g4_f16_to_f32(w[b].d) * xd[b];
+        s[b & 3] += (float)isum * d;
+    }
+    return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+static size_t matmul_scratch_bytes(const g4_mat *W, int T) {
+    if (W->dtype != G4_DT_Q8_0) return 0;
+    return (size_t)T * (size_t)g4__q8_act_stride(W->cols) + 64;
+}
 
 static void matmul(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy,
                    int64_t r0, int64_t r1, void *scratch) {
     const int64_t n = W->cols;
+    void *owned = NULL;
+    char *xq = NULL;
+    const int64_t qstride = g4__q8_act_stride(n);
+    if (W->dtype == G4_DT_Q8_0) {
+        if (!scratch) scratch = owned = malloc(matmul_scratch_bytes(W, T));
+        if (!scratch) return; /* out of memory: nothing sensible to compute */
+        xq = g4__align64(scratch);
+        for (int t = 0; t < T; t++) g4__q8_quantize_act(x + t * ldx, n, xq + t * qstride);
+    }
     for (int64_t r = r0; r < r1; r++) {
         const void *row = (const char *)W->data + r * W->ld_bytes;
         for (int t = 0; t < T; t++) {
@@ -161,11 +212,16 @@ static void matmul(const g4_mat *W, const float *x, int64_t ldx, int T, float *y
             case G4_DT_F32: v = dot_f32(row, xt, n); break;
             case G4_DT_BF16: v = dot_bf16(row, xt, n); break;
             case G4_DT_F16: v = dot_f16(row, xt, n); break;
-            default: v = dot_q8(row, xt, n); break;
+            default: {
+                const char *rec = xq + t * qstride;
+                v = dot_q8(row, (const int8_t *)rec, (const float *)(rec + g4__q8_act_qs_bytes(n)), n);
+                break;
+            }
             }
             y[t * ldy + r] = v;
         }
     }
+    free(owned);
 }
 
 static void rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) {

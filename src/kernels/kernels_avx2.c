@@ -1,0 +1,460 @@
+/* kernels_avx2.c — the AVX2 kernel set (avx2 + fma + f16c). Compiled with those flags, so
+ * nothing in here may run before kernels_dispatch.c has checked cpuid.
+ *
+ * Canonical order of every dot product (matmul, attention scores, rmsnorm's sum of squares):
+ * one 8-lane fp32 accumulator, lane l gets fma(w[k], x[k], acc) for k = l, l+8, l+16, .. in
+ * increasing k (the last partial step padded with zeros on both sides), then the fixed reduction
+ * ((lo128+hi128) -> (0+2, 1+3) -> sum). The T=1 matvec (8 rows per pass over x) and the T>1
+ * register tiles (3 rows x 4 tokens, K cut into 512-wide blocks whose partial accumulators are
+ * parked in the scratch buffer, bf16/f16 unpacked exactly to fp32 panels) perform exactly those
+ * operations per output element, so the bits depend only on K.
+ * q8_0: block b's exact int32 dot goes to lane b mod 8 as fma((float)isum, d_w*d_x, acc).
+ * Knows nothing about Gemma or threads. */
+#include "kernels/kernels.h"
+#include "kernels/kernels_internal.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define AI static inline __attribute__((always_inline))
+
+static const int32_t mask_tab[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+/* Lanes [0, n) set, n in 0..8. */
+AI __m256i tailmask(int64_t n) { return _mm256_loadu_si256((const __m256i *)(mask_tab + 8 - n)); }
+
+AI float hsum8(__m256 v) {
+    __m128 b = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    b = _mm_add_ps(b, _mm_movehl_ps(b, b));
+    b = _mm_add_ss(b, _mm_movehdup_ps(b));
+    return _mm_cvtss_f32(b);
+}
+
+AI __m256 cvt_h(int dt, __m128i h) {
+    if (dt == G4_DT_BF16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    return _mm256_cvtph_ps(h);
+}
+/* 8 weights of dtype dt at element k of a row, as exact fp32. */
+AI __m256 ldw(int dt, const void *row, int64_t k) {
+    if (dt == G4_DT_F32) return _mm256_loadu_ps((const float *)row + k);
+    return cvt_h(dt, _mm_loadu_si128((const __m128i *)((const uint16_t *)row + k)));
+}
+/* The first n (< 8) weights, the rest zero. */
+AI __m256 ldw_part(int dt, const void *row, int64_t k, int64_t n) {
+    if (dt == G4_DT_F32) return _mm256_maskload_ps((const float *)row + k, tailmask(n));
+    uint16_t tmp[8] = {0};
+    memcpy(tmp, (const uint16_t *)row + k, (size_t)n * 2);
+    return cvt_h(dt, _mm_loadu_si128((const __m128i *)tmp));
+}
+AI __m256 ldx_part(const float *x, int64_t n) { return _mm256_maskload_ps(x, tailmask(n)); }
+AI void st_part(float *y, __m256 v, int64_t n) { _mm256_maskstore_ps(y, tailmask(n), v); }
+
+/* ---- vector exp / tanh (Cephes expf/tanhf, a few ulp) ---- */
+AI __m256 exp8(__m256 x) {
+    x = _mm256_min_ps(x, _mm256_set1_ps(89.0f));
+    x = _mm256_max_ps(x, _mm256_set1_ps(-104.0f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500E-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507E-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073E-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894E-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459E-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201E-1f));
+    __m256 y = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    /* y * 2^n as y * 2^n1 * 2^n2 (n1 = n>>1) so subnormal results and 2^128 are reached. */
+    __m256i ni = _mm256_cvtps_epi32(n);
+    __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
+    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, _mm256_set1_epi32(127)), 23));
+    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, _mm256_set1_epi32(127)), 23));
+    return _mm256_mul_ps(_mm256_mul_ps(y, s1), s2);
+}
+
+AI __m256 tanh8(__m256 x) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 ax = _mm256_andnot_ps(sign, x);
+    __m256 z = _mm256_mul_ps(x, x);
+    __m256 p = _mm256_set1_ps(-5.70498872745E-3f);
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(2.06390887954E-2f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(-5.37397155531E-2f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(1.33314422036E-1f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(-3.33332819422E-1f));
+    __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(p, z), x, x);
+    __m256 e = exp8(_mm256_add_ps(ax, ax));
+    __m256 big = _mm256_sub_ps(_mm256_set1_ps(1.0f),
+                               _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, _mm256_set1_ps(1.0f))));
+    big = _mm256_or_ps(big, _mm256_and_ps(x, sign));
+    return _mm256_blendv_ps(big, small, _mm256_cmp_ps(ax, _mm256_set1_ps(0.625f), _CMP_LT_OQ));
+}
+
+/* ---- matmul: f32 / bf16 / f16 ---- */
+
+AI void mv_rows(const int dt, const int NRW, const char *w, int64_t ldw_b, const float *x,
+                int64_t K, float *y) {
+    __m256 acc[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < NRW; i++) acc[i] = _mm256_setzero_ps();
+    int64_t k = 0;
+    for (; k + 8 <= K; k += 8) {
+        __m256 xv = _mm256_loadu_ps(x + k);
+#pragma GCC unroll 8
+        for (int i = 0; i < NRW; i++) acc[i] = _mm256_fmadd_ps(ldw(dt, w + i * ldw_b, k), xv, acc[i]);
+    }
+    if (k < K) {
+        __m256 xv = ldx_part(x + k, K - k);
+#pragma GCC unroll 8
+        for (int i = 0; i < NRW; i++)
+            acc[i] = _mm256_fmadd_ps(ldw_part(dt, w + i * ldw_b, k, K - k), xv, acc[i]);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < NRW; i++) y[i] = hsum8(acc[i]);
+}
+
+AI void matvec_dt(const int dt, const g4_mat *W, const float *x, float *y, int64_t r0, int64_t r1) {
+    const char *base = W->data;
+    const int64_t K = W->cols, ld = W->ld_bytes;
+    int64_t r = r0;
+    for (; r + 8 <= r1; r += 8) mv_rows(dt, 8, base + r * ld, ld, x, K, y + r);
+    if (r + 4 <= r1) { mv_rows(dt, 4, base + r * ld, ld, x, K, y + r); r += 4; }
+    if (r + 2 <= r1) { mv_rows(dt, 2, base + r * ld, ld, x, K, y + r); r += 2; }
+    if (r < r1) mv_rows(dt, 1, base + r * ld, ld, x, K, y + r);
+}
+
+enum { MR = 3, NR = 4, KC = 512, TB = 48, RB = 30 };
+
+AI void tile(const int mr, const int nr, const float *const *w, const float *x, int64_t ldx,
+             int64_t n, float *accb, int first, int last, float *y, int64_t ldy) {
+    __m256 acc[MR][NR];
+#pragma GCC unroll 8
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++)
+            acc[i][j] = first ? _mm256_setzero_ps() : _mm256_load_ps(accb + (j * RB + i) * 8);
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8) {
+        __m256 wv[MR];
+#pragma GCC unroll 8
+        for (int i = 0; i < mr; i++) wv[i] = _mm256_loadu_ps(w[i] + k);
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++) {
+            __m256 xv = _mm256_loadu_ps(x + j * ldx + k);
+#pragma GCC unroll 8
+            for (int i = 0; i < mr; i++) acc[i][j] = _mm256_fmadd_ps(wv[i], xv, acc[i][j]);
+        }
+    }
+    if (k < n) {
+        __m256 wv[MR];
+#pragma GCC unroll 8
+        for (int i = 0; i < mr; i++) wv[i] = ldx_part(w[i] + k, n - k);
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++) {
+            __m256 xv = ldx_part(x + j * ldx + k, n - k);
+#pragma GCC unroll 8
+            for (int i = 0; i < mr; i++) acc[i][j] = _mm256_fmadd_ps(wv[i], xv, acc[i][j]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++) {
+            if (last) y[j * ldy + i] = hsum8(acc[i][j]);
+            else _mm256_store_ps(accb + (j * RB + i) * 8, acc[i][j]);
+        }
+}
+
+static void tile_any(int mr, int nr, const float *const *w, const float *x, int64_t ldx, int64_t n,
+                     float *accb, int first, int last, float *y, int64_t ldy) {
+#define TC(a, b) case a * 8 + b: tile(a, b, w, x, ldx, n, accb, first, last, y, ldy); break;
+    switch (mr * 8 + nr) {
+        TC(1, 1) TC(1, 2) TC(1, 3) TC(1, 4)
+        TC(2, 1) TC(2, 2) TC(2, 3) TC(2, 4)
+        TC(3, 1) TC(3, 2) TC(3, 3) TC(3, 4)
+    default: break;
+    }
+#undef TC
+}
+
+static void unpack_row(int dt, const void *row, int64_t k0, int64_t n, float *dst) {
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8) _mm256_store_ps(dst + k, ldw(dt, row, k0 + k));
+    if (k < n) _mm256_store_ps(dst + k, ldw_part(dt, row, k0 + k, n - k));
+}
+
+static size_t f_scratch_bytes(void) {
+    return (size_t)TB * RB * 8 * sizeof(float) + (size_t)MR * KC * sizeof(float) + 64;
+}
+
+static void matmul_tiled(const g4_mat *W, const float *x, int64_t ldx, int T, float *y,
+                         int64_t ldy, int64_t r0, int64_t r1, void *scratch) {
+    const int dt = W->dtype;
+    const int64_t K = W->cols, ld = W->ld_bytes;
+    float *accbuf = g4__align64(scratch);
+    float *panel = accbuf + (size_t)TB * RB * 8;
+    for (int tb = 0; tb < T; tb += TB) {
+        const int nt = T - tb < TB ? T - tb : TB;
+        for (int64_t rb = r0; rb < r1; rb += RB) {
+            const int64_t re = rb + RB < r1 ? rb + RB : r1;
+            for (int64_t kb = 0; kb < K; kb += KC) {
+                const int64_t n = K - kb < KC ? K - kb : KC;
+                const int first = kb == 0, last = kb + n == K;
+                for (int64_t rt = rb; rt < re; rt += MR) {
+                    const int mr = re - rt < MR ? (int)(re - rt) : MR;
+                    const float *wp[MR];
+                    for (int i = 0; i < mr; i++) {
+                        const char *row = (const char *)W->data + (rt + i) * ld;
+                        if (dt == G4_DT_F32) wp[i] = (const float *)row + kb;
+                        else {
+                            unpack_row(dt, row, kb, n, panel + i * KC);
+                            wp[i] = panel + i * KC;
+                        }
+                    }
+                    for (int tt = tb; tt < tb + nt; tt += NR) {
+                        const int nr = tb + nt - tt < NR ? tb + nt - tt : NR;
+                        tile_any(mr, nr, wp, x + tt * ldx + kb, ldx, n,
+                                 accbuf + ((tt - tb) * RB + (rt - rb)) * 8, first, last,
+                                 y + tt * ldy + rt, ldy);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* ---- matmul: q8_0 ---- */
+
+/* One block: 8 int32 partial sums of w.x (exact; maddubs cannot saturate for |x| <= 127). */
+AI __m256i q8_blk(const int8_t *w8, const int8_t *x8) {
+    __m256i w = _mm256_loadu_si256((const __m256i *)w8), x = _mm256_loadu_si256((const __m256i *)x8);
+    __m256i d16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+    return _mm256_madd_epi16(d16, _mm256_set1_epi16(1));
+}
+
+AI float dot_q8(const g4_block_q8_0 *w, const int8_t *xq, const float *xd, int64_t nb) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t g = 0; g < nb; g += 8) {
+        const int64_t nin = nb - g < 8 ? nb - g : 8;
+        __m256i p[8];
+        uint16_t dwh[8] = {0};
+        for (int i = 0; i < 8; i++) {
+            if (i < nin) {
+                p[i] = q8_blk(w[g + i].qs, xq + (g + i) * 32);
+                dwh[i] = w[g + i].d;
+            } else p[i] = _mm256_setzero_si256();
+        }
+        __m256i h01 = _mm256_hadd_epi32(p[0], p[1]), h23 = _mm256_hadd_epi32(p[2], p[3]);
+        __m256i h45 = _mm256_hadd_epi32(p[4], p[5]), h67 = _mm256_hadd_epi32(p[6], p[7]);
+        __m256i a = _mm256_hadd_epi32(h01, h23), b = _mm256_hadd_epi32(h45, h67);
+        __m256i s = _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+        __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dwh));
+        __m256 d = _mm256_mul_ps(dw, _mm256_loadu_ps(xd + g));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, acc);
+    }
+    return hsum8(acc);
+}
+
+static void matmul_q8(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy,
+                      int64_t r0, int64_t r1, void *scratch) {
+    const int64_t K = W->cols, nb = K / G4_Q8_BLOCK, qstride = g4__q8_act_stride(K);
+    const int64_t qsb = g4__q8_act_qs_bytes(K);
+    char *xq = g4__align64(scratch);
+    for (int t = 0; t < T; t++) g4__q8_quantize_act(x + t * ldx, K, xq + t * qstride);
+    for (int64_t r = r0; r < r1; r++) {
+        const g4_block_q8_0 *row = (const void *)((const char *)W->data + r * W->ld_bytes);
+        for (int t = 0; t < T; t++) {
+            const char *rec = xq + t * qstride;
+            y[t * ldy + r] = dot_q8(row, (const int8_t *)rec, (const float *)(rec + qsb), nb);
+        }
+    }
+}
+
+static size_t matmul_scratch_bytes(const g4_mat *W, int T) {
+    if (W->dtype == G4_DT_Q8_0) return (size_t)T * (size_t)g4__q8_act_stride(W->cols) + 64;
+    return T > 1 ? f_scratch_bytes() : 0;
+}
+
+static void matmul(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy,
+                   int64_t r0, int64_t r1, void *scratch) {
+    if (r1 <= r0 || T <= 0) return;
+    void *owned = NULL;
+    size_t need = matmul_scratch_bytes(W, T);
+    if (need && !scratch) {
+        if (!(scratch = owned = malloc(need))) return;
+    }
+    switch (W->dtype) {
+    case G4_DT_Q8_0: matmul_q8(W, x, ldx, T, y, ldy, r0, r1, scratch); break;
+    default:
+        if (T == 1) {
+            if (W->dtype == G4_DT_F32) matvec_dt(G4_DT_F32, W, x, y, r0, r1);
+            else if (W->dtype == G4_DT_BF16) matvec_dt(G4_DT_BF16, W, x, y, r0, r1);
+            else matvec_dt(G4_DT_F16, W, x, y, r0, r1);
+        } else matmul_tiled(W, x, ldx, T, y, ldy, r0, r1, scratch);
+        break;
+    }
+    free(owned);
+}
+
+/* ---- the rest ---- */
+
+AI float dot8(const float *a, const float *b, int64_t n) {
+    __m256 acc = _mm256_setzero_ps();
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), acc);
+    if (k < n) acc = _mm256_fmadd_ps(ldx_part(a + k, n - k), ldx_part(b + k, n - k), acc);
+    return hsum8(acc);
+}
+
+static void rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) {
+    float ss = dot8(x, x, n);
+    __m256 inv = _mm256_set1_ps(1.0f / sqrtf(ss / (float)n + eps));
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), inv);
+        if (w) v = _mm256_mul_ps(v, _mm256_loadu_ps(w + i));
+        _mm256_storeu_ps(y + i, v);
+    }
+    if (i < n) {
+        __m256 v = _mm256_mul_ps(ldx_part(x + i, n - i), inv);
+        if (w) v = _mm256_mul_ps(v, ldx_part(w + i, n - i));
+        st_part(y + i, v, n - i);
+    }
+}
+
+static void rope(float *x, const float *c, const float *s, int64_t d) {
+    const int64_t h = d / 2;
+    for (int64_t i = 0; i < h; i += 8) {
+        const int64_t m = h - i < 8 ? h - i : 8;
+        __m256 a = ldx_part(x + i, m), b = ldx_part(x + i + h, m);
+        __m256 cv = ldx_part(c + i, m), sv = ldx_part(s + i, m);
+        st_part(x + i, _mm256_sub_ps(_mm256_mul_ps(a, cv), _mm256_mul_ps(b, sv)), m);
+        st_part(x + i + h, _mm256_add_ps(_mm256_mul_ps(b, cv), _mm256_mul_ps(a, sv)), m);
+    }
+}
+
+static void gelu_mul(float *out, const float *gate, const float *up, int64_t n) {
+    const __m256 k0 = _mm256_set1_ps(0.7978845608028654f), k1 = _mm256_set1_ps(0.044715f);
+    const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
+    for (int64_t i = 0; i < n; i += 8) {
+        const int64_t m = n - i < 8 ? n - i : 8;
+        __m256 g = ldx_part(gate + i, m), u = ldx_part(up + i, m);
+        __m256 g3 = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(k1, g), g), g);
+        __m256 t = tanh8(_mm256_mul_ps(k0, _mm256_add_ps(g, g3)));
+        st_part(out + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(half, g), _mm256_add_ps(one, t)), u), m);
+    }
+}
+
+static void softcap(float *y, const float *x, float cap, int64_t n) {
+    const __m256 c = _mm256_set1_ps(cap);
+    for (int64_t i = 0; i < n; i += 8) {
+        const int64_t m = n - i < 8 ? n - i : 8;
+        st_part(y + i, _mm256_mul_ps(c, tanh8(_mm256_div_ps(ldx_part(x + i, m), c))), m);
+    }
+}
+
+static void add(float *y, const float *a, const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i += 8) {
+        const int64_t m = n - i < 8 ? n - i : 8;
+        st_part(y + i, _mm256_add_ps(ldx_part(a + i, m), ldx_part(b + i, m)), m);
+    }
+}
+
+static void scale(float *y, const float *x, float s, int64_t n) {
+    const __m256 sv = _mm256_set1_ps(s);
+    for (int64_t i = 0; i < n; i += 8) {
+        const int64_t m = n - i < 8 ? n - i : 8;
+        st_part(y + i, _mm256_mul_ps(ldx_part(x + i, m), sv), m);
+    }
+}
+
+static void row_to_f32(float *dst, const void *src, int dt, int64_t n) {
+    switch (dt) {
+    case G4_DT_F32: memmove(dst, src, (size_t)n * 4); break;
+    case G4_DT_BF16:
+    case G4_DT_F16:
+        for (int64_t i = 0; i < n; i += 8) {
+            const int64_t m = n - i < 8 ? n - i : 8;
+            __m256 v = dt == G4_DT_BF16 ? ldw_part(G4_DT_BF16, src, i, m) : ldw_part(G4_DT_F16, src, i, m);
+            st_part(dst + i, v, m);
+        }
+        break;
+    case G4_DT_Q8_0: {
+        const g4_block_q8_0 *b = src;
+        for (int64_t i = 0; i < n / G4_Q8_BLOCK; i++) {
+            __m256 d = _mm256_set1_ps(g4_f16_to_f32(b[i].d));
+            for (int j = 0; j < 4; j++) {
+                __m128i q = _mm_loadl_epi64((const __m128i *)(b[i].qs + 8 * j));
+                _mm256_storeu_ps(dst + i * 32 + 8 * j, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q))));
+            }
+        }
+        break;
+    }
+    default: break;
+    }
+}
+
+static void attention(float *out, const float *q, int64_t d, const g4_kv_seg *segs, int nseg,
+                      float *scores) {
+    int64_t nk = 0;
+    for (int s = 0; s < nseg; s++)
+        for (int64_t j = 0; j < segs[s].n; j++) scores[nk++] = dot8(segs[s].k + j * segs[s].stride, q, d);
+    if (nk == 0) {
+        memset(out, 0, (size_t)d * sizeof(float));
+        return;
+    }
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < nk; j++) mx = scores[j] > mx ? scores[j] : mx;
+    const __m256 mxv = _mm256_set1_ps(mx);
+    __m256 sv = _mm256_setzero_ps();
+    for (int64_t j = 0; j < nk; j += 8) {
+        const int64_t m = nk - j < 8 ? nk - j : 8;
+        __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(ldx_part(scores + j, m), mxv)),
+                                 _mm256_castsi256_ps(tailmask(m)));
+        st_part(scores + j, e, m);
+        sv = _mm256_add_ps(sv, e);
+    }
+    const float inv = 1.0f / hsum8(sv);
+    for (int64_t j = 0; j < nk; j++) scores[j] *= inv;
+    for (int64_t i0 = 0; i0 < d; i0 += 64) {
+        const int64_t w = d - i0 < 64 ? d - i0 : 64;
+        if (w == 64) {
+            __m256 acc[8];
+            for (int c = 0; c < 8; c++) acc[c] = _mm256_setzero_ps();
+            int64_t jj = 0;
+            for (int s = 0; s < nseg; s++)
+                for (int64_t j = 0; j < segs[s].n; j++) {
+                    const __m256 p = _mm256_set1_ps(scores[jj++]);
+                    const float *v = segs[s].v + j * segs[s].stride + i0;
+                    for (int c = 0; c < 8; c++) acc[c] = _mm256_fmadd_ps(p, _mm256_loadu_ps(v + 8 * c), acc[c]);
+                }
+            for (int c = 0; c < 8; c++) _mm256_storeu_ps(out + i0 + 8 * c, acc[c]);
+        } else {
+            for (int64_t c0 = 0; c0 < w; c0 += 8) {
+                const int64_t m = w - c0 < 8 ? w - c0 : 8;
+                __m256 acc = _mm256_setzero_ps();
+                int64_t jj = 0;
+                for (int s = 0; s < nseg; s++)
+                    for (int64_t j = 0; j < segs[s].n; j++) {
+                        const float *v = segs[s].v + j * segs[s].stride + i0 + c0;
+                        acc = _mm256_fmadd_ps(_mm256_set1_ps(scores[jj++]), ldx_part(v, m), acc);
+                    }
+                st_part(out + i0 + c0, acc, m);
+            }
+        }
+    }
+}
+
+const g4_kernels g4_kernels_avx2 = {
+    .name = "avx2",
+    .matmul = matmul,
+    .matmul_scratch_bytes = matmul_scratch_bytes,
+    .rmsnorm = rmsnorm,
+    .rope = rope,
+    .gelu_mul = gelu_mul,
+    .attention = attention,
+    .add = add,
+    .scale = scale,
+    .softcap = softcap,
+    .row_to_f32 = row_to_f32,
+};

@@ -1,0 +1,499 @@
+/* kernels_avx512.c — the AVX-512 kernel set (avx512f/bw/vl/dq; VNNI for q8_0 only when the CPU
+ * has it, chosen at run time with identical results). Compiled with AVX-512 flags, so nothing in
+ * here may run before kernels_dispatch.c has checked cpuid.
+ *
+ * Canonical order of every dot product (matmul, attention scores, rmsnorm's sum of squares):
+ * one 16-lane fp32 accumulator, lane l gets fma(w[k], x[k], acc) for k = l, l+16, l+32, ..
+ * in increasing k (the last partial step masked: both operands 0 there), then the fixed
+ * reduction ((lo256+hi256) -> (lo128+hi128) -> (0+2, 1+3) -> sum). The T=1 matvec (8 rows per
+ * pass over x), the T>1 register tiles (4 rows x 6 tokens, K cut into 512-wide blocks whose
+ * partial 16-lane accumulators are parked in the scratch buffer) and bf16/f16 weights unpacked
+ * to fp32 panels (exact) all perform exactly those operations per output element, so the bits
+ * depend only on K — not on T, the row range or the addresses.
+ * q8_0: block b's exact int32 dot goes to lane b mod 16 as fma((float)isum, d_w*d_x, acc).
+ * Knows nothing about Gemma or threads. */
+#include "kernels/kernels.h"
+#include "kernels/kernels_internal.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define AI static inline __attribute__((always_inline))
+
+/* Set by kernels_dispatch.c when the CPU has AVX512-VNNI. */
+int g4__avx512_vnni = 0;
+
+AI float hsum16(__m512 v) {
+    __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    b = _mm_add_ps(b, _mm_movehl_ps(b, b));
+    b = _mm_add_ss(b, _mm_movehdup_ps(b));
+    return _mm_cvtss_f32(b);
+}
+
+AI __mmask16 tailmask(int64_t n) { return (__mmask16)((1u << n) - 1u); }
+
+/* 16 weights of dtype dt at element k of a row, as exact fp32. */
+AI __m512 ldw(int dt, const void *row, int64_t k) {
+    if (dt == G4_DT_F32) return _mm512_loadu_ps((const float *)row + k);
+    __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)row + k));
+    if (dt == G4_DT_BF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    return _mm512_cvtph_ps(h);
+}
+AI __m512 ldw_m(int dt, const void *row, int64_t k, __mmask16 m) {
+    if (dt == G4_DT_F32) return _mm512_maskz_loadu_ps(m, (const float *)row + k);
+    __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)row + k);
+    if (dt == G4_DT_BF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    return _mm512_cvtph_ps(h);
+}
+
+/* ---- vector exp / tanh (Cephes expf/tanhf, a few ulp) ---- */
+AI __m512 exp16(__m512 x) {
+    x = _mm512_min_ps(x, _mm512_set1_ps(89.0f));
+    x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500E-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507E-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073E-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894E-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459E-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201E-1f));
+    __m512 y = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(y, n); /* exact scaling, subnormals and overflow handled */
+}
+
+AI __m512 tanh16(__m512 x) {
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    __m512 ax = _mm512_andnot_ps(sign, x);
+    /* |x| < 0.625: odd polynomial */
+    __m512 z = _mm512_mul_ps(x, x);
+    __m512 p = _mm512_set1_ps(-5.70498872745E-3f);
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(2.06390887954E-2f));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(-5.37397155531E-2f));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(1.33314422036E-1f));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(-3.33332819422E-1f));
+    __m512 small = _mm512_fmadd_ps(_mm512_mul_ps(p, z), x, x);
+    /* otherwise 1 - 2/(exp(2|x|)+1), sign restored */
+    __m512 e = exp16(_mm512_add_ps(ax, ax));
+    __m512 big = _mm512_sub_ps(_mm512_set1_ps(1.0f),
+                               _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(e, _mm512_set1_ps(1.0f))));
+    big = _mm512_or_ps(big, _mm512_and_ps(x, sign));
+    __mmask16 is_small = _mm512_cmp_ps_mask(ax, _mm512_set1_ps(0.625f), _CMP_LT_OQ);
+    return _mm512_mask_blend_ps(is_small, big, small);
+}
+
+/* ---- matmul: f32 / bf16 / f16 ---- */
+
+/* T = 1: NRW rows at a time against one x. */
+AI void mv_rows(const int dt, const int NRW, const char *w, int64_t ldw_b, const float *x,
+                int64_t K, float *y) {
+    __m512 acc[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < NRW; i++) acc[i] = _mm512_setzero_ps();
+    int64_t k = 0;
+    for (; k + 16 <= K; k += 16) {
+        __m512 xv = _mm512_loadu_ps(x + k);
+#pragma GCC unroll 8
+        for (int i = 0; i < NRW; i++) acc[i] = _mm512_fmadd_ps(ldw(dt, w + i * ldw_b, k), xv, acc[i]);
+    }
+    if (k < K) {
+        __mmask16 m = tailmask(K - k);
+        __m512 xv = _mm512_maskz_loadu_ps(m, x + k);
+#pragma GCC unroll 8
+        for (int i = 0; i < NRW; i++)
+            acc[i] = _mm512_fmadd_ps(ldw_m(dt, w + i * ldw_b, k, m), xv, acc[i]);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < NRW; i++) y[i] = hsum16(acc[i]);
+}
+
+AI void matvec_dt(const int dt, const g4_mat *W, const float *x, float *y, int64_t r0, int64_t r1) {
+    const char *base = W->data;
+    const int64_t K = W->cols, ld = W->ld_bytes;
+    int64_t r = r0;
+    for (; r + 8 <= r1; r += 8) mv_rows(dt, 8, base + r * ld, ld, x, K, y + r);
+    if (r + 4 <= r1) { mv_rows(dt, 4, base + r * ld, ld, x, K, y + r); r += 4; }
+    if (r + 2 <= r1) { mv_rows(dt, 2, base + r * ld, ld, x, K, y + r); r += 2; }
+    if (r < r1) mv_rows(dt, 1, base + r * ld, ld, x, K, y + r);
+}
+
+enum { MR = 4, NR = 6, KC = 512, TB = 48, RB = 32 };
+
+/* One register tile: mr rows (fp32 pointers at the block's first column) x nr tokens over the
+ * n columns of the current K block. acc: 16 floats per (token j, row i) at acc[(j*RB+i)*16]. */
+AI void tile(const int mr, const int nr, const float *const *w, const float *x, int64_t ldx,
+             int64_t n, float *accb, int first, int last, float *y, int64_t ldy) {
+    __m512 acc[MR][NR];
+#pragma GCC unroll 8
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++)
+            acc[i][j] = first ? _mm512_setzero_ps() : _mm512_load_ps(accb + (j * RB + i) * 16);
+    int64_t k = 0;
+    for (; k + 16 <= n; k += 16) {
+        __m512 wv[MR];
+#pragma GCC unroll 8
+        for (int i = 0; i < mr; i++) wv[i] = _mm512_loadu_ps(w[i] + k);
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++) {
+            __m512 xv = _mm512_loadu_ps(x + j * ldx + k);
+#pragma GCC unroll 8
+            for (int i = 0; i < mr; i++) acc[i][j] = _mm512_fmadd_ps(wv[i], xv, acc[i][j]);
+        }
+    }
+    if (k < n) {
+        __mmask16 m = tailmask(n - k);
+        __m512 wv[MR];
+#pragma GCC unroll 8
+        for (int i = 0; i < mr; i++) wv[i] = _mm512_maskz_loadu_ps(m, w[i] + k);
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++) {
+            __m512 xv = _mm512_maskz_loadu_ps(m, x + j * ldx + k);
+#pragma GCC unroll 8
+            for (int i = 0; i < mr; i++) acc[i][j] = _mm512_fmadd_ps(wv[i], xv, acc[i][j]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++) {
+            if (last) y[j * ldy + i] = hsum16(acc[i][j]);
+            else _mm512_store_ps(accb + (j * RB + i) * 16, acc[i][j]);
+        }
+}
+
+static void tile_any(int mr, int nr, const float *const *w, const float *x, int64_t ldx, int64_t n,
+                     float *accb, int first, int last, float *y, int64_t ldy) {
+#define TC(a, b) case a * 8 + b: tile(a, b, w, x, ldx, n, accb, first, last, y, ldy); break;
+    switch (mr * 8 + nr) {
+        TC(1, 1) TC(1, 2) TC(1, 3) TC(1, 4) TC(1, 5) TC(1, 6)
+        TC(2, 1) TC(2, 2) TC(2, 3) TC(2, 4) TC(2, 5) TC(2, 6)
+        TC(3, 1) TC(3, 2) TC(3, 3) TC(3, 4) TC(3, 5) TC(3, 6)
+        TC(4, 1) TC(4, 2) TC(4, 3) TC(4, 4) TC(4, 5) TC(4, 6)
+    default: break;
+    }
+#undef TC
+}
+
+/* Unpacks n weights of one row (dtype dt, from element k0) to fp32, zero-padded to 16. */
+static void unpack_row(int dt, const void *row, int64_t k0, int64_t n, float *dst) {
+    int64_t k = 0;
+    for (; k + 16 <= n; k += 16) _mm512_store_ps(dst + k, ldw(dt, row, k0 + k));
+    if (k < n) _mm512_store_ps(dst + k, ldw_m(dt, row, k0 + k, tailmask(n - k)));
+}
+
+static size_t f_scratch_bytes(void) {
+    return (size_t)TB * RB * 16 * sizeof(float) + (size_t)MR * KC * sizeof(float) + 64;
+}
+
+static void matmul_tiled(const g4_mat *W, const float *x, int64_t ldx, int T, float *y,
+                         int64_t ldy, int64_t r0, int64_t r1, void *scratch) {
+    const int dt = W->dtype;
+    const int64_t K = W->cols, ld = W->ld_bytes;
+    float *accbuf = g4__align64(scratch);
+    float *panel = accbuf + (size_t)TB * RB * 16;
+    for (int tb = 0; tb < T; tb += TB) {
+        const int nt = T - tb < TB ? T - tb : TB;
+        for (int64_t rb = r0; rb < r1; rb += RB) {
+            const int64_t re = rb + RB < r1 ? rb + RB : r1;
+            for (int64_t kb = 0; kb < K; kb += KC) {
+                const int64_t n = K - kb < KC ? K - kb : KC;
+                const int first = kb == 0, last = kb + n == K;
+                for (int64_t rt = rb; rt < re; rt += MR) {
+                    const int mr = re - rt < MR ? (int)(re - rt) : MR;
+                    const float *wp[MR];
+                    for (int i = 0; i < mr; i++) {
+                        const char *row = (const char *)W->data + (rt + i) * ld;
+                        if (dt == G4_DT_F32) wp[i] = (const float *)row + kb;
+                        else {
+                            unpack_row(dt, row, kb, n, panel + i * KC);
+                            wp[i] = panel + i * KC;
+                        }
+                    }
+                    for (int tt = tb; tt < tb + nt; tt += NR) {
+                        const int nr = tb + nt - tt < NR ? tb + nt - tt : NR;
+                        tile_any(mr, nr, wp, x + tt * ldx + kb, ldx, n,
+                                 accbuf + ((tt - tb) * RB + (rt - rb)) * 16, first, last,
+                                 y + tt * ldy + rt, ldy);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* ---- matmul: q8_0 ---- */
+
+/* 2 blocks (lo in the low 256 bits, hi in the high) -> 16 int32 partial sums, 8 per block. */
+AI __m512i q8_pair(const int vnni, const int8_t *wlo, const int8_t *whi, const int8_t *xlo,
+                   const int8_t *xhi) {
+    __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)wlo)),
+                                   _mm256_loadu_si256((const __m256i *)whi), 1);
+    __m512i x = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)xlo)),
+                                   _mm256_loadu_si256((const __m256i *)xhi), 1);
+    __m512i zero = _mm512_setzero_si512();
+    __m512i aw = _mm512_abs_epi8(w);                                   /* |w| as u8 (-128 -> 128) */
+    __m512i sx = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), zero, x); /* x * sign(w) */
+    if (vnni) return _mm512_dpbusd_epi32(zero, aw, sx);
+    return _mm512_madd_epi16(_mm512_maddubs_epi16(aw, sx), _mm512_set1_epi16(1));
+}
+
+/* 8 pair-vectors (see q8_pair, block order lo = i + 4*(i/4), hi = lo + 4) -> lane L = block L. */
+AI __m512i q8_reduce(const __m512i *p) {
+    __m512i q[4], r[2];
+    for (int i = 0; i < 4; i++)
+        q[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(p[2 * i], p[2 * i + 1]),
+                                _mm512_unpackhi_epi32(p[2 * i], p[2 * i + 1]));
+    for (int j = 0; j < 2; j++)
+        r[j] = _mm512_add_epi32(_mm512_unpacklo_epi64(q[2 * j], q[2 * j + 1]),
+                                _mm512_unpackhi_epi64(q[2 * j], q[2 * j + 1]));
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(r[0], r[1], 0x88), _mm512_shuffle_i32x4(r[0], r[1], 0xDD));
+}
+
+AI float dot_q8(const int vnni, const g4_block_q8_0 *w, const int8_t *xq, const float *xd, int64_t nb) {
+    static const int8_t zeros[32];
+    const __m512i offs = _mm512_setr_epi32(0, 34, 68, 102, 136, 170, 204, 238, 272, 306, 340, 374,
+                                           408, 442, 476, 510);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t g = 0; g < nb; g += 16) {
+        const int full = g + 16 <= nb;
+        __m512i p[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++) {
+            int64_t lo = g + i + 4 * (i / 4), hi = lo + 4;
+            if (full)
+                p[i] = q8_pair(vnni, w[lo].qs, w[hi].qs, xq + lo * 32, xq + hi * 32);
+            else
+                p[i] = q8_pair(vnni, lo < nb ? w[lo].qs : zeros, hi < nb ? w[hi].qs : zeros,
+                               lo < nb ? xq + lo * 32 : zeros, hi < nb ? xq + hi * 32 : zeros);
+        }
+        __m512 isum = _mm512_cvtepi32_ps(q8_reduce(p));
+        __mmask16 m = full ? (__mmask16)0xffff : tailmask(nb - g);
+        __m512i dwi = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, offs, (const void *)(w + g), 1);
+        __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dwi));
+        __m512 d = _mm512_mul_ps(dw, _mm512_loadu_ps(xd + g));
+        acc = _mm512_fmadd_ps(isum, d, acc);
+    }
+    return hsum16(acc);
+}
+
+static void matmul_q8(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy,
+                      int64_t r0, int64_t r1, void *scratch) {
+    const int64_t K = W->cols, nb = K / G4_Q8_BLOCK, qstride = g4__q8_act_stride(K);
+    const int64_t qsb = g4__q8_act_qs_bytes(K);
+    char *xq = g4__align64(scratch);
+    for (int t = 0; t < T; t++) g4__q8_quantize_act(x + t * ldx, K, xq + t * qstride);
+    const int vnni = g4__avx512_vnni;
+    for (int64_t r = r0; r < r1; r++) {
+        const g4_block_q8_0 *row = (const void *)((const char *)W->data + r * W->ld_bytes);
+        for (int t = 0; t < T; t++) {
+            const char *rec = xq + t * qstride;
+            y[t * ldy + r] = vnni ? dot_q8(1, row, (const int8_t *)rec, (const float *)(rec + qsb), nb)
+                                  : dot_q8(0, row, (const int8_t *)rec, (const float *)(rec + qsb), nb);
+        }
+    }
+}
+
+static size_t matmul_scratch_bytes(const g4_mat *W, int T) {
+    if (W->dtype == G4_DT_Q8_0) return (size_t)T * (size_t)g4__q8_act_stride(W->cols) + 64;
+    return T > 1 ? f_scratch_bytes() : 0;
+}
+
+static void matmul(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy,
+                   int64_t r0, int64_t r1, void *scratch) {
+    if (r1 <= r0 || T <= 0) return;
+    void *owned = NULL;
+    size_t need = matmul_scratch_bytes(W, T);
+    if (need && !scratch) {
+        if (!(scratch = owned = malloc(need))) return;
+    }
+    switch (W->dtype) {
+    case G4_DT_Q8_0: matmul_q8(W, x, ldx, T, y, ldy, r0, r1, scratch); break;
+    default:
+        if (T == 1) {
+            if (W->dtype == G4_DT_F32) matvec_dt(G4_DT_F32, W, x, y, r0, r1);
+            else if (W->dtype == G4_DT_BF16) matvec_dt(G4_DT_BF16, W, x, y, r0, r1);
+            else matvec_dt(G4_DT_F16, W, x, y, r0, r1);
+        } else matmul_tiled(W, x, ldx, T, y, ldy, r0, r1, scratch);
+        break;
+    }
+    free(owned);
+}
+
+/* ---- the rest ---- */
+
+AI float dot16(const float *a, const float *b, int64_t n) {
+    __m512 acc = _mm512_setzero_ps();
+    int64_t k = 0;
+    for (; k + 16 <= n; k += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + k), _mm512_loadu_ps(b + k), acc);
+    if (k < n) {
+        __mmask16 m = tailmask(n - k);
+        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + k), _mm512_maskz_loadu_ps(m, b + k), acc);
+    }
+    return hsum16(acc);
+}
+
+static void rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) {
+    float ss = dot16(x, x, n);
+    __m512 inv = _mm512_set1_ps(1.0f / sqrtf(ss / (float)n + eps));
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + i), inv);
+        if (w) v = _mm512_mul_ps(v, _mm512_loadu_ps(w + i));
+        _mm512_storeu_ps(y + i, v);
+    }
+    if (i < n) {
+        __mmask16 m = tailmask(n - i);
+        __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv);
+        if (w) v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, w + i));
+        _mm512_mask_storeu_ps(y + i, m, v);
+    }
+}
+
+static void rope(float *x, const float *c, const float *s, int64_t d) {
+    const int64_t h = d / 2;
+    for (int64_t i = 0; i < h; i += 16) {
+        __mmask16 m = h - i >= 16 ? (__mmask16)0xffff : tailmask(h - i);
+        __m512 a = _mm512_maskz_loadu_ps(m, x + i), b = _mm512_maskz_loadu_ps(m, x + i + h);
+        __m512 cv = _mm512_maskz_loadu_ps(m, c + i), sv = _mm512_maskz_loadu_ps(m, s + i);
+        _mm512_mask_storeu_ps(x + i, m, _mm512_sub_ps(_mm512_mul_ps(a, cv), _mm512_mul_ps(b, sv)));
+        _mm512_mask_storeu_ps(x + i + h, m, _mm512_add_ps(_mm512_mul_ps(b, cv), _mm512_mul_ps(a, sv)));
+    }
+}
+
+static void gelu_mul(float *out, const float *gate, const float *up, int64_t n) {
+    const __m512 k0 = _mm512_set1_ps(0.7978845608028654f), k1 = _mm512_set1_ps(0.044715f);
+    const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : tailmask(n - i);
+        __m512 g = _mm512_maskz_loadu_ps(m, gate + i), u = _mm512_maskz_loadu_ps(m, up + i);
+        __m512 g3 = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(k1, g), g), g);
+        __m512 t = tanh16(_mm512_mul_ps(k0, _mm512_add_ps(g, g3)));
+        __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(half, g), _mm512_add_ps(one, t)), u);
+        _mm512_mask_storeu_ps(out + i, m, v);
+    }
+}
+
+static void softcap(float *y, const float *x, float cap, int64_t n) {
+    const __m512 c = _mm512_set1_ps(cap);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : tailmask(n - i);
+        __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(c, tanh16(_mm512_div_ps(v, c))));
+    }
+}
+
+static void add(float *y, const float *a, const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : tailmask(n - i);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i)));
+    }
+}
+
+static void scale(float *y, const float *x, float s, int64_t n) {
+    const __m512 sv = _mm512_set1_ps(s);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : tailmask(n - i);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), sv));
+    }
+}
+
+static void row_to_f32(float *dst, const void *src, int dt, int64_t n) {
+    switch (dt) {
+    case G4_DT_F32: memmove(dst, src, (size_t)n * 4); break;
+    case G4_DT_BF16:
+    case G4_DT_F16:
+        for (int64_t i = 0; i < n; i += 16) {
+            __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : tailmask(n - i);
+            __m512 v = dt == G4_DT_BF16 ? ldw_m(G4_DT_BF16, src, i, m) : ldw_m(G4_DT_F16, src, i, m);
+            _mm512_mask_storeu_ps(dst + i, m, v);
+        }
+        break;
+    case G4_DT_Q8_0: {
+        const g4_block_q8_0 *b = src;
+        for (int64_t i = 0; i < n / G4_Q8_BLOCK; i++) {
+            __m512 d = _mm512_set1_ps(g4_f16_to_f32(b[i].d));
+            __m128i lo = _mm_loadu_si128((const __m128i *)b[i].qs);
+            __m128i hi = _mm_loadu_si128((const __m128i *)(b[i].qs + 16));
+            _mm512_storeu_ps(dst + i * 32, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo))));
+            _mm512_storeu_ps(dst + i * 32 + 16, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi))));
+        }
+        break;
+    }
+    default: break;
+    }
+}
+
+/* Keys in order, whatever the segments: scores, max, exp and their sum over the concatenated
+ * score array, then out = sum_j p_j v_j with j innermost per 16-wide slice of d. */
+static void attention(float *out, const float *q, int64_t d, const g4_kv_seg *segs, int nseg,
+                      float *scores) {
+    int64_t nk = 0;
+    for (int s = 0; s < nseg; s++)
+        for (int64_t j = 0; j < segs[s].n; j++) scores[nk++] = dot16(segs[s].k + j * segs[s].stride, q, d);
+    if (nk == 0) {
+        memset(out, 0, (size_t)d * sizeof(float));
+        return;
+    }
+    __m512 mv = _mm512_set1_ps(-INFINITY);
+    for (int64_t j = 0; j < nk; j += 16) {
+        __mmask16 m = nk - j >= 16 ? (__mmask16)0xffff : tailmask(nk - j);
+        mv = _mm512_mask_max_ps(mv, m, mv, _mm512_maskz_loadu_ps(m, scores + j));
+    }
+    const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(mv));
+    __m512 sv = _mm512_setzero_ps();
+    for (int64_t j = 0; j < nk; j += 16) {
+        __mmask16 m = nk - j >= 16 ? (__mmask16)0xffff : tailmask(nk - j);
+        __m512 e = _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores + j), mx)));
+        _mm512_mask_storeu_ps(scores + j, m, e);
+        sv = _mm512_add_ps(sv, e);
+    }
+    const float inv = 1.0f / hsum16(sv);
+    for (int64_t j = 0; j < nk; j++) scores[j] *= inv;
+    for (int64_t i0 = 0; i0 < d; i0 += 128) {
+        const int64_t w = d - i0 < 128 ? d - i0 : 128;
+        if (w == 128) {
+            __m512 acc[8];
+            for (int c = 0; c < 8; c++) acc[c] = _mm512_setzero_ps();
+            int64_t jj = 0;
+            for (int s = 0; s < nseg; s++)
+                for (int64_t j = 0; j < segs[s].n; j++) {
+                    const __m512 p = _mm512_set1_ps(scores[jj++]);
+                    const float *v = segs[s].v + j * segs[s].stride + i0;
+                    for (int c = 0; c < 8; c++) acc[c] = _mm512_fmadd_ps(p, _mm512_loadu_ps(v + 16 * c), acc[c]);
+                }
+            for (int c = 0; c < 8; c++) _mm512_storeu_ps(out + i0 + 16 * c, acc[c]);
+        } else {
+            for (int64_t c0 = 0; c0 < w; c0 += 16) {
+                __mmask16 m = w - c0 >= 16 ? (__mmask16)0xffff : tailmask(w - c0);
+                __m512 acc = _mm512_setzero_ps();
+                int64_t jj = 0;
+                for (int s = 0; s < nseg; s++)
+                    for (int64_t j = 0; j < segs[s].n; j++) {
+                        const float *v = segs[s].v + j * segs[s].stride + i0 + c0;
+                        acc = _mm512_fmadd_ps(_mm512_set1_ps(scores[jj++]), _mm512_maskz_loadu_ps(m, v), acc);
+                    }
+                _mm512_mask_storeu_ps(out + i0 + c0, m, acc);
+            }
+        }
+    }
+}
+
+const g4_kernels g4_kernels_avx512 = {
+    .name = "avx512",
+    .matmul = matmul,
+    .matmul_scratch_bytes = matmul_scratch_bytes,
+    .rmsnorm = rmsnorm,
+    .rope = rope,
+    .gelu_mul = gelu_mul,
+    .attention = attention,
+    .add = add,
+    .scale = scale,
+    .softcap = softcap,
+    .row_to_f32 = row_to_f32,
+};

@@ -1,0 +1,29 @@
+/* kernels_internal.h — helpers shared by the kernel sets (scalar, avx2, avx512) and nothing else:
+ * the per-token int8 quantization of activations used by the q8_0 matmul, its scratch layout,
+ * and the scratch fallback. Not part of the public interface. */
+#ifndef G4_KERNELS_INTERNAL_H
+#define G4_KERNELS_INTERNAL_H
+
+#include "kernels/kernels.h"
+
+/* One token's quantized activations in the matmul scratch buffer:
+ *   int8_t qs[qs_bytes]   (K values, zero-padded to a multiple of 64)
+ *   float  d[nb_pad]      (one scale per 32-block, zero-padded to a multiple of 16 blocks)
+ * The whole record is a multiple of 64 bytes so consecutive tokens stay 64-byte aligned. */
+static inline int64_t g4__q8_act_qs_bytes(int64_t K) { return (K + 63) / 64 * 64; }
+static inline int64_t g4__q8_act_nb_pad(int64_t K) { return ((K / G4_Q8_BLOCK) + 15) / 16 * 16; }
+static inline int64_t g4__q8_act_stride(int64_t K) {
+    return g4__q8_act_qs_bytes(K) + g4__q8_act_nb_pad(K) * 4;
+}
+
+/* Quantizes x[0..K) (K a multiple of 32) into one token record at dst (layout above): per block
+ * d = max|x|/127, q = roundf(x/d) (as llama.cpp's quantize_row_q8_0_ref, but d is kept in fp32).
+ * Deterministic and per token; every kernel set uses this same function. */
+void g4__q8_quantize_act(const float *x, int64_t K, void *dst);
+
+/* Aligns a scratch pointer up to 64 bytes (scratch sizes include the 64 bytes of slack). */
+static inline void *g4__align64(void *p) {
+    return (void *)(((uintptr_t)p + 63) & ~(uintptr_t)63);
+}
+
+#endif
