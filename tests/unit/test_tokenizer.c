@@ -343,7 +343,7 @@ static void test_malformed(void **state) {
     expect_load("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"\\ud800\":0},\"merges\":[]}}", G4_EFORMAT, "surrogate");
     expect_load("{" MINI_MODEL "} x", G4_EFORMAT, "trailing");
     /* every truncation of the real demo file fails cleanly */
-    size_t len;
+    size_t len = 0;
     char *full = tu_read_file(tu_path("tokenizer/demo_tokenizer.json"), &len);
     assert_non_null(full);
     for (size_t cut = 0; cut < len; cut += 997) {
