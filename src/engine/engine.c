@@ -178,12 +178,9 @@ int g4_engine_open(const g4_engine_opts *opts, g4_engine **out, g4_err *err) {
     g4_comm *comms[64] = {0};
     int rc;
     if (e->mpi) {
-        if ((rc = g4_comm_mpi_create(0, &comms[0], err))) { free(e); return rc; }
-        e->tp = comms[0]->size;
-        e->my_rank = comms[0]->rank;
+        if ((rc = g4_comm_mpi_world(&e->my_rank, &e->tp, err))) { free(e); return rc; }
         if (opts->tp > 0 && opts->tp != e->tp) {
             rc = g4_err_set(err, G4_EINVAL, "--tp %d does not match the %d MPI processes", opts->tp, e->tp);
-            g4_comm_free(comms[0]);
             free(e);
             return rc;
         }
@@ -219,7 +216,6 @@ int g4_engine_open(const g4_engine_opts *opts, g4_engine **out, g4_err *err) {
     /* the largest message of an all-reduce: a batch of hidden states */
     size_t max_floats = (size_t)e->o.max_batch * (size_t)e->cfg->hidden_size;
     if (e->mpi) {
-        g4_comm_free(comms[0]);
         if ((rc = g4_comm_mpi_create(max_floats, &comms[0], err))) goto fail_early;
     } else if ((rc = g4_comm_local_create(e->tp, max_floats, comms, err))) goto fail_early;
     e->ranks = calloc((size_t)e->n_ranks_here, sizeof *e->ranks);
@@ -272,6 +268,11 @@ fail:
     }
     for (int r = 0; r < (e->mpi ? 1 : e->tp); r++) g4_comm_free(comms[r]);
 fail_early:
+    if (e->mpi) {
+        /* the other ranks may be waiting in a collective: end the whole job with our error */
+        fprintf(stderr, "g4tp: rank %d: %s\n", e->my_rank, err->msg);
+        g4_comm_mpi_abort(1);
+    }
     g4_model_source_close(&e->src);
     free(e->ranks);
     free(e->seq_used);
@@ -297,6 +298,7 @@ void g4_engine_close(g4_engine *e) {
         rank_free(&e->ranks[r]);
     }
     for (int r = 0; r < e->n_ranks_here; r++) g4_comm_free(comms[r]);
+    if (e->mpi) g4_comm_mpi_finalize();
     g4_model_source_close(&e->src);
     free(e->ranks);
     free(e->seq_used);

@@ -46,6 +46,12 @@ int g4_comm_local_create(int n, size_t max_floats, g4_comm **handles /* [n] */, 
 /* MPI backend (when built with MPI): MPI_Init_thread if needed, one handle for this process. */
 int g4_comm_mpi_create(size_t max_floats, g4_comm **out, g4_err *err);
 int g4_comm_mpi_available(void);
+/* MPI_Init (once) and this process's rank and the world size. */
+int g4_comm_mpi_world(int *rank, int *size, g4_err *err);
+/* MPI_Finalize if initialised and not yet finalised (after the last comm is freed). */
+void g4_comm_mpi_finalize(void);
+/* Ends the whole MPI job (every rank) with an error exit code. */
+void g4_comm_mpi_abort(int code);
 /* 1 when this process was started by mpirun (OMPI_COMM_WORLD_SIZE / PMI_SIZE set). */
 int g4_comm_mpi_launched(void);
 

@@ -75,16 +75,18 @@ static void comm_free(g4_comm *c) {
     free(m->tmp);
     free(m);
     free(c);
-    int fin = 0;
-    MPI_Finalized(&fin);
-    if (!fin) MPI_Finalize();
 }
 
-static const g4_comm_ops mpi_ops = {allreduce_sum, broadcast, gather, barrier, fail, comm_free};
+void g4_comm_mpi_abort(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
 
-int g4_comm_mpi_available(void) { return 1; }
+void g4_comm_mpi_finalize(void) {
+    int inited = 0, fin = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&fin);
+    if (inited && !fin) MPI_Finalize();
+}
 
-int g4_comm_mpi_create(size_t max_floats, g4_comm **out, g4_err *err) {
+int g4_comm_mpi_world(int *rank, int *size, g4_err *err) {
     int inited = 0;
     MPI_Initialized(&inited);
     if (!inited) {
@@ -92,6 +94,19 @@ int g4_comm_mpi_create(size_t max_floats, g4_comm **out, g4_err *err) {
         if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
             return g4_err_set(err, G4_ECOMM, "MPI_Init_thread failed");
     }
+    MPI_Comm_rank(MPI_COMM_WORLD, rank);
+    MPI_Comm_size(MPI_COMM_WORLD, size);
+    return G4_OK;
+}
+
+static const g4_comm_ops mpi_ops = {allreduce_sum, broadcast, gather, barrier, fail, comm_free};
+
+int g4_comm_mpi_available(void) { return 1; }
+
+int g4_comm_mpi_create(size_t max_floats, g4_comm **out, g4_err *err) {
+    int r, n;
+    int rc = g4_comm_mpi_world(&r, &n, err);
+    if (rc) return rc;
     g4_comm *c = calloc(1, sizeof *c);
     mpi_impl *m = calloc(1, sizeof *m);
     if (!c || !m) { free(c); free(m); return g4_err_set(err, G4_ENOMEM, "out of memory"); }
@@ -108,6 +123,15 @@ int g4_comm_mpi_create(size_t max_floats, g4_comm **out, g4_err *err) {
 }
 #else
 int g4_comm_mpi_available(void) { return 0; }
+void g4_comm_mpi_finalize(void) {}
+void g4_comm_mpi_abort(int code) { (void)code; }
+
+int g4_comm_mpi_world(int *rank, int *size, g4_err *err) {
+    *rank = 0;
+    *size = 1;
+    return g4_err_set(err, G4_EUNSUPPORTED,
+                      "this g4tp was built without MPI: install OpenMPI (apt-get install openmpi-bin libopenmpi-dev) and rebuild");
+}
 
 int g4_comm_mpi_create(size_t max_floats, g4_comm **out, g4_err *err) {
     (void)max_floats;
