@@ -9,6 +9,7 @@
 #include "engine/sampler.h"
 
 #include <float.h>
+#include <pthread.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -60,22 +61,19 @@ static inline double pow2i(long k) {
     return b.d * 0x1.0p-600;
 }
 
-double g4_det_exp(double x) {
-    if (x != x) return x;                 /* NaN */
-    if (x < -745.2) return 0.0;           /* also -inf */
-    if (x > 709.7) return HUGE_VAL;
+/* exp on [-ln2/2, ln2/2] and beyond by plain range reduction; used once to build the table. */
+static double exp_slow(double x) {
     /* x = k ln2 + r, |r| <= ln2/2; ln2 split so that k*LN2_HI is exact (fdlibm constants). */
     const double LN2_HI = 6.93147180369123816490e-01, LN2_LO = 1.90821492927058770002e-10;
     const double INV_LN2 = 1.44269504088896338700e+00;
     double t = x * INV_LN2 + 0.5;
-    long ki = (long)t;               /* truncation; then floor by hand (libm calls are slow) */
+    long ki = (long)t;
     if ((double)ki > t) ki--;
     double kd = (double)ki;
     double r = (x - kd * LN2_HI) - kd * LN2_LO;
-    /* Taylor series to degree 13: |r|^14/14! < 3e-18 for |r| <= 0.347. Horner, no FMA
-     * contraction under -std=c11, so every machine rounds the same way. */
-    double p = 1.0 / 6227020800.0;       /* 1/13! */
-    p = p * r + 1.0 / 479001600.0;       /* 1/12! */
+    /* Taylor series to degree 13: |r|^14/14! < 3e-18 for |r| <= 0.347. */
+    double p = 1.0 / 6227020800.0;
+    p = p * r + 1.0 / 479001600.0;
     p = p * r + 1.0 / 39916800.0;
     p = p * r + 1.0 / 3628800.0;
     p = p * r + 1.0 / 362880.0;
@@ -88,8 +86,43 @@ double g4_det_exp(double x) {
     p = p * r + 0.5;
     p = p * r + 1.0;
     p = p * r + 1.0;
-    if (ki > 1023) return (p * 2.0) * pow2i(ki - 1);
     return p * pow2i(ki);
+}
+
+/* 2^(j/64), j = 0..63, computed once by exp_slow (deterministic, so the table is too). */
+static double exp_tab[64];
+static pthread_once_t exp_tab_once = PTHREAD_ONCE_INIT;
+static void exp_tab_init(void) {
+    const double LN2 = 6.93147180559945286227e-01;
+    for (int j = 0; j < 64; j++) exp_tab[j] = exp_slow((double)j * (LN2 / 64.0));
+}
+
+double g4_det_exp(double x) {
+    if (x != x) return x;                 /* NaN */
+    if (x < -745.2) return 0.0;           /* also -inf */
+    if (x > 709.7) return HUGE_VAL;
+    pthread_once(&exp_tab_once, exp_tab_init);
+    /* x = (64m + j) ln2/64 + r, |r| <= ln2/128: exp(x) = 2^m * 2^(j/64) * exp(r). The split of
+     * ln2/64 makes k*HI exact for |k| < 2^21 (fdlibm's ln2_hi has 21 trailing zero bits). */
+    const double HI = 6.93147180369123816490e-01 / 64.0, LO = 1.90821492927058770002e-10 / 64.0;
+    const double INV = 64.0 * 1.44269504088896338700e+00;
+    double t = x * INV + 0.5;
+    long k = (long)t; /* truncation; floor by hand (libm calls are slow) */
+    if ((double)k > t) k--;
+    double kd = (double)k;
+    double r = (x - kd * HI) - kd * LO;
+    /* degree 5: |r|^6/6! < 4e-17 for |r| <= 0.0055. Horner; -std=c11 means no FMA contraction,
+     * so every IEEE machine rounds each step the same way. */
+    double p = 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    p = p * r + 1.0;
+    p = p * r + 1.0;
+    long j = k & 63, m = (k - j) / 64;
+    p *= exp_tab[j];
+    if (m > 1023) return (p * 2.0) * pow2i(m - 1);
+    return p * pow2i(m);
 }
 
 /* ---------------------------------------------------------------- params */
@@ -354,15 +387,18 @@ static int build(g4_sampler *s, const float *logits, int n, int *m_out, double *
         /* the max itself has weight 1, so m >= 1 */
         *sorted = 0;
         int filtered = 0;
-        if (p->top_p < 1.0f) {
-            m = top_p_select(c, m, (double)p->top_p * total);
-            filtered = 1;
-        }
+        /* top-p and min-p each keep a prefix of the sorted order, so the result is the shorter
+         * prefix: filtering by min-p first and then selecting the top-p prefix against the mass
+         * of the FULL distribution gives the same set, and partitions fewer entries. */
         if (p->min_p > 0.0f) {
             int j = 0;
             for (int i = 0; i < m; i++)
                 if (c[i].v >= (double)p->min_p) c[j++] = c[i];
             m = j; /* the max (weight 1) survives */
+            filtered = 1;
+        }
+        if (p->top_p < 1.0f) {
+            m = top_p_select(c, m, (double)p->top_p * total);
             filtered = 1;
         }
         if (filtered) {
