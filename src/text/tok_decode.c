@@ -13,29 +13,29 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct { char *s; size_t n; } tk_str_t;
-typedef struct { tk_str_t *v; size_t n, cap; } tk_slist;
+/* A list of strings stored back to back in one buffer. */
+typedef struct { size_t off, n; } tk_span_t;
+typedef struct { tk_buf data; tk_span_t *v; size_t n, cap; } tk_slist;
 
 static void slist_free(tk_slist *l) {
-    for (size_t i = 0; i < l->n; i++) free(l->v[i].s);
+    free(l->data.b);
     free(l->v);
-    l->v = NULL;
-    l->n = l->cap = 0;
+    *l = (tk_slist){ 0 };
 }
+
+static inline const char *sl_str(const tk_slist *l, size_t i) { return l->data.b + l->v[i].off; }
 
 static int slist_add(tk_slist *l, const char *s, size_t n) {
     if (l->n == l->cap) {
         size_t nc = l->cap ? l->cap * 2 : 16;
-        tk_str_t *nv = realloc(l->v, nc * sizeof *nv);
+        tk_span_t *nv = realloc(l->v, nc * sizeof *nv);
         if (!nv) return G4_ENOMEM;
         l->v = nv;
         l->cap = nc;
     }
-    char *c = malloc(n + 1);
-    if (!c) return G4_ENOMEM;
-    if (n) memcpy(c, s, n);
-    c[n] = 0;
-    l->v[l->n++] = (tk_str_t){ c, n };
+    size_t off = l->data.n;
+    if (tk_buf_put(&l->data, s, n)) return G4_ENOMEM;
+    l->v[l->n++] = (tk_span_t){ off, n };
     return G4_OK;
 }
 
@@ -100,15 +100,14 @@ static int put_byte_run(tk_buf *out, const char *bytes, size_t n) {
 static int dec_step(const g4_tokenizer *t, const tk_dec *op, tk_slist *in, tk_slist *out, tk_buf *tmp) {
     if (op->type == TD_FUSE) {
         tmp->n = 0;
-        for (size_t i = 0; i < in->n; i++)
-            if (tk_buf_put(tmp, in->v[i].s, in->v[i].n)) return G4_ENOMEM;
-        return slist_add(out, tmp->b ? tmp->b : "", tmp->n);
+        (void)tmp;
+        return slist_add(out, in->data.b ? in->data.b : "", in->data.n);
     }
     if (op->type == TD_BYTEFALLBACK) {
         tk_buf run = { 0 };
         int rc = G4_OK;
         for (size_t i = 0; i < in->n && !rc; i++) {
-            int b = byte_token(in->v[i].s, in->v[i].n);
+            int b = byte_token(sl_str(in, i), in->v[i].n);
             if (b >= 0) { char c = (char)b; rc = tk_buf_put(&run, &c, 1); continue; }
             if (run.n) {
                 tmp->n = 0;
@@ -116,7 +115,7 @@ static int dec_step(const g4_tokenizer *t, const tk_dec *op, tk_slist *in, tk_sl
                 if (!rc) rc = slist_add(out, tmp->b, tmp->n);
                 run.n = 0;
             }
-            if (!rc) rc = slist_add(out, in->v[i].s, in->v[i].n);
+            if (!rc) rc = slist_add(out, sl_str(in, i), in->v[i].n);
         }
         if (!rc && run.n) {
             tmp->n = 0;
@@ -129,8 +128,8 @@ static int dec_step(const g4_tokenizer *t, const tk_dec *op, tk_slist *in, tk_sl
     for (size_t i = 0; i < in->n; i++) {
         tmp->n = 0;
         int rc = op->type == TD_REPLACE
-                     ? replace_into(tmp, in->v[i].s, in->v[i].n, tk_str(t, op->a_off), op->a_len, tk_str(t, op->b_off), op->b_len)
-                     : strip_into(tmp, in->v[i].s, in->v[i].n, op->content, op->start, op->stop);
+                     ? replace_into(tmp, sl_str(in, i), in->v[i].n, tk_str(t, op->a_off), op->a_len, tk_str(t, op->b_off), op->b_len)
+                     : strip_into(tmp, sl_str(in, i), in->v[i].n, op->content, op->start, op->stop);
         if (rc || slist_add(out, tmp->b ? tmp->b : "", tmp->n)) return G4_ENOMEM;
     }
     return G4_OK;
@@ -166,7 +165,7 @@ int g4_tokenizer_decode(const g4_tokenizer *t, const int32_t *ids, size_t n, int
     }
     for (size_t i = 0; i < a.n && !rc; i++) {
         if (!t->has_decoder && i && tk_buf_put(&res, " ", 1)) rc = G4_ENOMEM;
-        if (!rc) rc = tk_buf_put(&res, a.v[i].s, a.v[i].n);
+        if (!rc) rc = tk_buf_put(&res, sl_str(&a, i), a.v[i].n);
     }
     if (!rc) rc = tk_buf_reserve(&res, 0);
     slist_free(&a);
