@@ -198,7 +198,7 @@ static void test_cases(void **st) {
             assert_string_equal(out.calls[i].arguments_json, pc->args[i]);
             /* the jansson object and the text agree (jansson re-parses the text) */
             json_error_t je;
-            json_t *re = json_loads(out.calls[i].arguments_json, JSON_DECODE_INT_AS_REAL * 0, &je);
+            json_t *re = json_loads(out.calls[i].arguments_json, 0, &je);
             if (re) {
                 assert_true(json_is_object(out.calls[i].arguments));
                 assert_true(json_equal(re, out.calls[i].arguments));
@@ -349,6 +349,46 @@ static void test_tool_call_parse_errors(void **st) {
     g4_parsed_output_free(&out);
 }
 
+/* Calls rendered by the real chat template (tests/data/parser/template_calls.json, made by
+ * make_template_calls.py with jinja2) parse back to the arguments that produced them. */
+static void test_template_round_trip(void **st) {
+    (void)st;
+    json_error_t je;
+    json_t *all = json_load_file(tu_path("parser/template_calls.json"), 0, &je);
+    if (!all) fail_msg("template_calls.json: %s", je.text);
+    assert_true(json_array_size(all) >= 8);
+    size_t i;
+    json_t *c;
+    json_array_foreach(all, i, c) {
+        const char *text = json_string_value(json_object_get(c, "text"));
+        const char *name = json_string_value(json_object_get(c, "name"));
+        json_t *args = json_object_get(c, "arguments");
+        g4_parsed_output out;
+        assert_int_equal(g4_output_parse(text, strlen(text), &out, NULL), 0);
+        if (out.n_calls != 1) fprintf(stderr, "[%s]: %s\n", text, out.malformed_msg ? out.malformed_msg : "?");
+        assert_int_equal(out.n_calls, 1);
+        assert_int_equal(out.malformed, 0);
+        assert_int_equal(out.ended, 1);
+        assert_string_equal(out.content, "");
+        assert_string_equal(out.calls[0].name, name);
+        if (!json_equal(out.calls[0].arguments, args)) {
+            char *a = json_dumps(args, JSON_COMPACT | JSON_SORT_KEYS);
+            fprintf(stderr, "%s: got %s want %s\n", name, out.calls[0].arguments_json, a);
+            free(a);
+        }
+        assert_true(json_equal(out.calls[0].arguments, args));
+        /* the JSON text says the same thing */
+        json_t *re = json_loads(out.calls[0].arguments_json, 0, &je);
+        assert_non_null(re);
+        assert_true(json_equal(re, args));
+        json_decref(re);
+        size_t len = strlen(text);
+        for (size_t k = 0; k <= len; k++) stream_check(text, len, &k, 1, &out, 0);
+        g4_parsed_output_free(&out);
+    }
+    json_decref(all);
+}
+
 /* Random soup of markers and characters: never crashes, stream always equals whole. */
 static void test_fuzz(void **st) {
     (void)st;
@@ -394,6 +434,7 @@ int main(void) {
         cmocka_unit_test(test_stream_every_split),
         cmocka_unit_test(test_holdback),
         cmocka_unit_test(test_tool_call_parse_errors),
+        cmocka_unit_test(test_template_round_trip),
         cmocka_unit_test(test_fuzz),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
