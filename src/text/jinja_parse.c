@@ -1271,8 +1271,11 @@ static int parse_body(parser *P, jx_body *body, const char *const *ends)
         tok *t = cur(P);
         if (t->type == T_EOF) {
             if (ends) {
+                const char *want = ends[0];
+                for (int k = 0; ends[k]; k++)
+                    if (!strncmp(ends[k], "end", 3)) want = ends[k];
                 P->trap->line = start_line;
-                jx_fail(P->trap, G4_EFORMAT, "unexpected end of template: missing '{%% %s %%}'", ends[0]);
+                jx_fail(P->trap, G4_EFORMAT, "unexpected end of template: missing '{%% %s %%}'", want);
             }
             break;
         }
