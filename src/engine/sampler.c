@@ -17,6 +17,11 @@
 #include <time.h>
 #include <unistd.h>
 
+/* The reproducibility claim needs plain IEEE double evaluation (not x87 extended precision). */
+#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD != 0
+#warning "FLT_EVAL_METHOD != 0: seeded sampling may differ from other machines"
+#endif
+
 /* ---------------------------------------------------------------- PRNG and exp */
 
 static uint64_t splitmix64(uint64_t *x) {
