@@ -382,6 +382,70 @@ static void test_long_input(void **state) {
     g4_tokenizer_free(t);
 }
 
+/* Byte-level mutations of the demo tokenizer.json and random inputs: errors, never crashes. */
+static void test_mutations(void **state) {
+    (void)state;
+    size_t len = 0;
+    char *full = tu_read_file(tu_path("tokenizer/demo_tokenizer.json"), &len);
+    assert_non_null(full);
+    char *m = malloc(len);
+    uint32_t r = 777;
+    int loaded = 0;
+    for (int it = 0; it < 300; it++) {
+        memcpy(m, full, len);
+        for (int k = 0; k < 1 + it % 4; k++) {
+            r = r * 1103515245u + 12345u;
+            size_t at = (r >> 4) % len;
+            r = r * 1103515245u + 12345u;
+            m[at] = "{}[]\",:0a-\"\x80 tn"[(r >> 8) % 16];
+        }
+        g4_tokenizer *t;
+        g4_err e;
+        int rc = g4_tokenizer_load_json(m, len, &t, &e);
+        if (rc == G4_OK) {
+            loaded++;
+            int32_t *ids;
+            size_t n;
+            if (g4_tokenizer_encode(t, "Hello <|turn> world\n\xE4\xB8\xAD", 22, 1, &ids, &n, &e) == G4_OK) {
+                char *txt;
+                size_t tl;
+                if (g4_tokenizer_decode(t, ids, n, 1, &txt, &tl, &e) == G4_OK) free(txt);
+                free(ids);
+            }
+            g4_tokenizer_free(t);
+        } else {
+            assert_true(rc == G4_EFORMAT || rc == G4_EUNSUPPORTED);
+            assert_true(e.msg[0] != 0);
+        }
+    }
+    fprintf(stderr, "%d of 300 mutated files still loaded\n", loaded);
+    free(m);
+    free(full);
+    /* random byte strings: valid UTF-8 ones encode and round-trip, the rest are refused */
+    g4_tokenizer *t = demo();
+    char buf[64];
+    for (int it = 0; it < 2000; it++) {
+        size_t n = (size_t)(it % 63);
+        for (size_t i = 0; i < n; i++) { r = r * 1103515245u + 12345u; buf[i] = (char)(r >> 16); }
+        int32_t *ids;
+        size_t ni;
+        g4_err e;
+        int rc = g4_tokenizer_encode(t, buf, n, 0, &ids, &ni, &e);
+        if (rc == G4_OK) {
+            char *txt;
+            size_t tl;
+            assert_int_equal(g4_tokenizer_decode(t, ids, ni, 0, &txt, &tl, &e), G4_OK);
+            assert_int_equal(tl, n);
+            assert_memory_equal(txt, buf, n);
+            free(txt);
+            free(ids);
+        } else {
+            assert_int_equal(rc, G4_EFORMAT);
+        }
+    }
+    g4_tokenizer_free(t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lookups),
@@ -389,6 +453,7 @@ int main(void) {
         cmocka_unit_test(test_invalid_utf8),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_long_input),
+        cmocka_unit_test(test_mutations),
         cmocka_unit_test(test_parity_demo),
         cmocka_unit_test(test_parity_synth),
         cmocka_unit_test(test_parity_gemma3),
