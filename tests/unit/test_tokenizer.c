@@ -446,6 +446,40 @@ static void test_mutations(void **state) {
     g4_tokenizer_free(t);
 }
 
+/* The demo model's golden cases (rendered Gemma-4 chat prompts and the reference answers). */
+static void test_demo_golden(void **state) {
+    (void)state;
+    json_error_t je;
+    json_t *root = json_load_file(tu_path("tokenizer/demo_golden_prompts.json"), JSON_ALLOW_NUL, &je);
+    assert_non_null(root);
+    g4_tokenizer *t = demo();
+    size_t i;
+    json_t *c;
+    json_t *cases = json_object_get(root, "cases");
+    assert_true(json_array_size(cases) >= 30);
+    json_array_foreach(cases, i, c) {
+        json_t *pt = json_object_get(c, "prompt_text");
+        size_t nw, ng, n;
+        int32_t *want = json_ids(json_object_get(c, "prompt_ids"), &nw), *gen = json_ids(json_object_get(c, "generated_ids"), &ng);
+        int32_t *ids;
+        g4_err e;
+        assert_int_equal(g4_tokenizer_encode(t, json_string_value(pt), json_string_length(pt), 0, &ids, &n, &e), G4_OK);
+        if (n != nw || memcmp(ids, want, n * sizeof *ids)) {
+            fprintf(stderr, "golden %s: prompt ids differ\n", json_string_value(json_object_get(c, "name")));
+            show_ids("got ", ids, n);
+            show_ids("want", want, nw);
+            fail();
+        }
+        assert_true(check_decode(t, gen, ng, 1, json_object_get(c, "generated_text"), "golden", i));
+        assert_true(check_decode(t, gen, ng, 0, json_object_get(c, "generated_text_with_special"), "golden", i));
+        free(ids);
+        free(want);
+        free(gen);
+    }
+    g4_tokenizer_free(t);
+    json_decref(root);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lookups),
@@ -454,6 +488,7 @@ int main(void) {
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_long_input),
         cmocka_unit_test(test_mutations),
+        cmocka_unit_test(test_demo_golden),
         cmocka_unit_test(test_parity_demo),
         cmocka_unit_test(test_parity_synth),
         cmocka_unit_test(test_parity_gemma3),
