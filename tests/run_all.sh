@@ -48,6 +48,7 @@ for flavour in $FLAVOURS; do
   for t in tests/e2e/*.sh; do
     [ -f "$t" ] || continue
     name=$(basename "$t" .sh)
+    case $name in _*) continue;; esac  # helpers sourced by the tests
     [ -n "$ONLY" ] && [[ "$name" != *"$ONLY"* ]] && continue
     log="$LOGDIR/$flavour-$name.log"
     (cd "$ROOT" && timeout 1800 bash "$t") >"$log" 2>&1; rc=$?

@@ -5,6 +5,7 @@
 #include "cli.h"
 
 static const struct { const char *name; int (*fn)(int, char **); const char *what; } commands[] = {
+    {"run", cmd_run, "answer one prompt through the chat template (text in, text out)"},
     {"generate", cmd_generate, "greedy generation from token ids (prints the generated ids)"},
     {"inspect", cmd_inspect, "config summary, parameters and bytes per component and per rank"},
 };

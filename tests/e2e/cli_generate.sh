@@ -1,6 +1,6 @@
 # g4tp generate and inspect from the command line: golden ids, --json, --dump-logits, TP via
 # threads, and bad arguments / bad models giving clear errors with the right exit codes.
-. tests/e2e/lib.sh
+. tests/e2e/_lib.sh
 D=tests/data/golden
 tmp=$(mktemp -d)
 for m in tiny_default tiny_wide tiny_tp8; do

@@ -1,6 +1,6 @@
 # Ranks as MPI processes: mpirun -np N g4tp generate --comm mpi gives the golden ids and logits
 # byte-identical to the threads backend at TP=1, for N = 2, 4, 8 on tiny_tp8.
-. tests/e2e/lib.sh
+. tests/e2e/_lib.sh
 command -v mpirun >/dev/null || { echo "mpirun missing (scripts/install-deps.sh installs OpenMPI)"; exit 1; }
 export ASAN_OPTIONS=detect_leaks=0  # OpenMPI's own allocations are not ours to chase
 D=tests/data/golden
