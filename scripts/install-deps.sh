@@ -10,18 +10,19 @@ need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 for p in build-essential libjansson-dev libxxhash-dev libmicrohttpd-dev; do have_pkg "$p" || need+=("$p"); done
 if [ "$mode" != "--build" ]; then
-  for p in libcmocka-dev openmpi-bin libopenmpi-dev python3 python3-numpy python3-jinja2 curl nodejs npm; do
+  for p in libcmocka-dev openmpi-bin libopenmpi-dev python3 python3-numpy python3-jinja2 curl; do
     have_pkg "$p" || need+=("$p")
   done
+  # node and npm may come from outside Debian's packages (they are preinstalled here)
+  command -v node >/dev/null || have_pkg nodejs || need+=(nodejs)
+  command -v npm >/dev/null || have_pkg npm || need+=(npm)
 fi
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then echo "missing packages: ${need[*]} (run as root or install them)" >&2; exit 1; fi
   echo "installing: ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  # nodejs/npm may come from elsewhere on this machine (node is preinstalled): skip them when present.
-  pk=(); for p in "${need[@]}"; do case $p in nodejs|npm) command -v "${p/nodejs/node}" >/dev/null || pk+=("$p");; *) pk+=("$p");; esac; done
-  [ ${#pk[@]} -eq 0 ] || apt-get install -y -qq "${pk[@]}" >/dev/null
+  apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 # Node packages used by the tests (reference tokenizer data, the OpenAI SDK client).
 if [ "$mode" != "--build" ] && [ -f tests/node/package.json ] && [ ! -d tests/node/node_modules ]; then
