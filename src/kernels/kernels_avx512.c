@@ -122,7 +122,12 @@ AI void matvec_dt(const int dt, const g4_mat *W, const float *x, float *y, int64
     if (r < r1) mv_rows(dt, 1, base + r * ld, ld, x, K, y + r);
 }
 
-enum { MR = 4, NR = 6, KC = 512, TB = 48, RB = 32 };
+#ifndef G4_AVX512_KC /* blocking: K block, token block, row block (tuning knobs) */
+#define G4_AVX512_KC 512
+#define G4_AVX512_TB 48
+#define G4_AVX512_RB 32
+#endif
+enum { MR = 4, NR = 6, KC = G4_AVX512_KC, TB = G4_AVX512_TB, RB = G4_AVX512_RB };
 
 /* One register tile: mr rows (fp32 pointers at the block's first column) x nr tokens over the
  * n columns of the current K block. acc: 16 floats per (token j, row i) at acc[(j*RB+i)*16]. */
@@ -497,3 +502,20 @@ const g4_kernels g4_kernels_avx512 = {
     .softcap = softcap,
     .row_to_f32 = row_to_f32,
 };
+
+double g4__fma_burn_avx512(long iters, float *sink) {
+    const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+    __m512 a0 = _mm512_set1_ps(0), a1 = _mm512_set1_ps(1), a2 = _mm512_set1_ps(2), a3 = _mm512_set1_ps(3);
+    __m512 a4 = _mm512_set1_ps(4), a5 = _mm512_set1_ps(5), a6 = _mm512_set1_ps(6), a7 = _mm512_set1_ps(7);
+    __m512 a8 = _mm512_set1_ps(8), a9 = _mm512_set1_ps(9), a10 = _mm512_set1_ps(10), a11 = _mm512_set1_ps(11);
+    for (long it = 0; it < iters; it++) {
+#define F(v) v = _mm512_fmadd_ps(v, m, c)
+        F(a0); F(a1); F(a2); F(a3); F(a4); F(a5); F(a6); F(a7); F(a8); F(a9); F(a10); F(a11);
+#undef F
+    }
+    __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
+                             _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
+    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)));
+    *sink = hsum16(s);
+    return (double)iters * 12 * 16 * 2;
+}

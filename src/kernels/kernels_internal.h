@@ -26,4 +26,10 @@ static inline void *g4__align64(void *p) {
     return (void *)(((uintptr_t)p + 63) & ~(uintptr_t)63);
 }
 
+/* FMA burn loops for g4_probe_fma_gflops: `iters` rounds of 16 independent FMA chains of the
+ * set's vector width; return the flops done (2 per lane per FMA). *sink defeats dead-code
+ * elimination. Only call after the cpuid check for that set. */
+double g4__fma_burn_avx512(long iters, float *sink);
+double g4__fma_burn_avx2(long iters, float *sink);
+
 #endif

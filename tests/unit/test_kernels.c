@@ -7,8 +7,11 @@
 #include "kernels/kernels.h"
 #include "kernels/kernels_internal.h"
 
+#include "kernels/probe.h"
+
 #include <float.h>
 #include <math.h>
+#include <time.h>
 
 #define EPS FLT_EPSILON
 
@@ -671,6 +674,29 @@ static void test_gelu_mul(void **state) {
     }
 }
 
+/* ---------------- probes ---------------- */
+
+static double mono_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void test_probes(void **state) {
+    (void)state;
+    for (int th = 1; th <= 2; th++) {
+        double t0 = mono_s(), bw = g4_probe_bandwidth_gbs(th), t1 = mono_s();
+        double fl = g4_probe_fma_gflops(th), t2 = mono_s();
+        assert_true(bw > 0.1 && bw < 10000);
+        assert_true(fl > 0.1 && fl < 100000);
+        assert_true(t1 - t0 < 3.0); /* < 1 s on a quiet machine; slack for sanitizers and load */
+        assert_true(t2 - t1 < 3.0);
+    }
+    assert_true(g4_probe_bandwidth_gbs(0) < 0);
+    assert_true(g4_probe_fma_gflops_isa("bogus", 1) < 0);
+    assert_true(g4_probe_fma_gflops_isa("scalar", 1) > 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dispatch),
@@ -687,6 +713,7 @@ int main(void) {
         cmocka_unit_test(test_exact_elementwise),
         cmocka_unit_test(test_tanh_softcap),
         cmocka_unit_test(test_gelu_mul),
+        cmocka_unit_test(test_probes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
