@@ -15,6 +15,10 @@ and called as apply_chat_template calls it:
 Output: tests/data/template/parity_<template>.json, a list of
   {"name", "request", "special", "expected"} or {..., "error": {"type", "message"}}.
 
+It also renders the small engine cases of tests/data/template/jinja_cases.in.json
+([template, variables] pairs: filters, loops, macros, namespaces, Python printing, errors,
+whitespace control) into tests/data/template/jinja_cases.json for tests/unit/test_jinja.c.
+
 Run: /usr/bin/python3 scripts/make_template_parity.py   (Debian's python3-jinja2)
 """
 import json
@@ -298,6 +302,23 @@ def main():
         nerr = sum(1 for x in out if "error" in x)
         print("%s: %d cases (%d errors) -> %s" % (tag, len(out), nerr, os.path.relpath(path, ROOT)))
         total += len(out)
+    # engine cases
+    env_tpl = compile_hf("")
+    inputs = json.load(open(os.path.join(DATA, "jinja_cases.in.json"), encoding="utf-8"))
+    out = []
+    for src, variables in inputs:
+        item = {"template": src, "vars": variables}
+        try:
+            item["expected"] = env_tpl.environment.from_string(src).render(**variables)
+        except Exception as e:
+            item["error"] = {"type": type(e).__name__, "message": str(e)}
+        out.append(item)
+    path = os.path.join(DATA, "jinja_cases.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({"jinja2": jinja2.__version__, "cases": out}, f, ensure_ascii=False, indent=1)
+        f.write("\n")
+    print("engine: %d cases (%d errors) -> %s" % (len(out), sum(1 for x in out if "error" in x),
+                                                  os.path.relpath(path, ROOT)))
     return 0
 
 

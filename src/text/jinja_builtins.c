@@ -165,16 +165,11 @@ static jv str_split(jx_ctx *c, jv s, jv sep, int64_t maxsplit, bool right)
             for (size_t w = 0; w < nw; w++) jx_list_push(c->a, l, substr(s, &d, st[w], en[w]));
         } else if (!right) {
             for (size_t w = 0; w < (size_t)maxsplit; w++) jx_list_push(c->a, l, substr(s, &d, st[w], en[w]));
-            /* remainder: from the next word start to the end, right-stripped of nothing */
-            size_t rest = st[maxsplit];
-            size_t e = d.n;
-            while (e > rest && jx_isspace_cp(d.cp[e - 1])) e--;
-            jx_list_push(c->a, l, substr(s, &d, rest, e));
+            /* remainder: from the next word start to the end, trailing whitespace kept */
+            jx_list_push(c->a, l, substr(s, &d, st[maxsplit], d.n));
         } else {
             size_t first = nw - (size_t)maxsplit;
-            size_t b0 = 0;
-            while (b0 < d.n && jx_isspace_cp(d.cp[b0])) b0++;
-            jx_list_push(c->a, l, substr(s, &d, b0, en[first - 1]));
+            jx_list_push(c->a, l, substr(s, &d, 0, en[first - 1]));
             for (size_t w = first; w < nw; w++) jx_list_push(c->a, l, substr(s, &d, st[w], en[w]));
         }
         return jv_list(l);

@@ -201,25 +201,33 @@ static jv to_int(jx_ctx *c, jv v, jv dflt, int64_t base)
         return jv_int((int64_t)v.f);
     case JV_STR: {
         char *s = jx_strdup(c->a, v.s.p, v.s.n);
-        /* Python int(str, base): surrounding whitespace, sign, underscores between digits */
+        /* Python int(str, base): surrounding whitespace, sign, single underscores between digits */
         jv t = jx_str_strip(c, jv_strz(s), NULL, 0, false, 3);
-        char *p = jx_strdup(c->a, t.s.p, t.s.n), *q = p;
-        size_t k = 0;
-        for (size_t i = 0; p[i]; i++)
-            if (p[i] != '_' || (i > 0 && p[i + 1] && p[i - 1] != '_' && p[i - 1] != '-' && p[i - 1] != '+')) q[k++] = p[i];
-            else { k = 0; q[0] = 0; break; }
+        char *q = jx_alloc(c->a, t.s.n + 1);
+        size_t k = 0, i = 0;
+        bool ok = t.s.n > 0;
+        if (i < t.s.n && (t.s.p[i] == '+' || t.s.p[i] == '-')) q[k++] = t.s.p[i++];
+        if (base == 16 && i + 1 < t.s.n && t.s.p[i] == '0' && (t.s.p[i + 1] == 'x' || t.s.p[i + 1] == 'X')) i += 2;
+        if (i >= t.s.n) ok = false;
+        for (; ok && i < t.s.n; i++) {
+            char ch = t.s.p[i];
+            if (ch == '_') {
+                if (k == 0 || q[k - 1] == '+' || q[k - 1] == '-' || i + 1 >= t.s.n || t.s.p[i + 1] == '_') ok = false;
+                continue;
+            }
+            q[k++] = ch;
+        }
         q[k] = 0;
-        if (k && base == 10) {
-            char *end;
-            errno = 0;
-            long long r = strtoll(q, &end, 10);
-            if (!*end && !errno && (q[0] != '0' || k == 1 || strspn(q, "0") == k)) return jv_int(r);
-            if (!*end && errno) jx_fail(&c->trap, G4_EUNSUPPORTED, "integer too large (Python big ints are not supported)");
-        } else if (k) {
+        if (ok && (base == 10 || base == 16 || base == 8 || base == 2)) {
             char *end;
             errno = 0;
             long long r = strtoll(q, &end, (int)base);
-            if (!*end && !errno) return jv_int(r);
+            if (end != q && !*end && q[strlen(q) - 1] != '+' && q[strlen(q) - 1] != '-') {
+                if (errno) jx_fail(&c->trap, G4_EUNSUPPORTED, "integer too large (Python big ints are not supported)");
+                return jv_int(r);
+            }
+        } else if (ok) {
+            jx_fail(&c->trap, G4_EUNSUPPORTED, "int(base=%lld) is not supported", (long long)base);
         }
         /* Jinja then tries int(float(value)) */
         char *end;

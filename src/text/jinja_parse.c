@@ -34,6 +34,8 @@ typedef struct lexer {
     int line;
     tok *toks;
     size_t ntok, cap;
+    size_t cur_pos;  /* line cursor: line number at cur_pos */
+    int cur_line;
 } lexer;
 
 typedef struct parser {
@@ -68,13 +70,6 @@ static _Noreturn void lex_fail(lexer *L, int line, int code, const char *msg, co
     jx_fail(L->trap, code, msg, arg);
 }
 
-static int count_nl(const char *p, size_t n)
-{
-    int k = 0;
-    for (size_t i = 0; i < n; i++) k += p[i] == '\n';
-    return k;
-}
-
 /* Python's \s (Unicode whitespace) at p; returns its byte length or 0. */
 static size_t ws_at(const char *p, size_t n)
 {
@@ -82,6 +77,18 @@ static size_t ws_at(const char *p, size_t n)
     uint32_t cp;
     size_t l = jx_utf8_dec(p, n, &cp);
     return jx_isspace_cp(cp) ? l : 0;
+}
+
+/* 1-based line of byte offset pos (amortised O(1): positions mostly move forward) */
+static int line_at(lexer *L, size_t pos)
+{
+    if (pos < L->cur_pos) {
+        L->cur_pos = 0;
+        L->cur_line = 1;
+    }
+    for (size_t i = L->cur_pos; i < pos && i < L->n; i++) L->cur_line += L->s[i] == '\n';
+    L->cur_pos = pos;
+    return L->cur_line;
 }
 
 static size_t skip_ws(const char *s, size_t n, size_t pos)
@@ -235,7 +242,7 @@ static size_t lex_tag(lexer *L, size_t pos, char kind)
     int balance = 0;
     for (;;) {
         pos = skip_ws(s, n, pos);
-        L->line = 1 + count_nl(s, pos);
+        L->line = line_at(L, pos);
         if (pos >= n) lex_fail(L, L->line, G4_EFORMAT, "unexpected end of template: missing '%s'", kind == 'b' ? "%}" : "}}");
         if (balance == 0) {
             if (kind == 'b') {
@@ -352,7 +359,7 @@ static void lex(lexer *L)
         /* find the next tag opener */
         size_t q = pos;
         while (q + 1 < n && !(s[q] == '{' && (s[q + 1] == '%' || s[q + 1] == '{' || s[q + 1] == '#'))) q++;
-        int line = 1 + count_nl(s, pos);
+        int line = line_at(L, pos);
         if (q + 1 >= n) {
             emit_data(L, s + pos, n - pos, line);
             break;
@@ -367,7 +374,7 @@ static void lex(lexer *L)
             bool end_ok = false;
             if (e + 2 < n + 0 && s[e] == '-' && s[e + 1] == '%' && s[e + 2] == '}') { e = skip_ws(s, n, e + 3); end_ok = true; }
             else if (e + 1 < n && s[e] == '%' && s[e + 1] == '}') { e += 2; end_ok = true; }
-            if (!end_ok) lex_fail(L, 1 + count_nl(s, q), G4_EFORMAT, "%s", "malformed raw tag");
+            if (!end_ok) lex_fail(L, line_at(L, q), G4_EFORMAT, "%s", "malformed raw tag");
             emit_before_tag(L, s + pos, q - pos, line, rs, false, line_starting);
             /* find endraw */
             size_t r = e, body_end = 0, next = 0;
@@ -382,15 +389,15 @@ static void lex(lexer *L)
                 body_end = r;
                 break;
             }
-            if (!next) lex_fail(L, 1 + count_nl(s, q), G4_EFORMAT, "%s", "missing end of raw directive");
-            emit_before_tag(L, s + e, body_end - e, 1 + count_nl(s, e), es, false, false);
+            if (!next) lex_fail(L, line_at(L, q), G4_EFORMAT, "%s", "missing end of raw directive");
+            emit_before_tag(L, s + e, body_end - e, line_at(L, e), es, false, false);
             line_starting = s[next - 1] == '\n';
             pos = next;
             continue;
         }
         emit_before_tag(L, s + pos, q - pos, line, sign, open == '{', line_starting);
         size_t p2 = q + 2 + (sign ? 1 : 0);
-        int tline = 1 + count_nl(s, q);
+        int tline = line_at(L, q);
         if (open == '#') {
             /* comment: find `#}` */
             size_t r = p2;
@@ -409,7 +416,7 @@ static void lex(lexer *L)
         line_starting = s[next - 1] == '\n';
         pos = next;
     }
-    push_tok(L, T_EOF, 1 + count_nl(s, n), NULL, 0, jv_none());
+    push_tok(L, T_EOF, line_at(L, n), NULL, 0, jv_none());
 }
 
 /* ---------------------------------------------------------------- parser helpers */
@@ -1330,7 +1337,7 @@ void jx_parse(jx_trap *trap, jx_template *t, const char *src, size_t len)
     }
     if (n && s[n - 1] == '\n') n--;
     s[n] = 0;
-    lexer L = {.trap = trap, .a = t->a, .s = s, .n = n, .line = 1};
+    lexer L = {.trap = trap, .a = t->a, .s = s, .n = n, .line = 1, .cur_line = 1};
     lex(&L);
     parser P = {.trap = trap, .a = t->a, .t = L.toks, .n = L.ntok};
     parse_body(&P, &t->root, NULL);
