@@ -11,6 +11,8 @@
 int cmd_generate(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_shard(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
 
 /* argv[*i] is the flag; returns its value (argv[*i+1]) and advances, or prints an error. */
 const char *cli_value(int argc, char **argv, int *i);

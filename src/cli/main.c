@@ -8,6 +8,8 @@ static const struct { const char *name; int (*fn)(int, char **); const char *wha
     {"run", cmd_run, "answer one prompt through the chat template (text in, text out)"},
     {"generate", cmd_generate, "greedy generation from token ids (prints the generated ids)"},
     {"inspect", cmd_inspect, "config summary, parameters and bytes per component and per rank"},
+    {"shard", cmd_shard, "compile a Hugging Face checkpoint into per-rank artifacts (mapped at load)"},
+    {"synth", cmd_synth, "write a random-weight checkpoint shaped like a config (tests, benchmarks)"},
 };
 
 static void usage(FILE *f) {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/mapfile.h"
+#include "model/artifact.h"
 
 static int hf_get(void *src, const g4_tensor_spec *spec, int idx, g4_mat *view, g4_err *err);
 
@@ -31,6 +32,18 @@ static int hf_get(void *p, const g4_tensor_spec *spec, int idx, g4_mat *view, g4
     return G4_OK;
 }
 
+typedef struct { g4_artifact *a; int rank; } art_ctx;
+
+/* Artifacts: the rank's rectangle is already cut and contiguous; a view into the map. */
+static int art_get(void *p, const g4_tensor_spec *spec, int idx, g4_mat *view, g4_err *err) {
+    art_ctx *c = p;
+    int rc = g4_artifact_view(c->a, c->rank, idx, view, err);
+    if (rc == G4_OK && spec->ndim == 1) view->cols = 1;
+    return rc;
+}
+
+int g4_model_source_tp(const char *dir) { return g4_artifact_is_dir(dir) ? g4_artifact_manifest_tp(dir) : 0; }
+
 static void read_gen_config(g4_model_source *s, const char *dir) {
     char *p = g4_path_join(dir, "generation_config.json");
     json_t *j = json_load_file(p, 0, NULL);
@@ -47,11 +60,17 @@ static void read_gen_config(g4_model_source *s, const char *dir) {
 
 int g4_model_source_open(g4_model_source *s, const char *dir, int only_rank, int tp, int verify, g4_err *err) {
     memset(s, 0, sizeof *s);
-    (void)only_rank;
-    (void)tp;
-    (void)verify;
     if (!g4_is_dir(dir)) return g4_err_set(err, G4_EIO, "model folder %s does not exist", dir);
-    int rc = g4_checkpoint_open(dir, &s->ck, err);
+    int rc;
+    if (g4_artifact_is_dir(dir)) {
+        if ((rc = g4_artifact_open(dir, only_rank, tp, verify, &s->art, err))) return rc;
+        s->is_artifact = 1;
+        s->cfg = s->art->cfg; /* the source owns the config from here on */
+        memset(&s->art->cfg, 0, sizeof s->art->cfg);
+        read_gen_config(s, dir);
+        return G4_OK;
+    }
+    rc = g4_checkpoint_open(dir, &s->ck, err);
     if (rc) return rc;
     s->cfg = s->ck.cfg; /* the source owns the config from here on */
     read_gen_config(s, dir);
@@ -59,12 +78,21 @@ int g4_model_source_open(g4_model_source *s, const char *dir, int only_rank, int
 }
 
 int g4_model_source_bind(g4_model_source *s, const g4_tp_plan *plan, int dtype, g4_rank_weights *w, g4_err *err) {
+    if (s->is_artifact) {
+        if (plan->tp != s->art->tp)
+            return g4_err_set(err, G4_EINVAL, "%s holds artifacts for TP %d, not TP %d", s->art->dir, s->art->tp, plan->tp);
+        art_ctx ac = {s->art, plan->rank};
+        return g4_weights_bind(&s->cfg, plan, s->art->specs, s->art->n_specs, art_get, &ac, dtype, w, err);
+    }
     hf_ctx c = {s, plan};
     return g4_weights_bind(&s->cfg, plan, s->ck.specs, s->ck.n_specs, hf_get, &c, dtype, w, err);
 }
 
 void g4_model_source_close(g4_model_source *s) {
-    if (s->ck.dir) {
+    if (s->art) {
+        g4_artifact_close(s->art);
+        g4_config_free(&s->cfg);
+    } else if (s->ck.dir) {
         s->ck.cfg = s->cfg;
         g4_checkpoint_close(&s->ck);
     } else {

@@ -19,7 +19,12 @@ typedef struct g4_model_source {
     int n_gen_eos;
 } g4_model_source;
 
-/* only_rank >= 0: this process needs only that rank's data (MPI); -1: all ranks (threads). */
+/* The TP degree an artifact folder was sharded for; 0 for a Hugging Face folder (any degree).
+ * The engine uses it when no --tp is given. */
+int g4_model_source_tp(const char *dir);
+/* Artifacts: tp > 0 must equal the folder's degree (0 takes it); verify checks every tensor's
+ * XXH3, not only the headers. HF folders ignore both.
+ * only_rank >= 0: this process needs only that rank's data (MPI); -1: all ranks (threads). */
 int g4_model_source_open(g4_model_source *s, const char *dir, int only_rank, int tp, int verify, g4_err *err);
 int g4_model_source_bind(g4_model_source *s, const g4_tp_plan *plan, int dtype, g4_rank_weights *w, g4_err *err);
 void g4_model_source_close(g4_model_source *s);

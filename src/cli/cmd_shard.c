@@ -1,0 +1,89 @@
+/* cmd_shard.c — `g4tp shard`: compiles a Hugging Face checkpoint into per-rank artifacts
+ * (model/artifact.h does the work). Owns the flags, the progress bar (only on a terminal) and
+ * Ctrl-C: an interrupt stops the writer, which removes its temporary folder. */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "model/artifact.h"
+
+static const char *help =
+    "usage: g4tp shard --model HF_DIR --tp N --out DIR [--dtype D] [--force]\n\n"
+    "Writes DIR/manifest.json and one DIR/rank-RRRRR-of-NNNNN.g4w per rank: each rank's slice of\n"
+    "every tensor, laid out for the kernels, mapped in place at load (g4tp generate --model DIR).\n"
+    "  --model HF_DIR   Hugging Face checkpoint folder (config.json + safetensors)\n"
+    "  --tp N           tensor-parallel degree the artifacts are for\n"
+    "  --out DIR        output folder (written atomically: DIR.tmp-PID, then renamed)\n"
+    "  --dtype D        f32, bf16, f16 or q8_0 for the matrices (default: as stored)\n"
+    "  --force          replace DIR if it is an artifact folder already\n"
+    "  --quiet          no progress bar even on a terminal\n";
+
+static volatile sig_atomic_t interrupted;
+static void on_signal(int sig) { (void)sig; interrupted = 1; }
+
+typedef struct { double t0, last; } bar;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void progress(void *ud, uint64_t done, uint64_t total) {
+    bar *b = ud;
+    double t = now_s();
+    if (done < total && t - b->last < 0.2) return;
+    b->last = t;
+    double el = t - b->t0, mbs = el > 0 ? (double)done / 1e6 / el : 0;
+    double eta = done > 0 && done < total ? el * (double)(total - done) / (double)done : 0;
+    int w = 30, fill = total ? (int)((double)w * (double)done / (double)total) : w;
+    char line[w + 1];
+    for (int i = 0; i < w; i++) line[i] = i < fill ? '#' : '.';
+    line[w] = 0;
+    fprintf(stderr, "\r[%s] %8.1f / %.1f MB  %7.1f MB/s  ETA %4.0fs ", line, (double)done / 1e6, (double)total / 1e6, mbs, eta);
+    if (done >= total) fputc('\n', stderr);
+    fflush(stderr);
+}
+
+int cmd_shard(int argc, char **argv) {
+    g4_shard_opts o = {0};
+    o.dtype = -1;
+    long long tp = 0;
+    int bad = 0, quiet = 0;
+    for (int i = 1; i < argc && !bad; i++) {
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(help, stdout); return 0; }
+        if (!strcmp(a, "--model")) { if (!(o.model_dir = cli_value(argc, argv, &i))) bad = 1; }
+        else if (!strcmp(a, "--out")) { if (!(o.out_dir = cli_value(argc, argv, &i))) bad = 1; }
+        else if (!strcmp(a, "--tp")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 4096, &tp)) bad = 1; }
+        else if (!strcmp(a, "--dtype")) {
+            if (!(v = cli_value(argc, argv, &i))) bad = 1;
+            else if ((o.dtype = g4_dtype_from_name(v)) < 0) { fprintf(stderr, "g4tp shard: unknown dtype \"%s\" (f32, bf16, f16, q8_0)\n", v); bad = 1; }
+        } else if (!strcmp(a, "--force")) o.force = 1;
+        else if (!strcmp(a, "--quiet")) quiet = 1;
+        else { fprintf(stderr, "g4tp shard: unknown option %s (see --help)\n", a); bad = 1; }
+    }
+    if (bad) return 2;
+    if (!o.model_dir || !o.out_dir || !tp) { fprintf(stderr, "g4tp shard: --model, --tp and --out are required (see --help)\n"); return 2; }
+    o.tp = (int)tp;
+    bar b = {now_s(), 0};
+    if (!quiet && isatty(2)) { o.progress = progress; o.progress_ud = &b; }
+    struct sigaction sa = {0}, old_int, old_term;
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    o.cancel = &interrupted;
+    g4_err err = {0};
+    int rc = g4_artifact_shard(&o, &err);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    if (rc) {
+        if (o.progress) fputc('\n', stderr);
+        cli_error("shard", &err);
+        return rc == G4_ECANCELED ? 130 : 1;
+    }
+    return 0;
+}

@@ -1,0 +1,38 @@
+/* cmd_synth.c — `g4tp synth`: writes a random-weight checkpoint shaped like a config.json
+ * (model/synth.h), for benchmarks and tests of loading and sharding at real widths. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "model/synth.h"
+
+static const char *help =
+    "usage: g4tp synth --like CONFIG_JSON --out DIR [--layers L] [--seed S] [--shard-mb MB]\n\n"
+    "Writes DIR/config.json, DIR/model-*.safetensors and DIR/model.safetensors.index.json with\n"
+    "random BF16 weights (deterministic from the seed) and the real tensor names and shapes.\n"
+    "  --like CONFIG_JSON  the config to copy (e.g. tests/data/spec/gemma-4-31B-it.config.json)\n"
+    "  --out DIR           output folder (created if missing)\n"
+    "  --layers L          keep only the first L layers (the last one is made full attention)\n"
+    "  --seed S            random seed (default 0)\n"
+    "  --shard-mb MB       largest safetensors file in MB (default 2000)\n";
+
+int cmd_synth(int argc, char **argv) {
+    g4_synth_opts o = {0};
+    long long x;
+    int bad = 0;
+    for (int i = 1; i < argc && !bad; i++) {
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(help, stdout); return 0; }
+        if (!strcmp(a, "--like")) { if (!(o.like = cli_value(argc, argv, &i))) bad = 1; }
+        else if (!strcmp(a, "--out")) { if (!(o.out_dir = cli_value(argc, argv, &i))) bad = 1; }
+        else if (!strcmp(a, "--layers")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 4096, &x)) bad = 1; else o.layers = (int)x; }
+        else if (!strcmp(a, "--seed")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 0, INT64_MAX, &x)) bad = 1; else o.seed = (uint64_t)x; }
+        else if (!strcmp(a, "--shard-mb")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 1 << 30, &x)) bad = 1; else o.shard_bytes = (uint64_t)x * 1000 * 1000; }
+        else { fprintf(stderr, "g4tp synth: unknown option %s (see --help)\n", a); bad = 1; }
+    }
+    if (bad) return 2;
+    if (!o.like || !o.out_dir) { fprintf(stderr, "g4tp synth: --like and --out are required (see --help)\n"); return 2; }
+    g4_err err = {0};
+    if (g4_synth_write(&o, &err)) { cli_error("synth", &err); return 1; }
+    return 0;
+}

@@ -1,0 +1,635 @@
+/* artifact.c — writes and reads g4tp per-rank artifact folders (see artifact.h and
+ * docs/artifacts.md for the byte layout). Owns the rank-file format, the manifest, the atomic
+ * publish of a folder and all checks on load. Knows the tensor table and the TP split rules only
+ * through model/tensors.h and tp/split.h; knows nothing of the forward pass or the engine. */
+#include "model/artifact.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
+#include <xxhash.h>
+
+#include "gemma4/weights.h"
+#include "model/checkpoint.h"
+#include "tp/split.h"
+
+#define CHUNK_BYTES ((size_t)8 << 20) /* the bounded streaming buffer */
+
+static const char *const side_files[] = {"config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
+                                          "generation_config.json"};
+
+void g4_artifact_rank_name(int rank, int tp, char *buf, size_t len) {
+    snprintf(buf, len, "rank-%05d-of-%05d.g4w", rank, tp);
+}
+
+static uint64_t align_up(uint64_t x) { return (x + G4_ART_ALIGN - 1) / G4_ART_ALIGN * G4_ART_ALIGN; }
+
+static void put32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static void put64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static uint32_t get32(const uint8_t *p) { uint32_t v = 0; for (int i = 3; i >= 0; i--) v = v << 8 | p[i]; return v; }
+static uint64_t get64(const uint8_t *p) { uint64_t v = 0; for (int i = 7; i >= 0; i--) v = v << 8 | p[i]; return v; }
+
+static void hex64(uint64_t v, char out[17]) { snprintf(out, 17, "%016llx", (unsigned long long)v); }
+static int parse_hex64(const char *s, uint64_t *v) {
+    if (!s || strlen(s) != 16) return 0;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(s, &end, 16);
+    if (errno || *end) return 0;
+    *v = x;
+    return 1;
+}
+
+/* Canonical text of a JSON value (sorted keys, compact): what the checksums cover. */
+static char *canonical(const json_t *j) { return json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY); }
+
+static uint64_t canonical_hash(const json_t *j) {
+    char *s = canonical(j);
+    uint64_t h = s ? XXH3_64bits(s, strlen(s)) : 0;
+    free(s);
+    return h;
+}
+
+/* Checksum of a manifest: its canonical text without the "manifest_xxh3" member. */
+static uint64_t manifest_hash(const json_t *m) {
+    json_t *c = json_deep_copy(m);
+    json_object_del(c, "manifest_xxh3");
+    uint64_t h = canonical_hash(c);
+    json_decref(c);
+    return h;
+}
+
+int g4_artifact_is_dir(const char *dir) {
+    char *p = g4_path_join(dir, "manifest.json");
+    int r = g4_file_exists(p);
+    free(p);
+    return r;
+}
+
+int g4_artifact_manifest_tp(const char *dir) {
+    char *p = g4_path_join(dir, "manifest.json");
+    json_t *m = json_load_file(p, 0, NULL);
+    free(p);
+    json_t *t = json_object_get(m, "tp");
+    int tp = json_is_integer(t) && json_integer_value(t) > 0 && json_integer_value(t) <= 4096 ? (int)json_integer_value(t) : 0;
+    json_decref(m);
+    return tp;
+}
+
+/* ---- layout shared by the writer and the reader ------------------------------------------ */
+
+/* Dtype a table entry has in an artifact made with `dtype` from a checkpoint tensor of `stored`. */
+static int entry_dtype(const g4_tensor_spec *s, int stored, int dtype) {
+    return g4_tensor_kind_is_matrix(s->kind) && dtype >= 0 ? dtype : stored;
+}
+
+static void encode_header(uint8_t *h, int tp, int rank, int n, uint64_t file_size, uint64_t cfg_hash, int dtype) {
+    memset(h, 0, G4_ART_HEADER_BYTES);
+    memcpy(h, G4_ART_MAGIC, 8);
+    put32(h + 8, G4_ART_VERSION);
+    put32(h + 12, (uint32_t)tp);
+    put32(h + 16, (uint32_t)rank);
+    put32(h + 20, (uint32_t)n);
+    put64(h + 24, (uint64_t)G4_ART_HEADER_BYTES + (uint64_t)n * G4_ART_ENTRY_BYTES);
+    put64(h + 32, file_size);
+    put64(h + 40, cfg_hash);
+    put32(h + 48, (uint32_t)(int32_t)dtype);
+    put32(h + 52, G4_ART_ALIGN);
+}
+
+static void encode_entry(uint8_t *p, const g4_art_entry *e) {
+    memset(p, 0, G4_ART_ENTRY_BYTES);
+    memcpy(p, e->name, strnlen(e->name, G4_ART_NAME_MAX - 1));
+    put32(p + 96, (uint32_t)e->dtype);
+    put64(p + 104, (uint64_t)e->rows);
+    put64(p + 112, (uint64_t)e->cols);
+    put64(p + 120, e->offset);
+    put64(p + 128, e->nbytes);
+    put64(p + 136, e->xxh3);
+}
+
+static void decode_entry(const uint8_t *p, g4_art_entry *e) {
+    memcpy(e->name, p, G4_ART_NAME_MAX);
+    e->name[G4_ART_NAME_MAX - 1] = 0;
+    e->dtype = (int)get32(p + 96);
+    e->rows = (int64_t)get64(p + 104);
+    e->cols = (int64_t)get64(p + 112);
+    e->offset = get64(p + 120);
+    e->nbytes = get64(p + 128);
+    e->xxh3 = get64(p + 136);
+}
+
+/* ---- writing ------------------------------------------------------------------------------ */
+
+static int rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb; (void)flag; (void)ftw;
+    return remove(path);
+}
+static void remove_tree(const char *path) { nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS); }
+
+static int fsync_path(const char *path, int dir) {
+    int fd = open(path, (dir ? O_DIRECTORY : 0) | O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    int r = fsync(fd);
+    close(fd);
+    return r;
+}
+
+static int pwrite_all(int fd, const void *buf, size_t n, uint64_t off) {
+    const uint8_t *p = buf;
+    while (n > 0) {
+        ssize_t w = pwrite(fd, p, n, (off_t)off);
+        if (w < 0) { if (errno == EINTR) continue; return -1; }
+        p += w;
+        n -= (size_t)w;
+        off += (uint64_t)w;
+    }
+    return 0;
+}
+
+/* Lets the kernel drop pages of the source map we are done with (keeps RSS flat). */
+static void release_pages(const void *p, size_t n) {
+    long pg = sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)p / (uintptr_t)pg * (uintptr_t)pg;
+    uintptr_t b = (uintptr_t)p + n;
+    madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
+typedef struct {
+    const g4_shard_opts *o;
+    g4_checkpoint ck;
+    g4_tp_plan *plans;
+    g4_art_entry **ents;   /* [tp][n_specs] */
+    uint64_t *fsize;       /* [tp] */
+    int *fds;              /* [tp] */
+    char *tmp;
+    uint8_t *buf;
+    uint64_t done, total;
+} shard_ctx;
+
+static int canceled(const shard_ctx *c) { return c->o->cancel && *c->o->cancel; }
+
+/* Streams the rank's rectangle of spec i from the map into its place in the rank file. */
+static int write_slice(shard_ctx *c, int r, int i, g4_err *err) {
+    const g4_config *cfg = &c->ck.cfg;
+    const g4_tensor_spec *s = &c->ck.specs[i];
+    const g4_st_tensor *t = c->ck.bound[i];
+    g4_art_entry *e = &c->ents[r][i];
+    int src_dt = g4_checkpoint_dtype(&c->ck, i);
+    int64_t r0, nr, c0, nc;
+    g4_tp_tensor_slice(cfg, &c->plans[r], s, &r0, &nr, &c0, &nc);
+    size_t es = g4_dtype_row_bytes(src_dt, 1);
+    int64_t full_cols = s->ndim == 2 ? s->shape[1] : 1;
+    size_t ld = (size_t)full_cols * es;
+    size_t src_rb = (size_t)nc * es, dst_rb = g4_dtype_row_bytes(e->dtype, nc);
+    size_t max_rb = src_rb > dst_rb ? src_rb : dst_rb;
+    int64_t chunk = (int64_t)(CHUNK_BYTES / max_rb);
+    if (chunk < 1) chunk = 1;
+    XXH3_state_t st;
+    XXH3_64bits_reset(&st);
+    uint64_t off = e->offset;
+    for (int64_t row = 0; row < nr; row += chunk) {
+        if (canceled(c)) return g4_err_set(err, G4_ECANCELED, "interrupted");
+        int64_t m = nr - row < chunk ? nr - row : chunk;
+        const uint8_t *src = t->data + (size_t)(r0 + row) * ld + (size_t)c0 * es;
+        const void *out = c->buf;
+        void *conv = NULL;
+        size_t bytes = (size_t)m * dst_rb;
+        if (e->dtype == src_dt) {
+            if (src_rb == ld) out = src; /* whole rows: contiguous in the map */
+            else for (int64_t k = 0; k < m; k++) memcpy(c->buf + (size_t)k * src_rb, src + (size_t)k * ld, src_rb);
+        } else {
+            g4_mat v = {src, src_dt, m, nc, (int64_t)ld};
+            size_t nb;
+            int rc = g4_mat_convert(&v, e->dtype, &conv, &nb, err);
+            if (rc) return rc;
+            out = conv;
+        }
+        XXH3_64bits_update(&st, out, bytes);
+        int w = pwrite_all(c->fds[r], out, bytes, off);
+        int en = errno;
+        free(conv);
+        if (w) return g4_err_set(err, G4_EIO, "writing %s of rank %d: %s", s->name, r, strerror(en));
+        off += bytes;
+        c->done += bytes;
+        if (c->o->progress) c->o->progress(c->o->progress_ud, c->done, c->total);
+    }
+    e->xxh3 = XXH3_64bits_digest(&st);
+    return G4_OK;
+}
+
+/* Copies a small side file (tokenizer, template...) into the temp folder; fills size and hash. */
+static int copy_side(shard_ctx *c, const char *name, uint64_t *size, uint64_t *hash, g4_err *err) {
+    char *src = g4_path_join(c->o->model_dir, name), *dst = g4_path_join(c->tmp, name);
+    int rc = G4_OK;
+    FILE *in = fopen(src, "rb"), *out = in ? fopen(dst, "wb") : NULL;
+    if (!in || !out) rc = g4_err_set(err, G4_EIO, "copying %s: %s", in ? dst : src, strerror(errno));
+    XXH3_state_t st;
+    XXH3_64bits_reset(&st);
+    *size = 0;
+    size_t n;
+    while (rc == G4_OK && (n = fread(c->buf, 1, CHUNK_BYTES, in)) > 0) {
+        XXH3_64bits_update(&st, c->buf, n);
+        *size += n;
+        if (fwrite(c->buf, 1, n, out) != n) rc = g4_err_set(err, G4_EIO, "writing %s: %s", dst, strerror(errno));
+    }
+    if (rc == G4_OK && in && ferror(in)) rc = g4_err_set(err, G4_EIO, "reading %s", src);
+    if (out && fflush(out) == 0) fsync(fileno(out));
+    if (out && fclose(out) != 0 && rc == G4_OK) rc = g4_err_set(err, G4_EIO, "writing %s: %s", dst, strerror(errno));
+    if (in) fclose(in);
+    *hash = XXH3_64bits_digest(&st);
+    free(src);
+    free(dst);
+    return rc;
+}
+
+static json_t *build_manifest(shard_ctx *c, json_t *config, json_t *files) {
+    const g4_shard_opts *o = c->o;
+    json_t *m = json_object();
+    json_object_set_new(m, "format", json_string("g4tp-artifact"));
+    json_object_set_new(m, "format_version", json_integer(G4_ART_VERSION));
+    json_object_set_new(m, "tp", json_integer(o->tp));
+    json_object_set_new(m, "dtype", json_string(o->dtype >= 0 ? g4_dtype_name(o->dtype) : "as-stored"));
+    json_object_set_new(m, "alignment", json_integer(G4_ART_ALIGN));
+    json_object_set_new(m, "n_tensors", json_integer(c->ck.n_specs));
+    json_object_set(m, "config", config);
+    json_t *ranks = json_array();
+    for (int r = 0; r < o->tp; r++) {
+        char name[64], hx[17];
+        g4_artifact_rank_name(r, o->tp, name, sizeof name);
+        json_t *f = json_object();
+        json_object_set_new(f, "file", json_string(name));
+        json_object_set_new(f, "rank", json_integer(r));
+        json_object_set_new(f, "size", json_integer((json_int_t)c->fsize[r]));
+        json_object_set_new(f, "header_bytes", json_integer(G4_ART_HEADER_BYTES + (json_int_t)c->ck.n_specs * G4_ART_ENTRY_BYTES));
+        /* filled in by the caller once the header is written */
+        hex64(0, hx);
+        json_object_set_new(f, "header_xxh3", json_string(hx));
+        json_array_append_new(ranks, f);
+    }
+    json_object_set_new(m, "ranks", ranks);
+    json_object_set(m, "files", files);
+    return m;
+}
+
+static int publish(const char *tmp, const char *out, int exists, g4_err *err) {
+    if (!exists) {
+        if (rename(tmp, out) != 0) return g4_err_set(err, G4_EIO, "cannot rename %s to %s: %s", tmp, out, strerror(errno));
+        return G4_OK;
+    }
+    /* atomic replacement: swap the two folders, then delete the old one (now at tmp) */
+    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, out, RENAME_EXCHANGE) != 0)
+        return g4_err_set(err, G4_EIO, "cannot replace %s atomically: %s", out, strerror(errno));
+    remove_tree(tmp);
+    return G4_OK;
+}
+
+static int parent_fsync(const char *out) {
+    char *d = strdup(out);
+    char *sl = strrchr(d, '/');
+    if (sl == d) sl[1] = 0; else if (sl) *sl = 0; else strcpy(d, ".");
+    int r = fsync_path(d, 1);
+    free(d);
+    return r;
+}
+
+int g4_artifact_shard(const g4_shard_opts *o, g4_err *err) {
+    shard_ctx c = {0};
+    c.o = o;
+    int rc = G4_OK;
+    char *out = NULL;
+    json_t *config = NULL, *files = NULL, *man = NULL;
+    if (!o->model_dir || !o->out_dir || !*o->out_dir) return g4_err_set(err, G4_EINVAL, "shard needs a model folder and an output folder");
+    if (o->dtype < -1 || o->dtype >= G4_DT_COUNT) return g4_err_set(err, G4_EINVAL, "unknown dtype %d", o->dtype);
+    if (o->tp < 1 || o->tp > 4096) return g4_err_set(err, G4_EINVAL, "--tp must be in 1..4096 (got %d)", o->tp);
+    if (g4_artifact_is_dir(o->model_dir))
+        return g4_err_set(err, G4_EINVAL, "%s is already an artifact folder; shard a Hugging Face checkpoint folder", o->model_dir);
+    out = strdup(o->out_dir);
+    for (size_t n = strlen(out); n > 1 && out[n - 1] == '/'; n--) out[n - 1] = 0;
+    struct stat sb;
+    int exists = lstat(out, &sb) == 0;
+    if (exists && !o->force) {
+        rc = g4_err_set(err, G4_EINVAL, "%s already exists (use --force to replace it)", out);
+        goto done;
+    }
+    if (exists && !(S_ISDIR(sb.st_mode) && g4_artifact_is_dir(out))) {
+        rc = g4_err_set(err, G4_EINVAL, "%s exists and is not a g4tp artifact folder; refusing to replace it", out);
+        goto done;
+    }
+    if ((rc = g4_checkpoint_open(o->model_dir, &c.ck, err))) goto done;
+    const g4_config *cfg = &c.ck.cfg;
+    const int T = o->tp, n = c.ck.n_specs;
+    c.plans = calloc((size_t)T, sizeof *c.plans);
+    c.ents = calloc((size_t)T, sizeof *c.ents);
+    c.fsize = calloc((size_t)T, sizeof *c.fsize);
+    c.fds = malloc(sizeof(int) * (size_t)T);
+    c.buf = malloc(CHUNK_BYTES);
+    if (!c.plans || !c.ents || !c.fsize || !c.fds || !c.buf) { rc = g4_err_set(err, G4_ENOMEM, "out of memory"); goto done; }
+    for (int r = 0; r < T; r++) c.fds[r] = -1;
+    /* layout of every rank file, before any byte is written */
+    for (int r = 0; r < T; r++) {
+        if ((rc = g4_tp_plan_make(cfg, T, r, &c.plans[r], err))) goto done;
+        if (!(c.ents[r] = calloc((size_t)n, sizeof **c.ents))) { rc = g4_err_set(err, G4_ENOMEM, "out of memory"); goto done; }
+        uint64_t off = align_up((uint64_t)G4_ART_HEADER_BYTES + (uint64_t)n * G4_ART_ENTRY_BYTES);
+        for (int i = 0; i < n; i++) {
+            const g4_tensor_spec *s = &c.ck.specs[i];
+            g4_art_entry *e = &c.ents[r][i];
+            int64_t r0, nr, c0, nc;
+            g4_tp_tensor_slice(cfg, &c.plans[r], s, &r0, &nr, &c0, &nc);
+            snprintf(e->name, sizeof e->name, "%s", s->name);
+            e->dtype = entry_dtype(s, g4_checkpoint_dtype(&c.ck, i), o->dtype);
+            if (e->dtype == G4_DT_Q8_0 && nc % G4_Q8_BLOCK) {
+                rc = g4_err_set(err, G4_EUNSUPPORTED, "--dtype q8_0: %s has %lld columns on rank %d, not a multiple of 32", s->name, (long long)nc, r);
+                goto done;
+            }
+            e->rows = nr;
+            e->cols = nc;
+            e->nbytes = g4_dtype_row_bytes(e->dtype, nc) * (uint64_t)nr;
+            e->offset = align_up(off);
+            off = e->offset + e->nbytes;
+            c.total += e->nbytes;
+        }
+        c.fsize[r] = off;
+    }
+    /* the temp folder beside OUT */
+    size_t tl = strlen(out) + 32;
+    c.tmp = malloc(tl);
+    snprintf(c.tmp, tl, "%s.tmp-%ld", out, (long)getpid());
+    remove_tree(c.tmp);
+    if (mkdir(c.tmp, 0755) != 0) { rc = g4_err_set(err, G4_EIO, "cannot create %s: %s", c.tmp, strerror(errno)); free(c.tmp); c.tmp = NULL; goto done; }
+    for (int r = 0; r < T; r++) {
+        char name[64];
+        g4_artifact_rank_name(r, T, name, sizeof name);
+        char *p = g4_path_join(c.tmp, name);
+        c.fds[r] = open(p, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+        int en = errno;
+        if (c.fds[r] < 0 || ftruncate(c.fds[r], (off_t)c.fsize[r]) != 0) rc = g4_err_set(err, G4_EIO, "cannot create %s: %s", p, strerror(c.fds[r] < 0 ? en : errno));
+        free(p);
+        if (rc) goto done;
+    }
+    /* tensor by tensor, each rank's rectangle; then let go of the source pages */
+    for (int i = 0; i < n && rc == G4_OK; i++) {
+        for (int r = 0; r < T && rc == G4_OK; r++) rc = write_slice(&c, r, i, err);
+        release_pages(c.ck.bound[i]->data, c.ck.bound[i]->nbytes);
+    }
+    if (rc) goto done;
+    /* side files and the config */
+    json_error_t je;
+    if (!(config = json_loads(cfg->json, 0, &je))) { rc = g4_err_set(err, G4_EFORMAT, "config.json: %s", je.text); goto done; }
+    uint64_t cfg_hash = canonical_hash(config);
+    files = json_array();
+    for (size_t k = 0; k < sizeof side_files / sizeof *side_files; k++) {
+        char *p = g4_path_join(o->model_dir, side_files[k]);
+        int have = g4_file_exists(p);
+        free(p);
+        if (!have) continue;
+        uint64_t size, h;
+        if ((rc = copy_side(&c, side_files[k], &size, &h, err))) goto done;
+        char hx[17];
+        hex64(h, hx);
+        json_t *f = json_object();
+        json_object_set_new(f, "file", json_string(side_files[k]));
+        json_object_set_new(f, "size", json_integer((json_int_t)size));
+        json_object_set_new(f, "xxh3", json_string(hx));
+        json_array_append_new(files, f);
+    }
+    man = build_manifest(&c, config, files);
+    /* headers and tables, last: a rank file with a valid header has all its data */
+    for (int r = 0; r < T; r++) {
+        size_t hb = G4_ART_HEADER_BYTES + (size_t)n * G4_ART_ENTRY_BYTES;
+        uint8_t *h = calloc(1, hb);
+        if (!h) { rc = g4_err_set(err, G4_ENOMEM, "out of memory"); goto done; }
+        encode_header(h, T, r, n, c.fsize[r], cfg_hash, o->dtype);
+        for (int i = 0; i < n; i++) encode_entry(h + G4_ART_HEADER_BYTES + (size_t)i * G4_ART_ENTRY_BYTES, &c.ents[r][i]);
+        char hx[17];
+        hex64(XXH3_64bits(h, hb), hx);
+        json_object_set_new(json_array_get(json_object_get(man, "ranks"), (size_t)r), "header_xxh3", json_string(hx));
+        int w = pwrite_all(c.fds[r], h, hb, 0);
+        free(h);
+        if (w || fsync(c.fds[r]) != 0 || close(c.fds[r]) != 0) { c.fds[r] = -1; rc = g4_err_set(err, G4_EIO, "writing rank file %d: %s", r, strerror(errno)); goto done; }
+        c.fds[r] = -1;
+    }
+    {
+        char hx[17];
+        hex64(manifest_hash(man), hx);
+        json_object_set_new(man, "manifest_xxh3", json_string(hx));
+        char *text = json_dumps(man, JSON_INDENT(2) | JSON_SORT_KEYS);
+        char *p = g4_path_join(c.tmp, "manifest.json");
+        size_t len = strlen(text);
+        FILE *f = fopen(p, "wb");
+        int ok = f && fwrite(text, 1, len, f) == len && fputc('\n', f) != EOF && fflush(f) == 0 && fsync(fileno(f)) == 0;
+        if (f && fclose(f) != 0) ok = 0;
+        if (!ok) rc = g4_err_set(err, G4_EIO, "writing %s: %s", p, strerror(errno));
+        free(p);
+        free(text);
+        if (rc) goto done;
+    }
+    if (canceled(&c)) { rc = g4_err_set(err, G4_ECANCELED, "interrupted"); goto done; }
+    fsync_path(c.tmp, 1);
+    if ((rc = publish(c.tmp, out, exists, err))) goto done;
+    free(c.tmp);
+    c.tmp = NULL;
+    parent_fsync(out);
+done:
+    if (c.fds)
+        for (int r = 0; r < o->tp; r++)
+            if (c.fds[r] >= 0) close(c.fds[r]);
+    if (c.tmp) { remove_tree(c.tmp); free(c.tmp); }
+    if (c.plans) for (int r = 0; r < o->tp; r++) g4_tp_plan_free(&c.plans[r]);
+    if (c.ents) for (int r = 0; r < o->tp; r++) free(c.ents[r]);
+    free(c.plans);
+    free(c.ents);
+    free(c.fsize);
+    free(c.fds);
+    free(c.buf);
+    json_decref(config);
+    json_decref(files);
+    json_decref(man);
+    if (c.ck.dir) g4_checkpoint_close(&c.ck);
+    free(out);
+    return rc;
+}
+
+/* ---- reading ------------------------------------------------------------------------------ */
+
+static int open_rank(g4_artifact *a, int r, json_t *jr, uint64_t cfg_hash, int verify, g4_err *err) {
+    char name[64];
+    g4_artifact_rank_name(r, a->tp, name, sizeof name);
+    json_t *jf = json_object_get(jr, "file"), *js = json_object_get(jr, "size"), *jh = json_object_get(jr, "header_xxh3"),
+           *jb = json_object_get(jr, "header_bytes");
+    uint64_t want_hh;
+    if (!json_is_string(jf) || strcmp(json_string_value(jf), name) || !json_is_integer(js) || !json_is_integer(jb) ||
+        !parse_hex64(json_string_value(jh), &want_hh))
+        return g4_err_set(err, G4_EFORMAT, "%s/manifest.json: ranks[%d] must name %s with its size, header_bytes and header_xxh3", a->dir, r, name);
+    char *path = g4_path_join(a->dir, name);
+    g4_art_rank *R = &a->ranks[r];
+    int rc = g4_mapfile_open(&R->map, path, err);
+    free(path);
+    if (rc) return rc;
+    const char *fp = R->map.path;
+    const uint8_t *d = R->map.data;
+    const uint64_t size = R->map.size;
+    const int n = a->n_specs;
+    const uint64_t hb = (uint64_t)G4_ART_HEADER_BYTES + (uint64_t)n * G4_ART_ENTRY_BYTES;
+    if (size != (uint64_t)json_integer_value(js))
+        return g4_err_set(err, G4_EFORMAT, "%s: %llu bytes, the manifest says %lld (truncated or replaced)", fp, (unsigned long long)size,
+                          (long long)json_integer_value(js));
+    if (size < G4_ART_HEADER_BYTES || memcmp(d, G4_ART_MAGIC, 8) != 0)
+        return g4_err_set(err, G4_EFORMAT, "%s: not a g4tp rank file (bad magic)", fp);
+    if (get32(d + 8) != G4_ART_VERSION) return g4_err_set(err, G4_EUNSUPPORTED, "%s: format version %u (this build reads %d)", fp, get32(d + 8), G4_ART_VERSION);
+    if ((int)get32(d + 12) != a->tp || (int)get32(d + 16) != r)
+        return g4_err_set(err, G4_EFORMAT, "%s: header says rank %u of TP %u, expected rank %d of TP %d", fp, get32(d + 16), get32(d + 12), r, a->tp);
+    if ((int)get32(d + 20) != n || get64(d + 24) != hb || (uint64_t)json_integer_value(jb) != hb || size < hb)
+        return g4_err_set(err, G4_EFORMAT, "%s: header declares %u tensors (%llu header bytes); the model has %d", fp, get32(d + 20),
+                          (unsigned long long)get64(d + 24), n);
+    if (get64(d + 32) != size) return g4_err_set(err, G4_EFORMAT, "%s: header says %llu bytes, the file has %llu (truncated)", fp, (unsigned long long)get64(d + 32), (unsigned long long)size);
+    if (XXH3_64bits(d, hb) != want_hh) return g4_err_set(err, G4_ECHECKSUM, "%s: header checksum does not match manifest.json", fp);
+    if (get64(d + 40) != cfg_hash) return g4_err_set(err, G4_ECHECKSUM, "%s: made for another config than the one in manifest.json", fp);
+    if ((int)(int32_t)get32(d + 48) != a->dtype) return g4_err_set(err, G4_EFORMAT, "%s: header dtype differs from manifest.json", fp);
+    g4_tp_plan plan;
+    if ((rc = g4_tp_plan_make(&a->cfg, a->tp, r, &plan, err))) return rc;
+    if (!(R->ents = calloc((size_t)n, sizeof *R->ents))) { g4_tp_plan_free(&plan); return g4_err_set(err, G4_ENOMEM, "out of memory"); }
+    uint64_t prev_end = hb;
+    for (int i = 0; i < n && rc == G4_OK; i++) {
+        g4_art_entry *e = &R->ents[i];
+        const g4_tensor_spec *s = &a->specs[i];
+        decode_entry(d + G4_ART_HEADER_BYTES + (size_t)i * G4_ART_ENTRY_BYTES, e);
+        int64_t r0, nr, c0, nc;
+        g4_tp_tensor_slice(&a->cfg, &plan, s, &r0, &nr, &c0, &nc);
+        int mat = g4_tensor_kind_is_matrix(s->kind);
+        if (strcmp(e->name, s->name))
+            rc = g4_err_set(err, G4_EFORMAT, "%s: table entry %d is \"%s\", expected tensor %s", fp, i, e->name, s->name);
+        else if (e->dtype < 0 || e->dtype >= G4_DT_COUNT || (!mat && e->dtype == G4_DT_Q8_0) || (e->dtype == G4_DT_Q8_0 && nc % G4_Q8_BLOCK))
+            rc = g4_err_set(err, G4_EFORMAT, "%s: tensor %s has an invalid dtype %d", fp, s->name, e->dtype);
+        else if (e->rows != nr || e->cols != nc)
+            rc = g4_err_set(err, G4_ESHAPE, "%s: tensor %s is %lldx%lld, rank %d of TP %d holds %lldx%lld", fp, s->name, (long long)e->rows,
+                            (long long)e->cols, r, a->tp, (long long)nr, (long long)nc);
+        else if (e->nbytes != g4_dtype_row_bytes(e->dtype, nc) * (uint64_t)nr || e->offset % G4_ART_ALIGN || e->offset < prev_end ||
+                 e->offset > size || e->nbytes > size - e->offset)
+            rc = g4_err_set(err, G4_EFORMAT, "%s: tensor %s: bad placement (offset %llu, %llu bytes, file %llu bytes)", fp, s->name,
+                            (unsigned long long)e->offset, (unsigned long long)e->nbytes, (unsigned long long)size);
+        else if (verify && XXH3_64bits(d + e->offset, e->nbytes) != e->xxh3)
+            rc = g4_err_set(err, G4_ECHECKSUM, "%s: tensor %s: checksum mismatch (corrupt data)", fp, s->name);
+        prev_end = e->offset + e->nbytes;
+    }
+    g4_tp_plan_free(&plan);
+    return rc;
+}
+
+static int check_side_files(g4_artifact *a, json_t *files, int verify, g4_err *err) {
+    size_t k;
+    json_t *f;
+    if (!json_is_array(files)) return g4_err_set(err, G4_EFORMAT, "%s/manifest.json: \"files\" must be an array", a->dir);
+    json_array_foreach(files, k, f) {
+        const char *name = json_string_value(json_object_get(f, "file"));
+        json_t *js = json_object_get(f, "size");
+        uint64_t want;
+        if (!name || strchr(name, '/') || !json_is_integer(js) || !parse_hex64(json_string_value(json_object_get(f, "xxh3")), &want))
+            return g4_err_set(err, G4_EFORMAT, "%s/manifest.json: files[%zu] must have a plain file name, size and xxh3", a->dir, k);
+        char *p = g4_path_join(a->dir, name);
+        struct stat sb;
+        int rc = G4_OK;
+        if (stat(p, &sb) != 0) rc = g4_err_set(err, G4_EIO, "%s: listed in manifest.json but missing", p);
+        else if ((uint64_t)sb.st_size != (uint64_t)json_integer_value(js))
+            rc = g4_err_set(err, G4_EFORMAT, "%s: %lld bytes, the manifest says %lld", p, (long long)sb.st_size, (long long)json_integer_value(js));
+        else if (verify) {
+            g4_mapfile m;
+            if ((rc = g4_mapfile_open(&m, p, err)) == G4_OK) {
+                if (XXH3_64bits(m.data, m.size) != want) rc = g4_err_set(err, G4_ECHECKSUM, "%s: checksum mismatch", p);
+                g4_mapfile_close(&m);
+            }
+        }
+        free(p);
+        if (rc) return rc;
+    }
+    return G4_OK;
+}
+
+int g4_artifact_open(const char *dir, int only_rank, int tp, int verify, g4_artifact **out, g4_err *err) {
+    *out = NULL;
+    g4_artifact *a = calloc(1, sizeof *a);
+    if (!a) return g4_err_set(err, G4_ENOMEM, "out of memory");
+    a->dir = strdup(dir);
+    char *mp = g4_path_join(dir, "manifest.json"), *text = NULL, *cfg_text = NULL;
+    json_t *m = NULL;
+    size_t len;
+    int rc = g4_read_file(mp, &text, &len, err);
+    if (rc) goto done;
+    json_error_t je;
+    if (!(m = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je))) { rc = g4_err_set(err, G4_EFORMAT, "%s: malformed JSON at line %d: %s", mp, je.line, je.text); goto done; }
+    const char *fmt = json_string_value(json_object_get(m, "format"));
+    if (!fmt || strcmp(fmt, "g4tp-artifact")) { rc = g4_err_set(err, G4_EFORMAT, "%s: not a g4tp artifact manifest (\"format\")", mp); goto done; }
+    if (json_integer_value(json_object_get(m, "format_version")) != G4_ART_VERSION) {
+        rc = g4_err_set(err, G4_EUNSUPPORTED, "%s: format_version %lld (this build reads %d)", mp, (long long)json_integer_value(json_object_get(m, "format_version")), G4_ART_VERSION);
+        goto done;
+    }
+    uint64_t mh;
+    if (!parse_hex64(json_string_value(json_object_get(m, "manifest_xxh3")), &mh) || mh != manifest_hash(m)) {
+        rc = g4_err_set(err, G4_ECHECKSUM, "%s: manifest checksum mismatch (the manifest was edited or damaged)", mp);
+        goto done;
+    }
+    json_t *jt = json_object_get(m, "tp");
+    if (!json_is_integer(jt) || json_integer_value(jt) < 1 || json_integer_value(jt) > 4096) { rc = g4_err_set(err, G4_EFORMAT, "%s: \"tp\" must be a positive integer", mp); goto done; }
+    a->tp = (int)json_integer_value(jt);
+    if (tp > 0 && tp != a->tp) {
+        rc = g4_err_set(err, G4_EINVAL, "%s holds artifacts for TP %d, but TP %d was asked (run with --tp %d, or shard again with --tp %d)", dir, a->tp, tp, a->tp, tp);
+        goto done;
+    }
+    if (only_rank >= a->tp) { rc = g4_err_set(err, G4_EINVAL, "%s holds TP %d artifacts; there is no rank %d", dir, a->tp, only_rank); goto done; }
+    const char *dt = json_string_value(json_object_get(m, "dtype"));
+    if (!dt || (strcmp(dt, "as-stored") && g4_dtype_from_name(dt) < 0)) { rc = g4_err_set(err, G4_EFORMAT, "%s: unknown \"dtype\"", mp); goto done; }
+    a->dtype = strcmp(dt, "as-stored") ? g4_dtype_from_name(dt) : -1;
+    json_t *jc = json_object_get(m, "config");
+    if (!json_is_object(jc)) { rc = g4_err_set(err, G4_EFORMAT, "%s: no \"config\" object", mp); goto done; }
+    cfg_text = canonical(jc);
+    if ((rc = g4_config_parse(cfg_text, strlen(cfg_text), &a->cfg, err))) { g4_err_prefix(err, "%s: config: ", mp); goto done; }
+    if (!g4_tp_degree_ok(&a->cfg, a->tp)) { rc = g4_err_set(err, G4_EFORMAT, "%s: TP %d does not fit its config", mp, a->tp); goto done; }
+    if ((rc = g4_tensor_specs(&a->cfg, &a->specs, &a->n_specs, err))) goto done;
+    if (json_integer_value(json_object_get(m, "n_tensors")) != a->n_specs) { rc = g4_err_set(err, G4_EFORMAT, "%s: n_tensors differs from the config's tensor table", mp); goto done; }
+    json_t *jr = json_object_get(m, "ranks");
+    if (!json_is_array(jr) || json_array_size(jr) != (size_t)a->tp) { rc = g4_err_set(err, G4_EFORMAT, "%s: \"ranks\" must list %d files", mp, a->tp); goto done; }
+    if (!(a->ranks = calloc((size_t)a->tp, sizeof *a->ranks))) { rc = g4_err_set(err, G4_ENOMEM, "out of memory"); goto done; }
+    uint64_t cfg_hash = XXH3_64bits(cfg_text, strlen(cfg_text));
+    for (int r = 0; r < a->tp && rc == G4_OK; r++)
+        if (only_rank < 0 || only_rank == r) rc = open_rank(a, r, json_array_get(jr, (size_t)r), cfg_hash, verify, err);
+    if (rc == G4_OK) rc = check_side_files(a, json_object_get(m, "files"), verify, err);
+done:
+    free(mp);
+    free(text);
+    free(cfg_text);
+    json_decref(m);
+    if (rc) g4_artifact_close(a);
+    else *out = a;
+    return rc;
+}
+
+int g4_artifact_view(const g4_artifact *a, int rank, int idx, g4_mat *view, g4_err *err) {
+    if (rank < 0 || rank >= a->tp || !a->ranks[rank].map.data || !a->ranks[rank].ents)
+        return g4_err_set(err, G4_EINVAL, "rank %d of %s was not opened", rank, a->dir);
+    if (idx < 0 || idx >= a->n_specs) return g4_err_set(err, G4_EINVAL, "tensor index %d out of range", idx);
+    const g4_art_entry *e = &a->ranks[rank].ents[idx];
+    *view = (g4_mat){a->ranks[rank].map.data + e->offset, e->dtype, e->rows, e->cols, (int64_t)g4_dtype_row_bytes(e->dtype, e->cols)};
+    return G4_OK;
+}
+
+void g4_artifact_close(g4_artifact *a) {
+    if (!a) return;
+    if (a->ranks)
+        for (int r = 0; r < a->tp; r++) {
+            g4_mapfile_close(&a->ranks[r].map);
+            free(a->ranks[r].ents);
+        }
+    free(a->ranks);
+    free(a->specs);
+    if (a->cfg.layers || a->cfg.json) g4_config_free(&a->cfg);
+    free(a->dir);
+    free(a);
+}

@@ -1,0 +1,84 @@
+/* artifact.h — g4tp per-rank artifacts (DESIGN.md §7, docs/artifacts.md): a folder with
+ * manifest.json and one rank-RRRRR-of-TTTTT.g4w file per tensor-parallel rank, each holding the
+ * rank's rectangle of every tensor (g4_tp_tensor_slice), row-major and contiguous, at 4 KiB
+ * aligned offsets, ready to be mapped and read in place by the kernels.
+ *
+ * Writing (g4_artifact_shard) streams tensor by tensor from the mapped checkpoint through a
+ * bounded buffer, into OUT.tmp-<pid>/, fsyncs, then renames to OUT: a folder named OUT is
+ * either absent, the old one, or complete. Reading (g4_artifact_open) checks the manifest's own
+ * checksum, every rank header against the manifest, and the tensor table's bounds and alignment;
+ * with verify, every tensor's XXH3 too. */
+#ifndef G4_MODEL_ARTIFACT_H
+#define G4_MODEL_ARTIFACT_H
+
+#include <signal.h>
+#include <stdint.h>
+
+#include "base/error.h"
+#include "base/mapfile.h"
+#include "kernels/kernels.h"
+#include "model/config.h"
+#include "model/tensors.h"
+
+#define G4_ART_MAGIC "G4TPW001"
+#define G4_ART_VERSION 1
+#define G4_ART_ALIGN 4096
+#define G4_ART_HEADER_BYTES 64   /* fixed header, then n_tensors table entries */
+#define G4_ART_ENTRY_BYTES 144   /* name[96] dtype u32, pad u32, rows, cols, offset, nbytes, xxh3 (u64) */
+#define G4_ART_NAME_MAX 96
+
+/* One tensor of a rank file, as in its table. */
+typedef struct g4_art_entry {
+    char name[G4_ART_NAME_MAX];
+    int dtype;                 /* g4_dtype */
+    int64_t rows, cols;        /* the rank's rectangle (1-D tensors: rows = length, cols = 1) */
+    uint64_t offset, nbytes;   /* in the file; offset % 4096 == 0; nbytes = rows * row_bytes */
+    uint64_t xxh3;             /* XXH3_64bits of the nbytes */
+} g4_art_entry;
+
+typedef struct g4_art_rank {
+    g4_mapfile map;            /* data == NULL: not opened (only_rank) */
+    g4_art_entry *ents;        /* [n_specs], in tensor-table order */
+} g4_art_rank;
+
+typedef struct g4_artifact {
+    char *dir;
+    int tp;
+    int dtype;                 /* -1: matrices as stored in the checkpoint, else the --dtype */
+    g4_config cfg;
+    g4_tensor_spec *specs;
+    int n_specs;
+    g4_art_rank *ranks;        /* [tp] */
+} g4_artifact;
+
+typedef struct g4_shard_opts {
+    const char *model_dir;     /* Hugging Face checkpoint folder */
+    const char *out_dir;
+    int tp;
+    int dtype;                 /* -1 as stored, else G4_DT_* for every matrix */
+    int force;                 /* replace an existing out_dir (atomically) */
+    /* called now and then with bytes written so far / in all (may be NULL) */
+    void (*progress)(void *ud, uint64_t done, uint64_t total);
+    void *progress_ud;
+    volatile sig_atomic_t *cancel; /* if it becomes non-zero: stop, remove the temp folder */
+} g4_shard_opts;
+
+/* 1 if dir holds a manifest.json (an artifact folder, valid or not). */
+int g4_artifact_is_dir(const char *dir);
+/* The TP degree a folder's manifest declares; 0 if it is not a readable artifact manifest. */
+int g4_artifact_manifest_tp(const char *dir);
+
+/* Writes the artifacts of a checkpoint. Deterministic: the same input gives the same bytes. */
+int g4_artifact_shard(const g4_shard_opts *o, g4_err *err);
+
+/* Opens an artifact folder. only_rank >= 0 opens only that rank's file (MPI); -1 all of them.
+ * tp > 0 must equal the folder's degree (0 accepts it). verify: check every tensor's XXH3. */
+int g4_artifact_open(const char *dir, int only_rank, int tp, int verify, g4_artifact **out, g4_err *err);
+/* The rank's rectangle of table entry idx as a view into the map (no copy). */
+int g4_artifact_view(const g4_artifact *a, int rank, int idx, g4_mat *view, g4_err *err);
+void g4_artifact_close(g4_artifact *a);
+
+/* File name of rank r of tp ("rank-00000-of-00004.g4w") into buf (>= 32 bytes). */
+void g4_artifact_rank_name(int rank, int tp, char *buf, size_t len);
+
+#endif
