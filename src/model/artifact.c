@@ -155,7 +155,8 @@ static int pwrite_all(int fd, const void *buf, size_t n, uint64_t off) {
     return 0;
 }
 
-/* Lets the kernel drop pages of the source map we are done with (keeps RSS flat). */
+/* Lets the kernel drop pages of the source map we are done with (keeps RSS flat: the pages
+ * stay in the page cache, only this process's mapping of them goes). */
 static void release_pages(const void *p, size_t n) {
     long pg = sysconf(_SC_PAGESIZE);
     uintptr_t a = (uintptr_t)p / (uintptr_t)pg * (uintptr_t)pg;
@@ -217,6 +218,7 @@ static int write_slice(shard_ctx *c, int r, int i, g4_err *err) {
         int w = pwrite_all(c->fds[r], out, bytes, off);
         int en = errno;
         free(conv);
+        release_pages(src, (size_t)(m - 1) * ld + src_rb);
         if (w) return g4_err_set(err, G4_EIO, "writing %s of rank %d: %s", s->name, r, strerror(en));
         off += bytes;
         c->done += bytes;
@@ -375,11 +377,9 @@ int g4_artifact_shard(const g4_shard_opts *o, g4_err *err) {
         free(p);
         if (rc) goto done;
     }
-    /* tensor by tensor, each rank's rectangle; then let go of the source pages */
-    for (int i = 0; i < n && rc == G4_OK; i++) {
+    /* tensor by tensor, each rank's rectangle (write_slice lets go of the source pages) */
+    for (int i = 0; i < n && rc == G4_OK; i++)
         for (int r = 0; r < T && rc == G4_OK; r++) rc = write_slice(&c, r, i, err);
-        release_pages(c.ck.bound[i]->data, c.ck.bound[i]->nbytes);
-    }
     if (rc) goto done;
     /* side files and the config */
     json_error_t je;
