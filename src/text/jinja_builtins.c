@@ -471,7 +471,8 @@ jv jx_slice(jx_ctx *c, jv obj, jv start, jv stop, jv step)
     } else if (obj.t == JV_LIST || obj.t == JV_TUPLE) {
         n = (int64_t)obj.l->n;
     } else if (obj.t == JV_DICT) {
-        return jv_undef_attr(c, obj, jv_strz("slice"));
+        /* Jinja compiles slices to a plain Python subscript (no getitem fallback) */
+        jx_fail(&c->trap, G4_ETEMPLATE, "TypeError: unhashable type: 'slice'");
     } else {
         jx_fail(&c->trap, G4_ETEMPLATE, "TypeError: '%s' object is not subscriptable", jv_pytype(obj));
     }
@@ -503,10 +504,25 @@ jv jx_slice(jx_ctx *c, jv obj, jv start, jv stop, jv step)
     return r;
 }
 
+bool jx_is_iterable(jv v)
+{
+    return v.t == JV_LIST || v.t == JV_TUPLE || v.t == JV_UNDEF || v.t == JV_DICT || v.t == JV_STR;
+}
+
+jv jx_failing_gen(jx_ctx *c, const char *msg)
+{
+    jx_list *l = jx_list_new(c->a, 0);
+    l->gen = true;
+    l->gen_error = msg;
+    return jv_list(l);
+}
+
 jx_list *jx_iterate(jx_ctx *c, jv v)
 {
     switch (v.t) {
-    case JV_LIST: case JV_TUPLE: return v.l;
+    case JV_LIST: case JV_TUPLE:
+        if (v.l->gen_error) jx_fail(&c->trap, G4_ETEMPLATE, "TypeError: %s", v.l->gen_error);
+        return v.l;
     case JV_UNDEF: return jx_list_new(c->a, 0);
     case JV_DICT: {
         jx_list *l = jx_list_new(c->a, v.d->n);

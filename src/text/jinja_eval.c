@@ -129,9 +129,16 @@ static jv binop(jx_ctx *c, int op, jv a, jv b)
         jv_str(c, &buf, b);
         return jv_strn(buf.p, buf.n);
     }
+    if (op == OP_MOD && a.t == JV_STR)
+        jx_fail(&c->trap, G4_EUNSUPPORTED, "printf-style string formatting (str %% x) is not supported");
     if (a.t == JV_UNDEF) jx_undef_fail(c, a);
     if (b.t == JV_UNDEF) jx_undef_fail(c, b);
     static const char *const opstr[] = {"", "+", "-", "*", "/", "//", "%", "**"};
+    if (((a.t == JV_LIST || a.t == JV_TUPLE) && a.l->gen) || ((b.t == JV_LIST || b.t == JV_TUPLE) && b.l->gen)) {
+        char fmt[128];
+        snprintf(fmt, sizeof fmt, "TypeError: unsupported operand type(s) for %s: '%%s' and '%%s'", opstr[op]);
+        type_err(c, fmt, a, b);
+    }
     bool num = jv_is_num(a) && jv_is_num(b);
     bool ints = num && a.t != JV_FLOAT && b.t != JV_FLOAT;
     int64_t r;
@@ -246,10 +253,14 @@ static bool contains(jx_ctx *c, jv item, jv cont)
             if (memcmp(cont.s.p + i, item.s.p, item.s.n) == 0) return true;
         return false;
     case JV_LIST: case JV_TUPLE:
+        jx_iterate(c, cont); /* raises for a failing generator */
         for (size_t i = 0; i < cont.l->n; i++)
             if (jv_eq(cont.l->v[i], item)) return true;
         return false;
-    case JV_DICT: return jx_dict_get(cont.d, item) != NULL;
+    case JV_DICT:
+        if (item.t == JV_LIST || item.t == JV_DICT || item.t == JV_NS)
+            jx_fail(&c->trap, G4_ETEMPLATE, "TypeError: unhashable type: '%s'", jv_pytype(item));
+        return jx_dict_get(cont.d, item) != NULL;
     case JV_UNDEF: return false;
     default:
         jx_fail(&c->trap, G4_ETEMPLATE, "TypeError: argument of type '%s' is not iterable", jv_pytype(cont));

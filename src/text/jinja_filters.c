@@ -197,7 +197,8 @@ static jv to_int(jx_ctx *c, jv v, jv dflt, int64_t base)
     case JV_INT: return v;
     case JV_BOOL: return jv_int(v.b);
     case JV_FLOAT:
-        if (isnan(v.f) || isinf(v.f) || fabs(v.f) >= 9.2e18) return dflt;
+        if (isnan(v.f) || isinf(v.f)) return dflt; /* OverflowError/ValueError -> default */
+        if (fabs(v.f) >= 9.2e18) jx_fail(&c->trap, G4_EUNSUPPORTED, "int() of %g needs a Python big integer (not supported)", v.f);
         return jv_int((int64_t)v.f);
     case JV_STR: {
         char *s = jx_strdup(c->a, v.s.p, v.s.n);
@@ -242,8 +243,28 @@ static jv to_int(jx_ctx *c, jv v, jv dflt, int64_t base)
     }
 }
 
+static jv lazy_empty(jx_ctx *c, jv seq, bool *done)
+{
+    *done = true;
+    if (!jv_truthy(seq)) { /* Jinja's map/select start with `if value:` */
+        jx_list *e = jx_list_new(c->a, 0);
+        e->gen = true;
+        return jv_list(e);
+    }
+    if (!jx_is_iterable(seq)) {
+        char *m = jx_alloc(c->a, 64);
+        snprintf(m, 64, "'%s' object is not iterable", jv_pytype(seq));
+        return jx_failing_gen(c, m);
+    }
+    *done = false;
+    return seq;
+}
+
 static jv do_map(jx_ctx *c, jv seq, const jx_args *a)
 {
+    bool done;
+    jv early = lazy_empty(c, seq, &done);
+    if (done) return early;
     jx_list *items = jx_iterate(c, seq);
     jx_list *out = jx_list_new(c->a, items->n);
     bool have;
@@ -275,6 +296,9 @@ static jv do_map(jx_ctx *c, jv seq, const jx_args *a)
 
 static jv do_select(jx_ctx *c, jv seq, const jx_args *a, bool select, bool by_attr)
 {
+    bool done;
+    jv early = lazy_empty(c, seq, &done);
+    if (done) return early;
     jx_list *items = jx_iterate(c, seq);
     jx_list *out = jx_list_new(c->a, items->n);
     int off = 0;
@@ -330,7 +354,38 @@ jv jx_apply_filter(jx_ctx *c, const char *f, jv in, const jx_args *a)
         check_kw(c, a, 0, NULL, f);
         return f[0] == 'u' ? jx_str_upper(c, in) : jx_str_lower(c, in);
     }
-    if (!strcmp(f, "capitalize") || !strcmp(f, "title")) {
+    if (!strcmp(f, "title")) {
+        /* Jinja's do_title: split at runs of [-\s({\[<], then item[0].upper() + item[1:].lower() */
+        check_kw(c, a, 0, NULL, f);
+        jv s = str_of(c, in);
+        jx_buf b;
+        jx_buf_init(&b, c->a);
+        jx_buf_put(&b, "", 0);
+        size_t i = 0;
+        while (i < s.s.n) {
+            uint32_t cp;
+            size_t l = jx_utf8_dec(s.s.p + i, s.s.n - i, &cp);
+            bool sep = cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<' || jx_isspace_cp(cp);
+            if (sep) {
+                jx_buf_put(&b, s.s.p + i, l);
+                i += l;
+                continue;
+            }
+            size_t j = i + l;
+            while (j < s.s.n) {
+                size_t l2 = jx_utf8_dec(s.s.p + j, s.s.n - j, &cp);
+                if (cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<' || jx_isspace_cp(cp)) break;
+                j += l2;
+            }
+            jv first = jx_str_upper(c, jv_strn(s.s.p + i, l));
+            jv rest = jx_str_lower(c, jv_strn(s.s.p + i + l, j - i - l));
+            jx_buf_put(&b, first.s.p, first.s.n);
+            jx_buf_put(&b, rest.s.p, rest.s.n);
+            i = j;
+        }
+        return jv_strn(b.p, b.n);
+    }
+    if (!strcmp(f, "capitalize")) {
         check_kw(c, a, 0, NULL, f);
         jx_method m = {str_of(c, in), f};
         jx_args none = {0};
@@ -375,9 +430,14 @@ jv jx_apply_filter(jx_ctx *c, const char *f, jv in, const jx_args *a)
     }
     if (!strcmp(f, "items")) {
         check_kw(c, a, 0, NULL, f);
-        if (in.t == JV_UNDEF) return jv_list(jx_list_new(c->a, 0));
-        if (in.t != JV_DICT) jx_fail(&c->trap, G4_ETEMPLATE, "TypeError: Can only get item pairs from a mapping.");
+        if (in.t == JV_UNDEF) {
+            jx_list *e = jx_list_new(c->a, 0);
+            e->gen = true;
+            return jv_list(e);
+        }
+        if (in.t != JV_DICT) return jx_failing_gen(c, "Can only get item pairs from a mapping.");
         jx_list *items = jx_list_new(c->a, in.d->n);
+        items->gen = true;
         for (size_t i = 0; i < in.d->n; i++) {
             jx_list *t = jx_list_new(c->a, 2);
             jx_list_push(c->a, t, in.d->k[i]);
@@ -591,8 +651,14 @@ bool jx_apply_test(jx_ctx *c, const char *t, jv v, const jx_args *a)
     if (!strcmp(t, "odd") || !strcmp(t, "even") || !strcmp(t, "divisibleby")) {
         if (v.t == JV_UNDEF) jx_undef_fail(c, v);
         if (!jv_is_num(v)) jx_fail(&c->trap, G4_ETEMPLATE, "TypeError: not all arguments converted during string formatting");
-        if (v.t == JV_FLOAT || (t[0] == 'd' && arg.t == JV_FLOAT))
-            jx_fail(&c->trap, G4_EUNSUPPORTED, "float arguments to the %s test are not supported", t);
+        if (v.t == JV_FLOAT || (t[0] == 'd' && arg.t == JV_FLOAT)) {
+            double x = jv_num(v), y = t[0] == 'd' ? jv_num(arg) : 2.0;
+            if (t[0] == 'd' && arg.t == JV_UNDEF) jx_undef_fail(c, arg);
+            if (y == 0) jx_fail(&c->trap, G4_ETEMPLATE, "ZeroDivisionError: float modulo");
+            double m = fmod(x, y);
+            if (m != 0 && ((m < 0) != (y < 0))) m += y;
+            return t[0] == 'o' ? m == 1.0 : m == 0.0;
+        }
         int64_t x = v.t == JV_BOOL ? v.b : v.i;
         if (t[0] == 'o') return ((x % 2) + 2) % 2 == 1;
         if (t[0] == 'e') return x % 2 == 0;

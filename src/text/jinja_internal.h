@@ -95,6 +95,7 @@ typedef struct jx_list {
     const char *view;          /* "dict_items"/"dict_keys"/"dict_values": repr wraps the list */
     bool gen;                  /* stands for a Python generator/iterator (map, select, ...):
                                   always truthy, has no len(), cannot be printed */
+    const char *gen_error;     /* a generator whose first step raises this TypeError */
     int64_t r0, r1, rs;
 } jx_list;
 
@@ -255,6 +256,9 @@ jv jx_call_global(jx_ctx *c, int fn, const jx_args *args);
 int jx_global_id(const char *name);
 /* Iterates v as a Python for loop would: a list of items (dict -> keys, str -> chars). */
 jx_list *jx_iterate(jx_ctx *c, jv v);
+bool jx_is_iterable(jv v);
+/* an empty generator that raises msg when iterated (Jinja's lazy filters on bad input) */
+jv jx_failing_gen(jx_ctx *c, const char *msg);
 jv jx_arg(const jx_args *a, int pos, const char *kw, bool *have);
 /* "undefined" error for a value about to be used */
 _Noreturn void jx_undef_fail(jx_ctx *c, jv u);

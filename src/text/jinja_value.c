@@ -362,6 +362,7 @@ bool jv_eq(jv a, jv b)
     case JV_UNDEF: case JV_NONE: return true;
     case JV_STR: return a.s.n == b.s.n && memcmp(a.s.p, b.s.p, a.s.n) == 0;
     case JV_LIST: case JV_TUPLE:
+        if (a.l->gen || b.l->gen) return a.l == b.l; /* generators compare by identity */
         if (a.l->n != b.l->n) return false;
         for (size_t i = 0; i < a.l->n; i++)
             if (!jv_eq(a.l->v[i], b.l->v[i])) return false;
