@@ -10,7 +10,9 @@
  * partial 16-lane accumulators are parked in the scratch buffer) and bf16/f16 weights unpacked
  * to fp32 panels (exact) all perform exactly those operations per output element, so the bits
  * depend only on K — not on T, the row range or the addresses.
- * q8_0: block b's exact int32 dot goes to lane b mod 16 as fma((float)isum, d_w*d_x, acc).
+ * q8_0: block b's exact int32 dot goes to lane b mod 16 as fma((float)isum, d_w*d_x, acc); with
+ * VNNI the integer dot is sum (x+128)*w - 128*sum w (dpbusd), without it |w| * (x*sign w)
+ * (maddubs/madd) — exact either way, so the two paths give the same bits.
  * Knows nothing about Gemma or threads. */
 #include "kernels/kernels.h"
 #include "kernels/kernels_internal.h"
@@ -22,7 +24,7 @@
 
 #define AI static inline __attribute__((always_inline))
 
-/* Set by kernels_dispatch.c when the CPU has AVX512-VNNI. */
+/* Set by kernels_dispatch.c when the CPU has AVX512-VNNI (kernels_internal.h). */
 int g4__avx512_vnni = 0;
 
 AI float hsum16(__m512 v) {
@@ -234,57 +236,124 @@ static void matmul_tiled(const g4_mat *W, const float *x, int64_t ldx, int T, fl
 
 /* ---- matmul: q8_0 ---- */
 
-/* 2 blocks (lo in the low 256 bits, hi in the high) -> 16 int32 partial sums, 8 per block. */
-AI __m512i q8_pair(const int vnni, const int8_t *wlo, const int8_t *whi, const int8_t *xlo,
-                   const int8_t *xhi) {
-    __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)wlo)),
-                                   _mm256_loadu_si256((const __m256i *)whi), 1);
-    __m512i x = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)xlo)),
-                                   _mm256_loadu_si256((const __m256i *)xhi), 1);
-    __m512i zero = _mm512_setzero_si512();
-    __m512i aw = _mm512_abs_epi8(w);                                   /* |w| as u8 (-128 -> 128) */
-    __m512i sx = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), zero, x); /* x * sign(w) */
-    if (vnni) return _mm512_dpbusd_epi32(zero, aw, sx);
-    return _mm512_madd_epi16(_mm512_maddubs_epi16(aw, sx), _mm512_set1_epi16(1));
-}
-
 /* 8 pair-vectors (see q8_pair, block order lo = i + 4*(i/4), hi = lo + 4) -> lane L = block L. */
-AI __m512i q8_reduce(const __m512i *p) {
-    __m512i q[4], r[2];
-    for (int i = 0; i < 4; i++)
-        q[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(p[2 * i], p[2 * i + 1]),
-                                _mm512_unpackhi_epi32(p[2 * i], p[2 * i + 1]));
-    for (int j = 0; j < 2; j++)
-        r[j] = _mm512_add_epi32(_mm512_unpacklo_epi64(q[2 * j], q[2 * j + 1]),
-                                _mm512_unpackhi_epi64(q[2 * j], q[2 * j + 1]));
-    return _mm512_add_epi32(_mm512_shuffle_i32x4(r[0], r[1], 0x88), _mm512_shuffle_i32x4(r[0], r[1], 0xDD));
+AI __m512i q8_reduce(__m512i p0, __m512i p1, __m512i p2, __m512i p3, __m512i p4, __m512i p5,
+                     __m512i p6, __m512i p7) {
+    __m512i q0 = _mm512_add_epi32(_mm512_unpacklo_epi32(p0, p1), _mm512_unpackhi_epi32(p0, p1));
+    __m512i q1 = _mm512_add_epi32(_mm512_unpacklo_epi32(p2, p3), _mm512_unpackhi_epi32(p2, p3));
+    __m512i q2 = _mm512_add_epi32(_mm512_unpacklo_epi32(p4, p5), _mm512_unpackhi_epi32(p4, p5));
+    __m512i q3 = _mm512_add_epi32(_mm512_unpacklo_epi32(p6, p7), _mm512_unpackhi_epi32(p6, p7));
+    __m512i r0 = _mm512_add_epi32(_mm512_unpacklo_epi64(q0, q1), _mm512_unpackhi_epi64(q0, q1));
+    __m512i r1 = _mm512_add_epi32(_mm512_unpacklo_epi64(q2, q3), _mm512_unpackhi_epi64(q2, q3));
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(r0, r1, 0x88), _mm512_shuffle_i32x4(r0, r1, 0xDD));
+}
+#define Q8_REDUCE(p) q8_reduce(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7])
+
+AI __m512i ldpair(const int8_t *a, const int8_t *b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
+                              _mm256_loadu_si256((const __m256i *)b), 1);
 }
 
-AI float dot_q8(const int vnni, const g4_block_q8_0 *w, const int8_t *xq, const float *xd, int64_t nb) {
-    static const int8_t zeros[32];
+/* f16 scales of 16 consecutive blocks as fp32 */
+AI __m512 q8_scales(const g4_block_q8_0 *w) {
     const __m512i offs = _mm512_setr_epi32(0, 34, 68, 102, 136, 170, 204, 238, 272, 306, 340, 374,
                                            408, 442, 476, 510);
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t g = 0; g < nb; g += 16) {
-        const int full = g + 16 <= nb;
-        __m512i p[8];
+    __m512i dwi = _mm512_i32gather_epi32(offs, (const void *)w, 1);
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dwi));
+}
+
+/* The last nb % 16 blocks of a row, zero-padded to a whole group (zero weights, zero scales). */
+static const g4_block_q8_0 *q8_tail(const g4_block_q8_0 *w, int64_t nb, g4_block_q8_0 *tmp) {
+    const int64_t g = nb / 16 * 16;
+    memset(tmp, 0, 16 * sizeof *tmp);
+    memcpy(tmp, w + g, (size_t)(nb - g) * sizeof *tmp);
+    return tmp;
+}
+
+/* AVX512-BW path (no VNNI): one row times one token with natural-order int8 activations
+ * (zero-padded to whole groups in the scratch record). */
+AI __m512 q8_group_bw(const g4_block_q8_0 *w, const int8_t *xq, const float *xd, __m512 acc) {
+    const __m512i zero = _mm512_setzero_si512(), one16 = _mm512_set1_epi16(1);
+    __m512i p[8];
 #pragma GCC unroll 8
-        for (int i = 0; i < 8; i++) {
-            int64_t lo = g + i + 4 * (i / 4), hi = lo + 4;
-            if (full)
-                p[i] = q8_pair(vnni, w[lo].qs, w[hi].qs, xq + lo * 32, xq + hi * 32);
-            else
-                p[i] = q8_pair(vnni, lo < nb ? w[lo].qs : zeros, hi < nb ? w[hi].qs : zeros,
-                               lo < nb ? xq + lo * 32 : zeros, hi < nb ? xq + hi * 32 : zeros);
-        }
-        __m512 isum = _mm512_cvtepi32_ps(q8_reduce(p));
-        __mmask16 m = full ? (__mmask16)0xffff : tailmask(nb - g);
-        __m512i dwi = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, offs, (const void *)(w + g), 1);
-        __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dwi));
-        __m512 d = _mm512_mul_ps(dw, _mm512_loadu_ps(xd + g));
-        acc = _mm512_fmadd_ps(isum, d, acc);
+    for (int i = 0; i < 8; i++) {
+        const int lo = i + 4 * (i / 4), hi = lo + 4;
+        __m512i wv = ldpair(w[lo].qs, w[hi].qs), xv = ldpair(xq + lo * 32, xq + hi * 32);
+        __m512i aw = _mm512_abs_epi8(wv);                                       /* -128 -> 128 (u8) */
+        __m512i sx = _mm512_mask_sub_epi8(xv, _mm512_movepi8_mask(wv), zero, xv); /* x * sign(w) */
+        p[i] = _mm512_madd_epi16(_mm512_maddubs_epi16(aw, sx), one16); /* |x| <= 127: no saturation */
+    }
+    __m512 isum = _mm512_cvtepi32_ps(Q8_REDUCE(p));
+    return _mm512_fmadd_ps(isum, _mm512_mul_ps(q8_scales(w), _mm512_loadu_ps(xd)), acc);
+}
+
+static float dot_q8_bw(const g4_block_q8_0 *w, const int8_t *xq, const float *xd, int64_t nb) {
+    __m512 acc = _mm512_setzero_ps();
+    int64_t g = 0;
+    for (; g + 16 <= nb; g += 16) acc = q8_group_bw(w + g, xq + g * 32, xd + g, acc);
+    if (g < nb) {
+        g4_block_q8_0 tmp[16];
+        acc = q8_group_bw(q8_tail(w, nb, tmp), xq + g * 32, xd + g, acc);
     }
     return hsum16(acc);
+}
+
+/* VNNI path. Activations: x+128 as u8 (x ^ 0x80), rearranged per 16-block group so that pair i
+ * (blocks lo_i, hi_i of the order above) is one 64-byte load. Then dpbusd(xu, w) = sum x*w +
+ * 128*sum w exactly, and the 128*sum w correction is computed once per row and group. */
+static void q8_prepare_vnni(char *rec, int64_t K) {
+    const int64_t ngroups = g4__q8_act_nb_pad(K) / 16;
+    int8_t tmp[512];
+    for (int64_t g = 0; g < ngroups; g++) {
+        int8_t *q = (int8_t *)rec + g * 512;
+        memcpy(tmp, q, 512);
+        for (int i = 0; i < 8; i++) {
+            int lo = i + 4 * (i / 4), hi = lo + 4;
+            for (int j = 0; j < 32; j++) {
+                q[i * 64 + j] = (int8_t)(tmp[lo * 32 + j] ^ 0x80);
+                q[i * 64 + 32 + j] = (int8_t)(tmp[hi * 32 + j] ^ 0x80);
+            }
+        }
+    }
+}
+
+/* One group of 16 blocks of one weight row times NT prepared tokens. */
+AI void q8_group_vnni(const int NT, const g4_block_q8_0 *w, const char *const *rec, int64_t g,
+                      int64_t qsb, __m512 *acc) {
+    const __m512i ones = _mm512_set1_epi8(1), zero = _mm512_setzero_si512();
+    __m512i wp[8], p[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) {
+        const int lo = i + 4 * (i / 4);
+        wp[i] = ldpair(w[lo].qs, w[lo + 4].qs);
+        p[i] = _mm512_dpbusd_epi32(zero, ones, wp[i]);
+    }
+    const __m512i corr = _mm512_slli_epi32(Q8_REDUCE(p), 7);
+    const __m512 dw = q8_scales(w);
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) {
+        const __m512i *xu = (const __m512i *)(rec[t] + g * 32);
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++) p[i] = _mm512_dpbusd_epi32(zero, _mm512_load_si512(xu + i), wp[i]);
+        __m512 isum = _mm512_cvtepi32_ps(_mm512_sub_epi32(Q8_REDUCE(p), corr));
+        __m512 d = _mm512_mul_ps(dw, _mm512_loadu_ps((const float *)(rec[t] + qsb) + g));
+        acc[t] = _mm512_fmadd_ps(isum, d, acc[t]);
+    }
+}
+
+AI void q8_row_vnni(const int NT, const g4_block_q8_0 *w, int64_t nb, const char *const *rec,
+                    int64_t qsb, float *const *out) {
+    __m512 acc[4];
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
+    int64_t g = 0;
+    for (; g + 16 <= nb; g += 16) q8_group_vnni(NT, w + g, rec, g, qsb, acc);
+    if (g < nb) {
+        g4_block_q8_0 tmp[16];
+        q8_group_vnni(NT, q8_tail(w, nb, tmp), rec, g, qsb, acc);
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) *out[t] = hsum16(acc[t]);
 }
 
 static void matmul_q8(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy,
@@ -292,14 +361,34 @@ static void matmul_q8(const g4_mat *W, const float *x, int64_t ldx, int T, float
     const int64_t K = W->cols, nb = K / G4_Q8_BLOCK, qstride = g4__q8_act_stride(K);
     const int64_t qsb = g4__q8_act_qs_bytes(K);
     char *xq = g4__align64(scratch);
-    for (int t = 0; t < T; t++) g4__q8_quantize_act(x + t * ldx, K, xq + t * qstride);
     const int vnni = g4__avx512_vnni;
+    for (int t = 0; t < T; t++) {
+        g4__q8_quantize_act(x + t * ldx, K, xq + t * qstride);
+        if (vnni) q8_prepare_vnni(xq + t * qstride, K);
+    }
     for (int64_t r = r0; r < r1; r++) {
         const g4_block_q8_0 *row = (const void *)((const char *)W->data + r * W->ld_bytes);
-        for (int t = 0; t < T; t++) {
-            const char *rec = xq + t * qstride;
-            y[t * ldy + r] = vnni ? dot_q8(1, row, (const int8_t *)rec, (const float *)(rec + qsb), nb)
-                                  : dot_q8(0, row, (const int8_t *)rec, (const float *)(rec + qsb), nb);
+        if (vnni) {
+            for (int t = 0; t < T; t += 4) {
+                const char *rec[4];
+                float *out[4];
+                const int nt = T - t < 4 ? T - t : 4;
+                for (int j = 0; j < nt; j++) {
+                    rec[j] = xq + (t + j) * qstride;
+                    out[j] = y + (t + j) * ldy + r;
+                }
+                switch (nt) {
+                case 4: q8_row_vnni(4, row, nb, rec, qsb, out); break;
+                case 3: q8_row_vnni(3, row, nb, rec, qsb, out); break;
+                case 2: q8_row_vnni(2, row, nb, rec, qsb, out); break;
+                default: q8_row_vnni(1, row, nb, rec, qsb, out); break;
+                }
+            }
+        } else {
+            for (int t = 0; t < T; t++) {
+                const char *rec = xq + t * qstride;
+                y[t * ldy + r] = dot_q8_bw(row, (const int8_t *)rec, (const float *)(rec + qsb), nb);
+            }
         }
     }
 }

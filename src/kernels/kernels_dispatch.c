@@ -4,13 +4,12 @@
  * used inside the avx512 q8_0 matmul only when present (same results either way). Knows nothing
  * about what the kernels compute. */
 #include "kernels/kernels.h"
+#include "kernels/kernels_internal.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-extern int g4__avx512_vnni; /* kernels_avx512.c */
 
 static const g4_kernels *chosen;
 static pthread_once_t once = PTHREAD_ONCE_INIT;

@@ -7,11 +7,12 @@
 #include "kernels/kernels.h"
 
 /* One token's quantized activations in the matmul scratch buffer:
- *   int8_t qs[qs_bytes]   (K values, zero-padded to a multiple of 64)
+ *   int8_t qs[qs_bytes]   (K values, zero-padded to a multiple of 16 blocks = 512 bytes; a set
+ *                          may rearrange them in place for its own inner loop)
  *   float  d[nb_pad]      (one scale per 32-block, zero-padded to a multiple of 16 blocks)
  * The whole record is a multiple of 64 bytes so consecutive tokens stay 64-byte aligned. */
-static inline int64_t g4__q8_act_qs_bytes(int64_t K) { return (K + 63) / 64 * 64; }
 static inline int64_t g4__q8_act_nb_pad(int64_t K) { return ((K / G4_Q8_BLOCK) + 15) / 16 * 16; }
+static inline int64_t g4__q8_act_qs_bytes(int64_t K) { return g4__q8_act_nb_pad(K) * G4_Q8_BLOCK; }
 static inline int64_t g4__q8_act_stride(int64_t K) {
     return g4__q8_act_qs_bytes(K) + g4__q8_act_nb_pad(K) * 4;
 }
@@ -25,6 +26,10 @@ void g4__q8_quantize_act(const float *x, int64_t K, void *dst);
 static inline void *g4__align64(void *p) {
     return (void *)(((uintptr_t)p + 63) & ~(uintptr_t)63);
 }
+
+/* 1 when the avx512 q8_0 matmul may use VNNI (set by kernels_dispatch.c from cpuid; tests may
+ * clear it to exercise the AVX512-BW path, which gives the same bits). */
+extern int g4__avx512_vnni;
 
 /* FMA burn loops for g4_probe_fma_gflops: `iters` rounds of 16 independent FMA chains of the
  * set's vector width; return the flops done (2 per lane per FMA). *sink defeats dead-code

@@ -423,6 +423,45 @@ static void test_matmul_invariance(void **state) {
         }
 }
 
+/* avx512 q8_0: the VNNI and the AVX512-BW integer paths give the same bits. */
+static void test_q8_vnni_paths(void **state) {
+    (void)state;
+    const g4_kernels *k = g4_kernels_by_name("avx512");
+    if (!k || !g4__avx512_vnni) skip();
+    const int64_t kq[] = {32, 64, 480, 512, 544, 1056, 5376};
+    for (int ki = 0; ki < 7; ki++) {
+        const int64_t K = kq[ki], R = 7;
+        const int T = 6;
+        wmat m;
+        wmat_make(&m, G4_DT_Q8_0, R, K, 0);
+        g4_mat W = wmat_view(&m);
+        float *x = malloc((size_t)(T * K) * 4), *y1 = malloc((size_t)(T * R) * 4), *y2 = malloc((size_t)(T * R) * 4);
+        fill(x, T * K);
+        x[3] = 0; /* a block with extreme values: one huge element, the rest quantize to 0 */
+        for (int j = 32; j < 64 && j < K; j++) x[j] = j == 40 ? 1e6f : 1e-3f;
+        run_mm(k, &W, x, K, T, y1, R, 0, R);
+        g4__avx512_vnni = 0;
+        run_mm(k, &W, x, K, T, y2, R, 0, R);
+        g4__avx512_vnni = 1;
+        if (memcmp(y1, y2, (size_t)(T * R) * 4) != 0) fail_msg("K=%ld: VNNI and BW paths differ", (long)K);
+        /* -128 weights (not produced by the quantizer, but legal in a file) */
+        ((g4_block_q8_0 *)m.data)[0].qs[0] = -128;
+        ((g4_block_q8_0 *)m.data)[0].qs[31] = -128;
+        run_mm(k, &W, x, K, T, y1, R, 0, R);
+        g4__avx512_vnni = 0;
+        run_mm(k, &W, x, K, T, y2, R, 0, R);
+        g4__avx512_vnni = 1;
+        assert_memory_equal(y1, y2, (size_t)(T * R) * 4);
+        run_mm(&g4_kernels_scalar, &W, x, K, T, y2, R, 0, R);
+        for (int t = 0; t < T; t++) /* row 0 holds the -128s: still close to the scalar result */
+            assert_true(fabsf(y1[t * R] - y2[t * R]) <= 1e-4f * (fabsf(y2[t * R]) + 1.0f));
+        free(x);
+        free(y1);
+        free(y2);
+        wmat_free(&m);
+    }
+}
+
 /* Different sets give (slightly) different bits, but the scalar set is a fixed function of K:
  * check a known output so a change of the reference order cannot go unnoticed. */
 static void test_matmul_scalar_order(void **state) {
@@ -706,6 +745,7 @@ int main(void) {
         cmocka_unit_test(test_quantize_q8_0),
         cmocka_unit_test(test_scalar_vs_double),
         cmocka_unit_test(test_matmul_scalar_order),
+        cmocka_unit_test(test_q8_vnni_paths),
         cmocka_unit_test(test_matmul_vs_scalar),
         cmocka_unit_test(test_matmul_invariance),
         cmocka_unit_test(test_attention),
