@@ -1,0 +1,72 @@
+/* scheduler.h — continuous batching over one g4_engine.
+ *
+ * Requests are submitted from any thread; one scheduler thread (the engine's leader) runs the
+ * loop: admit waiting requests while the KV budget and the sequence slots allow, build one
+ * batch with one decode token of every running sequence plus prefill chunks of newly admitted
+ * prompts (bounded per step so running streams keep flowing), run g4_engine_forward, sample each
+ * sequence's next token with its own sampler, and push text events to the request's queue.
+ * Sequences join and leave at token boundaries. A request's tokens are bitwise the same alone or
+ * among others (the forward pass guarantees it; sampling is per request with its own seed).
+ *
+ * Each request has an event queue: the submitter reads it with g4_sched_next (blocking with a
+ * timeout), so an HTTP handler can stream. Cancelling (client gone) frees the sequence at the
+ * next token boundary. */
+#ifndef G4_ENGINE_SCHEDULER_H
+#define G4_ENGINE_SCHEDULER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/textgen.h"
+
+typedef struct g4_sched g4_sched;
+typedef struct g4_sched_req g4_sched_req;
+
+typedef struct g4_sched_opts {
+    int max_waiting;          /* queue length beyond which submit says G4_EBUSY (default 64) */
+    int prefill_chunk;        /* prompt tokens per step per sequence (default: engine max_batch / 2) */
+} g4_sched_opts;
+
+typedef enum { G4_EV_TEXT = 1, G4_EV_DONE, G4_EV_ERROR } g4_sched_ev_kind;
+
+typedef struct g4_sched_event {
+    int kind;                 /* g4_sched_ev_kind */
+    char *text;               /* TEXT: newly decoded text (malloc'd; caller frees); ERROR: message */
+    size_t len;
+    int32_t token;            /* TEXT: the token that produced it (-1 for flushed text) */
+    /* DONE: */
+    const char *finish_reason;/* "stop", "length", "cancelled" */
+    size_t prompt_tokens, completion_tokens;
+    double ttft_ms, tokens_per_s;
+    int code;                 /* ERROR: g4_status */
+} g4_sched_event;
+
+typedef struct g4_sched_stats {
+    int running, waiting;
+    size_t kv_used, kv_budget;
+    uint64_t prompt_tokens, generated_tokens, steps;
+} g4_sched_stats;
+
+int g4_sched_create(g4_textgen *tg, const g4_sched_opts *opts, g4_sched **out, g4_err *err);
+/* Stops the loop (cancels what runs and waits; each request gets DONE/cancelled) and frees it. */
+void g4_sched_free(g4_sched *s);
+
+/* Submits a tokenized prompt. G4_EBUSY when the waiting queue is full, G4_ECONTEXT when the
+ * prompt plus max_new_tokens exceeds the context, G4_ENOMEM when the request could never fit
+ * in the KV budget, G4_EINVAL for bad params. The returned handle must be freed. */
+int g4_sched_submit(g4_sched *s, const int32_t *prompt, size_t n_prompt, const g4_gen_params *p,
+                    g4_sched_req **out, g4_err *err);
+/* Next event of the request; waits up to timeout_ms (-1: forever). Returns 1 with an event,
+ * 0 on timeout. After DONE or ERROR there are no more events. */
+int g4_sched_next(g4_sched_req *r, g4_sched_event *ev, int timeout_ms);
+void g4_sched_event_clear(g4_sched_event *ev);
+/* Asks the scheduler to stop generating for this request (idempotent). */
+void g4_sched_cancel(g4_sched_req *r);
+/* Cancels if still running and releases the handle (the scheduler drops its side later). */
+void g4_sched_req_free(g4_sched_req *r);
+
+void g4_sched_get_stats(g4_sched *s, g4_sched_stats *st);
+/* Stop admitting new requests (submit says G4_EBUSY); with drain, let running ones finish. */
+void g4_sched_shutdown(g4_sched *s, int drain);
+
+#endif
