@@ -73,7 +73,12 @@ if [ -x /usr/bin/time ]; then
   r12=$(rss $G4TP shard --model $tmp/s12 --tp 2 --out $tmp/s12.art)
   echo "# peak RSS: 2 layers ${r2} KiB, 12 layers ${r12} KiB"
   d=$((r12 - r2)); [ $d -lt 0 ] && d=$((-d))
-  [ $d -lt 65536 ] && ok "shard peak RSS does not grow with the model (${r2} vs ${r12} KiB)" || bad "peak RSS grew: ${r2} vs ${r12} KiB"
+  if [ "${G4_SAN:-0}" = 1 ]; then
+    # ASan's shadow memory (1/8 of every byte read through the map) grows with the model
+    ok "peak RSS check skipped under ASan (${r2} vs ${r12} KiB)"
+  else
+    [ $d -lt 65536 ] && ok "shard peak RSS does not grow with the model (${r2} vs ${r12} KiB)" || bad "peak RSS grew: ${r2} vs ${r12} KiB"
+  fi
   $G4TP generate --model $tmp/s12 --tp 2 --prompt-ids 2,105,17 --max-new-tokens 2 --dump-logits $tmp/s12hf.bin >/dev/null
   $G4TP generate --model $tmp/s12.art --tp 2 --prompt-ids 2,105,17 --max-new-tokens 2 --dump-logits $tmp/s12art.bin >/dev/null
   cmp -s $tmp/s12hf.bin $tmp/s12art.bin && [ -s $tmp/s12hf.bin ] && ok "31B-shaped artifacts: logits equal the HF folder" || bad "31B-shaped artifacts: logits differ"
