@@ -17,6 +17,8 @@
 typedef struct jx_scope {
     struct jx_scope *parent;
     jx_dict vars;
+    bool captured;      /* a macro closed over it: a loop must not reuse it for the next item */
+    bool ended;         /* a captured loop-iteration scope whose iteration is over */
 } jx_scope;
 
 enum { FLOW_NORMAL = 0, FLOW_BREAK, FLOW_CONTINUE };
@@ -304,6 +306,9 @@ static jv call_macro(jx_ctx *c, jx_macro *m, const jx_args *args)
 {
     const jx_node *def = m->def;
     const char *mname = m->name ? m->name : "caller";
+    for (jx_scope *q = m->scope; q; q = q->parent)
+        if (q->ended) /* Jinja2 renders such a macro's loop variables as the internal 'missing' */
+            jx_fail(&c->trap, G4_EUNSUPPORTED, "calling macro '%s' after the for-loop iteration that defined it ended", mname);
     jx_scope *s = scope_new(c, m->scope);
     int np = def->nnames;
     if (args->npos > np && !(def->flags & JM_VARARGS))
@@ -565,12 +570,16 @@ static int exec_for(jx_ctx *c, jx_scope *s, const jx_node *n)
     jv lv = {0};
     lv.t = JV_LOOP;
     lv.lp = lp;
+    jx_scope *is = NULL;
     for (size_t i = 0; i < items->n; i++) {
         lp->index0 = i;
-        jx_scope *is = scope_new(c, s);
+        /* a fresh scope per iteration (Jinja semantics), recycled when nothing kept it */
+        if (!is || is->captured) is = scope_new(c, s);
+        else is->vars.n = 0;
         assign_targets(c, is, n, items->v[i]);
         scope_set(c, is, "loop", lv);
         int f = exec_body(c, is, &n->body);
+        if (is->captured) is->ended = true;
         if (f == FLOW_BREAK) break;
     }
     return FLOW_NORMAL;
@@ -624,6 +633,7 @@ static int exec_stmt(jx_ctx *c, jx_scope *s, const jx_node *n)
         jx_macro *m = jx_alloc(c->a, sizeof *m);
         m->def = n;
         m->scope = s;
+        s->captured = true;
         m->name = n->name;
         jv v = {0};
         v.t = JV_MACRO;
@@ -635,6 +645,7 @@ static int exec_stmt(jx_ctx *c, jx_scope *s, const jx_node *n)
         jx_macro *cm = jx_alloc(c->a, sizeof *cm);
         cm->def = n;
         cm->scope = s;
+        s->captured = true;
         cm->name = NULL;
         jv callerv = {0};
         callerv.t = JV_MACRO;
