@@ -11,8 +11,9 @@
  * to fp32 panels (exact) all perform exactly those operations per output element, so the bits
  * depend only on K — not on T, the row range or the addresses.
  * q8_0: block b's exact int32 dot goes to lane b mod 16 as fma((float)isum, d_w*d_x, acc); with
- * VNNI the integer dot is sum (x+128)*w - 128*sum w (dpbusd), without it |w| * (x*sign w)
- * (maddubs/madd) — exact either way, so the two paths give the same bits.
+ * VNNI the integer dot is sum (x+128)*w - 128*sum w (dpbusd on a register-transposed group),
+ * without it |w| * (x*sign w) (maddubs/madd + a reduction tree) — exact either way, so the two
+ * paths give the same bits.
  * Knows nothing about Gemma or threads. */
 #include "kernels/kernels.h"
 #include "kernels/kernels_internal.h"
@@ -254,6 +255,40 @@ AI __m512i ldpair(const int8_t *a, const int8_t *b) {
                               _mm256_loadu_si256((const __m256i *)b), 1);
 }
 
+/* roundf (half away from zero) of each lane; NaN -> 0; then clamped to [-127, 127]. */
+AI __m512 round_q8(__m512 v) {
+    __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    __m512 f = _mm512_sub_ps(v, t); /* exact */
+    t = _mm512_mask_add_ps(t, _mm512_cmp_ps_mask(f, _mm512_set1_ps(0.5f), _CMP_GE_OQ), t, _mm512_set1_ps(1.0f));
+    t = _mm512_mask_sub_ps(t, _mm512_cmp_ps_mask(f, _mm512_set1_ps(-0.5f), _CMP_LE_OQ), t, _mm512_set1_ps(1.0f));
+    t = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(t, t, _CMP_ORD_Q), t);
+    return _mm512_min_ps(_mm512_max_ps(t, _mm512_set1_ps(-127.0f)), _mm512_set1_ps(127.0f));
+}
+
+void g4__q8_quantize_act_avx512(const float *x, int64_t K, void *dst) {
+    int8_t *qs = dst;
+    float *d = (float *)((char *)dst + g4__q8_act_qs_bytes(K));
+    const int64_t nb = K / G4_Q8_BLOCK, nbp = g4__q8_act_nb_pad(K);
+    const __m512 absm = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    for (int64_t b = 0; b < nb; b++) {
+        __m512 v0 = _mm512_loadu_ps(x + b * 32), v1 = _mm512_loadu_ps(x + b * 32 + 16);
+        /* max|x| ignoring NaN, like the scalar loop (a > amax is false for NaN) */
+        __m512 a0 = _mm512_and_ps(v0, absm), a1 = _mm512_and_ps(v1, absm);
+        a0 = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(a0, a0, _CMP_ORD_Q), a0);
+        a1 = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(a1, a1, _CMP_ORD_Q), a1);
+        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(a0, a1));
+        const float db = amax / 127.0f, id = db != 0.0f ? 1.0f / db : 0.0f;
+        d[b] = db;
+        const __m512 s = _mm512_set1_ps(id);
+        __m512i q0 = _mm512_cvttps_epi32(round_q8(_mm512_mul_ps(v0, s)));
+        __m512i q1 = _mm512_cvttps_epi32(round_q8(_mm512_mul_ps(v1, s)));
+        _mm_storeu_si128((__m128i *)(qs + b * 32), _mm512_cvtepi32_epi8(q0));
+        _mm_storeu_si128((__m128i *)(qs + b * 32 + 16), _mm512_cvtepi32_epi8(q1));
+    }
+    memset(qs + nb * G4_Q8_BLOCK, 0, (size_t)(g4__q8_act_qs_bytes(K) - nb * G4_Q8_BLOCK));
+    for (int64_t b = nb; b < nbp; b++) d[b] = 0;
+}
+
 /* f16 scales of 16 consecutive blocks as fp32 */
 AI __m512 q8_scales(const g4_block_q8_0 *w) {
     const __m512i offs = _mm512_setr_epi32(0, 34, 68, 102, 136, 170, 204, 238, 272, 306, 340, 374,
@@ -298,44 +333,77 @@ static float dot_q8_bw(const g4_block_q8_0 *w, const int8_t *xq, const float *xd
     return hsum16(acc);
 }
 
-/* VNNI path. Activations: x+128 as u8 (x ^ 0x80), rearranged per 16-block group so that pair i
- * (blocks lo_i, hi_i of the order above) is one 64-byte load. Then dpbusd(xu, w) = sum x*w +
- * 128*sum w exactly, and the 128*sum w correction is computed once per row and group. */
+/* VNNI path. The 16 blocks of a group are transposed in registers (q8_wt) so that vector j,
+ * lane L holds dword q8_dw[j] (4 int8) of block L; the activations are prepared once per token in
+ * the same order as u8 (x+128 = x ^ 0x80). Then vpdpbusd accumulates each block's integer dot
+ * directly in its lane: sum (x+128)*w - 128*sum w, both exact. */
+static const int q8_dw[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+
 static void q8_prepare_vnni(char *rec, int64_t K) {
     const int64_t ngroups = g4__q8_act_nb_pad(K) / 16;
     int8_t tmp[512];
     for (int64_t g = 0; g < ngroups; g++) {
         int8_t *q = (int8_t *)rec + g * 512;
         memcpy(tmp, q, 512);
-        for (int i = 0; i < 8; i++) {
-            int lo = i + 4 * (i / 4), hi = lo + 4;
-            for (int j = 0; j < 32; j++) {
-                q[i * 64 + j] = (int8_t)(tmp[lo * 32 + j] ^ 0x80);
-                q[i * 64 + 32 + j] = (int8_t)(tmp[hi * 32 + j] ^ 0x80);
-            }
-        }
+        for (int j = 0; j < 8; j++)
+            for (int L = 0; L < 16; L++)
+                for (int b = 0; b < 4; b++)
+                    q[j * 64 + L * 4 + b] = (int8_t)(tmp[L * 32 + q8_dw[j] * 4 + b] ^ 0x80);
     }
+}
+
+/* 16 blocks -> 8 vectors, lane L = block L, vector j = dword q8_dw[j] of each block. */
+AI void q8_wt(const g4_block_q8_0 *w, __m512i *v) {
+    __m512i P[8], A[4], B[4];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) {
+        const int lo = i + 4 * (i / 4);
+        P[i] = ldpair(w[lo].qs, w[lo + 4].qs);
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        A[k] = _mm512_unpacklo_epi32(P[2 * k], P[2 * k + 1]);
+        B[k] = _mm512_unpackhi_epi32(P[2 * k], P[2 * k + 1]);
+    }
+    /* chunk c of C/D/E/F: element 0/1/2/3 of chunk c of P0..P3 (primed: P4..P7) */
+    __m512i C = _mm512_unpacklo_epi64(A[0], A[1]), D = _mm512_unpackhi_epi64(A[0], A[1]);
+    __m512i E = _mm512_unpacklo_epi64(B[0], B[1]), F = _mm512_unpackhi_epi64(B[0], B[1]);
+    __m512i C2 = _mm512_unpacklo_epi64(A[2], A[3]), D2 = _mm512_unpackhi_epi64(A[2], A[3]);
+    __m512i E2 = _mm512_unpacklo_epi64(B[2], B[3]), F2 = _mm512_unpackhi_epi64(B[2], B[3]);
+    v[0] = _mm512_shuffle_i32x4(C, C2, 0x88); /* dword 0 */
+    v[1] = _mm512_shuffle_i32x4(C, C2, 0xDD); /* dword 4 */
+    v[2] = _mm512_shuffle_i32x4(D, D2, 0x88); /* 1 */
+    v[3] = _mm512_shuffle_i32x4(D, D2, 0xDD); /* 5 */
+    v[4] = _mm512_shuffle_i32x4(E, E2, 0x88); /* 2 */
+    v[5] = _mm512_shuffle_i32x4(E, E2, 0xDD); /* 6 */
+    v[6] = _mm512_shuffle_i32x4(F, F2, 0x88); /* 3 */
+    v[7] = _mm512_shuffle_i32x4(F, F2, 0xDD); /* 7 */
 }
 
 /* One group of 16 blocks of one weight row times NT prepared tokens. */
 AI void q8_group_vnni(const int NT, const g4_block_q8_0 *w, const char *const *rec, int64_t g,
                       int64_t qsb, __m512 *acc) {
-    const __m512i ones = _mm512_set1_epi8(1), zero = _mm512_setzero_si512();
-    __m512i wp[8], p[8];
+    const __m512i ones = _mm512_set1_epi8(1);
+    __m512i v[8];
+    q8_wt(w, v);
+    __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
 #pragma GCC unroll 8
-    for (int i = 0; i < 8; i++) {
-        const int lo = i + 4 * (i / 4);
-        wp[i] = ldpair(w[lo].qs, w[lo + 4].qs);
-        p[i] = _mm512_dpbusd_epi32(zero, ones, wp[i]);
+    for (int j = 0; j < 8; j += 2) {
+        s0 = _mm512_dpbusd_epi32(s0, ones, v[j]);
+        s1 = _mm512_dpbusd_epi32(s1, ones, v[j + 1]);
     }
-    const __m512i corr = _mm512_slli_epi32(Q8_REDUCE(p), 7);
+    const __m512i corr = _mm512_slli_epi32(_mm512_add_epi32(s0, s1), 7); /* 128 * sum w */
     const __m512 dw = q8_scales(w);
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++) {
         const __m512i *xu = (const __m512i *)(rec[t] + g * 32);
+        __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
 #pragma GCC unroll 8
-        for (int i = 0; i < 8; i++) p[i] = _mm512_dpbusd_epi32(zero, _mm512_load_si512(xu + i), wp[i]);
-        __m512 isum = _mm512_cvtepi32_ps(_mm512_sub_epi32(Q8_REDUCE(p), corr));
+        for (int j = 0; j < 8; j += 2) {
+            a0 = _mm512_dpbusd_epi32(a0, _mm512_load_si512(xu + j), v[j]);
+            a1 = _mm512_dpbusd_epi32(a1, _mm512_load_si512(xu + j + 1), v[j + 1]);
+        }
+        __m512 isum = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_add_epi32(a0, a1), corr));
         __m512 d = _mm512_mul_ps(dw, _mm512_loadu_ps((const float *)(rec[t] + qsb) + g));
         acc[t] = _mm512_fmadd_ps(isum, d, acc[t]);
     }
@@ -363,7 +431,7 @@ static void matmul_q8(const g4_mat *W, const float *x, int64_t ldx, int T, float
     char *xq = g4__align64(scratch);
     const int vnni = g4__avx512_vnni;
     for (int t = 0; t < T; t++) {
-        g4__q8_quantize_act(x + t * ldx, K, xq + t * qstride);
+        g4__q8_quantize_act_avx512(x + t * ldx, K, xq + t * qstride);
         if (vnni) q8_prepare_vnni(xq + t * qstride, K);
     }
     for (int64_t r = r0; r < r1; r++) {

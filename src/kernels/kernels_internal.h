@@ -21,6 +21,8 @@ static inline int64_t g4__q8_act_stride(int64_t K) {
  * d = max|x|/127, q = roundf(x/d) (as llama.cpp's quantize_row_q8_0_ref, but d is kept in fp32).
  * Deterministic and per token; every kernel set uses this same function. */
 void g4__q8_quantize_act(const float *x, int64_t K, void *dst);
+/* The same, vectorised (kernels_avx512.c; identical bytes — IEEE division, exact rounding). */
+void g4__q8_quantize_act_avx512(const float *x, int64_t K, void *dst);
 
 /* Aligns a scratch pointer up to 64 bytes (scratch sizes include the 64 bytes of slack). */
 static inline void *g4__align64(void *p) {

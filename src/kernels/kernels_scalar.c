@@ -160,13 +160,14 @@ void g4__q8_quantize_act(const float *x, int64_t K, void *dst) {
         float amax = 0;
         for (int j = 0; j < G4_Q8_BLOCK; j++) {
             float a = fabsf(xb[j]);
-            if (a > amax) amax = a;
+            amax = a > amax ? a : amax;
         }
         const float db = amax / 127.0f, id = db != 0.0f ? 1.0f / db : 0.0f;
         d[b] = db;
         for (int j = 0; j < G4_Q8_BLOCK; j++) {
             float q = roundf(xb[j] * id);
-            qs[b * G4_Q8_BLOCK + j] = (int8_t)(q > 127.0f ? 127 : q < -127.0f ? -127 : q);
+            if (q != q) q = 0.0f; /* NaN in, 0 out (the int conversion would be undefined) */
+            qs[b * G4_Q8_BLOCK + j] = (int8_t)(q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q);
         }
     }
     memset(qs + nb * G4_Q8_BLOCK, 0, (size_t)(g4__q8_act_qs_bytes(K) - nb * G4_Q8_BLOCK));

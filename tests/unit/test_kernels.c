@@ -200,6 +200,61 @@ static void test_quantize_q8_0(void **state) {
     assert_true(saw127);
 }
 
+/* The activation quantizer (shared by every set) rounds exactly like roundf. */
+static void test_quantize_act(void **state) {
+    (void)state;
+    const int64_t K = 64 * 32;
+    float *x = malloc(K * 4);
+    char *rec = malloc((size_t)g4__q8_act_stride(K) + 64);
+    for (int rep = 0; rep < 20; rep++) {
+        for (int64_t b = 0; b < K / 32; b++) {
+            /* block max 127 -> d = 1 exactly, so q = roundf(x): ties, near-ties, negatives */
+            x[b * 32] = (b & 1) ? 127.0f : -127.0f;
+            for (int j = 1; j < 32; j++) {
+                float v = (float)((int)(rnd() % 253) - 126);
+                int kind = (int)(rnd() % 4);
+                if (kind == 1) v += 0.5f;
+                if (kind == 2) v += nextafterf(0.5f, 0.0f);
+                if (kind == 3) v -= nextafterf(0.5f, 0.0f);
+                x[b * 32 + j] = fmaxf(-127.0f, fminf(127.0f, v));
+            }
+        }
+        if (rep >= 10) /* general blocks too */
+            for (int64_t i = 0; i < K; i++) x[i] = frand() * (float)(1 + rep);
+        if (rep == 19) { /* NaN and inf in, no undefined behaviour, NaN -> 0 */
+            x[5] = NAN;
+            x[40] = INFINITY;
+        }
+        g4__q8_quantize_act(x, K, rec);
+        if (g4_kernels_by_name("avx512")) { /* the vectorised quantizer: the same bytes */
+            char *rec2 = malloc((size_t)g4__q8_act_stride(K) + 64);
+            memset(rec2, 0x55, (size_t)g4__q8_act_stride(K));
+            g4__q8_quantize_act_avx512(x, K, rec2);
+            assert_memory_equal(rec, rec2, (size_t)g4__q8_act_stride(K));
+            free(rec2);
+        }
+        if (rep == 19) {
+            assert_int_equal(((int8_t *)rec)[5], 0);
+            break;
+        }
+        const int8_t *q = (const int8_t *)rec;
+        const float *d = (const float *)(rec + g4__q8_act_qs_bytes(K));
+        for (int64_t b = 0; b < K / 32; b++) {
+            float amax = 0;
+            for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[b * 32 + j]));
+            float db = amax / 127.0f, id = db != 0 ? 1.0f / db : 0.0f;
+            assert_true(d[b] == db);
+            for (int j = 0; j < 32; j++) {
+                float r = roundf(x[b * 32 + j] * id);
+                int want = r > 127 ? 127 : r < -127 ? -127 : (int)r;
+                if (q[b * 32 + j] != want) fail_msg("x=%.9g q=%d want %d", x[b * 32 + j], q[b * 32 + j], want);
+            }
+        }
+    }
+    free(x);
+    free(rec);
+}
+
 /* ---------------- matmul ---------------- */
 
 typedef struct {
@@ -743,6 +798,7 @@ int main(void) {
         cmocka_unit_test(test_f16_conversions),
         cmocka_unit_test(test_row_to_f32),
         cmocka_unit_test(test_quantize_q8_0),
+        cmocka_unit_test(test_quantize_act),
         cmocka_unit_test(test_scalar_vs_double),
         cmocka_unit_test(test_matmul_scalar_order),
         cmocka_unit_test(test_q8_vnni_paths),
