@@ -49,6 +49,7 @@ int g4_engine_follow(g4_engine *e, g4_err *err);
 int64_t g4_engine_vocab(const g4_engine *e);
 int64_t g4_engine_max_ctx(const g4_engine *e);
 int g4_engine_max_batch(const g4_engine *e);
+int g4_engine_max_seqs(const g4_engine *e);
 const char *g4_engine_isa(const g4_engine *e);
 const char *g4_engine_model_dir(const g4_engine *e); /* where config/tokenizer files are */
 /* The config (opaque here; see model/config.h). */

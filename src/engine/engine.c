@@ -322,6 +322,7 @@ int g4_engine_tp(const g4_engine *e) { return e->tp; }
 int64_t g4_engine_vocab(const g4_engine *e) { return e->cfg->vocab_size; }
 int64_t g4_engine_max_ctx(const g4_engine *e) { return e->o.max_ctx; }
 int g4_engine_max_batch(const g4_engine *e) { return e->o.max_batch; }
+int g4_engine_max_seqs(const g4_engine *e) { return e->o.max_seqs; }
 const char *g4_engine_isa(const g4_engine *e) { return e->K->name; }
 const char *g4_engine_model_dir(const g4_engine *e) { return e->model_dir; }
 const struct g4_config *g4_engine_config(const g4_engine *e) { return e->cfg; }

@@ -65,6 +65,9 @@ void g4_sched_cancel(g4_sched_req *r);
 /* Cancels if still running and releases the handle (the scheduler drops its side later). */
 void g4_sched_req_free(g4_sched_req *r);
 
+/* The ids generated so far (safe after DONE): copies up to max, sets *n. */
+void g4_sched_req_ids(g4_sched_req *r, int32_t *ids, size_t max, size_t *n);
+
 void g4_sched_get_stats(g4_sched *s, g4_sched_stats *st);
 /* Stop admitting new requests (submit says G4_EBUSY); with drain, let running ones finish. */
 void g4_sched_shutdown(g4_sched *s, int drain);

@@ -6,13 +6,7 @@
 #include <time.h>
 
 #include "base/mapfile.h"
-#include "text/stop_strings.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "engine/scheduler.h"
 
 int g4_textgen_open(g4_engine *e, const char *dir, g4_textgen *tg, g4_err *err) {
     memset(tg, 0, sizeof *tg);
@@ -85,94 +79,45 @@ static int append(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
     return G4_OK;
 }
 
+/* One request through a private scheduler: the same token loop as the server's. */
 int g4_textgen_generate(g4_textgen *tg, const int32_t *prompt, size_t n_prompt, const g4_gen_params *p,
                         g4_text_cb cb, void *user, g4_gen_result *res, g4_err *err) {
     memset(res, 0, sizeof *res);
-    g4_engine *e = tg->engine;
-    const int64_t V = g4_engine_vocab(e), max_ctx = g4_engine_max_ctx(e);
-    if (n_prompt == 0) return g4_err_set(err, G4_EINVAL, "the prompt is empty");
-    int64_t max_new = p->max_new_tokens;
-    if ((int64_t)n_prompt + max_new > max_ctx)
-        return g4_err_set(err, G4_ECONTEXT, "the prompt (%zu tokens) plus %lld new tokens exceeds the context of %lld tokens",
-                          n_prompt, (long long)max_new, (long long)max_ctx);
-    g4_sampler *smp = NULL;
-    g4_detok *dt = NULL;
-    g4_stop_strings *ss = NULL;
-    int rc = g4_sampler_create((int)V, &p->sampling, &smp, err);
+    g4_sched *s;
+    int rc = g4_sched_create(tg, NULL, &s, err);
     if (rc) return rc;
-    if ((rc = g4_detok_create(tg->tok, p->skip_special, &dt, err))) goto out;
-    if (p->n_stop_strings && (rc = g4_stop_strings_create(p->stop_strings, p->n_stop_strings, &ss, err))) goto out;
-    int seq = -1;
-    if ((rc = g4_engine_seq_open(e, (int64_t)n_prompt + (max_new > 0 ? max_new : 1), &seq, err))) goto out;
-    const int mb = g4_engine_max_batch(e);
-    float *logits = malloc(sizeof(float) * (size_t)V);
-    int32_t *pos = malloc(sizeof(int32_t) * (size_t)mb), *sq = malloc(sizeof(int32_t) * (size_t)mb);
-    uint8_t *want = malloc((size_t)mb);
-    res->ids = malloc(sizeof(int32_t) * (size_t)(max_new + 1));
+    g4_sched_req *r;
+    if ((rc = g4_sched_submit(s, prompt, n_prompt, p, &r, err))) { g4_sched_free(s); return rc; }
     size_t cap = 0;
-    res->prompt_tokens = n_prompt;
-    res->finish_reason = "length";
-    double t0 = now_s(), t_first = 0;
-    if (!logits || !pos || !sq || !want || !res->ids) { rc = g4_err_set(err, G4_ENOMEM, "out of memory"); goto out2; }
-    for (size_t s = 0; s < n_prompt; s += (size_t)mb) {
-        int n = (int)(n_prompt - s < (size_t)mb ? n_prompt - s : (size_t)mb);
-        for (int k = 0; k < n; k++) { pos[k] = (int32_t)(s + (size_t)k); sq[k] = seq; want[k] = s + (size_t)k == n_prompt - 1; }
-        g4_batch b = {n, prompt + s, pos, sq, want};
-        if ((rc = g4_engine_forward(e, &b, logits, err))) goto out2;
-    }
-    t_first = now_s();
-    res->ttft_ms = (t_first - t0) * 1e3;
-    for (int64_t step = 0; step < max_new; step++) {
-        int32_t id = g4_sampler_sample(smp, logits, (int)V);
-        if (id < 0) { rc = g4_err_set(err, G4_EINVAL, "no finite logit to sample from"); goto out2; }
-        res->ids[res->n_ids++] = id;
-        if (g4_gen_config_is_eos(&tg->gen, id)) { res->finish_reason = "stop"; break; }
-        char *piece;
-        size_t plen;
-        if ((rc = g4_detok_push(dt, id, &piece, &plen, err))) goto out2;
-        const char *emit = piece;
-        size_t elen = plen;
-        int stopped = 0;
-        if (ss && (stopped = g4_stop_strings_feed(ss, piece, plen, &emit, &elen, err)) < 0) { free(piece); rc = -stopped; goto out2; }
-        if (elen) {
-            append(&res->text, &res->text_len, &cap, emit, elen);
-            if (cb && cb(user, emit, elen)) { free(piece); res->finish_reason = "cancelled"; break; }
+    if (append(&res->text, &res->text_len, &cap, "", 0)) rc = g4_err_set(err, G4_ENOMEM, "out of memory");
+    res->ids = malloc(sizeof(int32_t) * (size_t)(p->max_new_tokens + 1));
+    if (!res->ids) rc = g4_err_set(err, G4_ENOMEM, "out of memory");
+    int cancelled = 0;
+    for (;;) {
+        g4_sched_event ev;
+        if (!g4_sched_next(r, &ev, -1)) continue;
+        if (ev.kind == G4_EV_TEXT) {
+            if (rc == G4_OK && append(&res->text, &res->text_len, &cap, ev.text, ev.len)) rc = g4_err_set(err, G4_ENOMEM, "out of memory");
+            if (!cancelled && cb && cb(user, ev.text, ev.len)) { cancelled = 1; g4_sched_cancel(r); }
+            g4_sched_event_clear(&ev);
+            continue;
         }
-        free(piece);
-        if (stopped > 0) { res->finish_reason = "stop"; break; }
-        if (step == max_new - 1) break;
-        int32_t ps = (int32_t)(n_prompt + (size_t)step);
-        uint8_t one = 1;
-        g4_batch b = {1, &id, &ps, &seq, &one};
-        if ((rc = g4_engine_forward(e, &b, logits, err))) goto out2;
-    }
-    if (strcmp(res->finish_reason, "cancelled") != 0 && !(ss && g4_stop_strings_matched(ss) >= 0)) {
-        /* the detokenizer's held-back bytes, then the stop matcher's held-back text */
-        char *rest = NULL;
-        size_t rl = 0;
-        if ((rc = g4_detok_flush(dt, &rest, &rl, err))) goto out2;
-        const char *emit = rest;
-        size_t elen = rl;
-        int st = 0;
-        if (ss && (st = g4_stop_strings_feed(ss, rest, rl, &emit, &elen, err)) < 0) { free(rest); rc = -st; goto out2; }
-        if (elen) { append(&res->text, &res->text_len, &cap, emit, elen); if (cb) cb(user, emit, elen); }
-        free(rest);
-        if (st == 1) res->finish_reason = "stop";
-        else if (ss && g4_stop_strings_finish(ss, &emit, &elen) == 0 && elen) {
-            append(&res->text, &res->text_len, &cap, emit, elen);
-            if (cb) cb(user, emit, elen);
+        if (ev.kind == G4_EV_ERROR) {
+            if (rc == G4_OK) rc = g4_err_set(err, ev.code ? ev.code : G4_EINVAL, "%s", ev.text ? ev.text : "generation failed");
+        } else {
+            res->finish_reason = ev.finish_reason;
+            res->prompt_tokens = ev.prompt_tokens;
+            res->n_ids = ev.completion_tokens;
+            res->ttft_ms = ev.ttft_ms;
+            res->decode_tok_s = ev.tokens_per_s;
         }
+        g4_sched_event_clear(&ev);
+        break;
     }
-    if (!res->text) append(&res->text, &res->text_len, &cap, "", 0);
-    double dt_s = now_s() - t_first;
-    res->decode_tok_s = res->n_ids > 1 && dt_s > 0 ? (double)(res->n_ids - 1) / dt_s : 0;
-out2:
-    free(logits); free(pos); free(sq); free(want);
-    g4_engine_seq_close(e, seq);
-out:
-    g4_sampler_free(smp);
-    g4_detok_free(dt);
-    g4_stop_strings_free(ss);
+    /* the generated ids, as the scheduler recorded them */
+    if (rc == G4_OK) g4_sched_req_ids(r, res->ids, (size_t)p->max_new_tokens + 1, &res->n_ids);
+    g4_sched_req_free(r);
+    g4_sched_free(s);
     if (rc) g4_gen_result_free(res);
     return rc;
 }

@@ -1,0 +1,457 @@
+/* scheduler.c — continuous batching over one engine (see scheduler.h).
+ *
+ * One thread owns the engine. Each step: drop cancelled sequences, admit waiting requests
+ * (FIFO) while a sequence slot and KV budget are free, then build one batch — a decode token
+ * for every sequence that is generating, then prefill chunks of admitted prompts up to the
+ * batch size — run it, and sample each sequence that produced logits. Requests talk to the
+ * thread only through their event queues and a cancel flag. */
+#include "engine/scheduler.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "text/stop_strings.h"
+
+enum { ST_WAITING, ST_PREFILL, ST_DECODE, ST_DONE };
+
+typedef struct ev_node { g4_sched_event ev; struct ev_node *next; } ev_node;
+
+struct g4_sched_req {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    ev_node *head, *tail;
+    int finished;             /* DONE/ERROR queued */
+    atomic_int cancelled;
+    atomic_int refs;          /* client + scheduler */
+    /* scheduler side */
+    int32_t *prompt;
+    size_t n_prompt, n_prefilled, n_gen;
+    int32_t *gen;             /* [max_new_tokens] generated ids */
+    g4_gen_params p;
+    char **stops;
+    int state, seq;
+    int32_t next_token;       /* sampled, to be fed */
+    g4_sampler *smp;
+    g4_detok *dt;
+    g4_stop_strings *ss;
+    double t_submit, t_first, t_last;
+    struct g4_sched_req *next_wait;
+};
+
+struct g4_sched {
+    g4_textgen *tg;
+    g4_engine *e;
+    g4_sched_opts o;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    g4_sched_req *wait_head, *wait_tail;
+    int n_waiting;
+    g4_sched_req **running;   /* [max_seqs] admitted (prefill or decode) */
+    int n_running, max_running;
+    int stop, closed, drain;
+    g4_sched_stats stats;
+    /* step buffers */
+    int32_t *ids, *pos, *seqs;
+    uint8_t *want;
+    g4_sched_req **owner;     /* [max_batch] request of each logits row */
+    float *logits;            /* [max_running][V] */
+    int64_t V;
+    int max_batch;
+};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---- events ------------------------------------------------------------------------------ */
+
+static void push(g4_sched_req *r, const g4_sched_event *ev) {
+    ev_node *n = malloc(sizeof *n);
+    if (!n) return; /* out of memory: the event is lost, the stream ends with its DONE */
+    n->ev = *ev;
+    n->next = NULL;
+    pthread_mutex_lock(&r->mu);
+    if (r->tail) r->tail->next = n; else r->head = n;
+    r->tail = n;
+    if (ev->kind != G4_EV_TEXT) r->finished = 1;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void push_text(g4_sched_req *r, const char *s, size_t n, int32_t token) {
+    if (n == 0) return;
+    g4_sched_event ev = {.kind = G4_EV_TEXT, .len = n, .token = token};
+    ev.text = malloc(n + 1);
+    if (!ev.text) return;
+    memcpy(ev.text, s, n);
+    ev.text[n] = 0;
+    push(r, &ev);
+}
+
+int g4_sched_next(g4_sched_req *r, g4_sched_event *ev, int timeout_ms) {
+    memset(ev, 0, sizeof *ev);
+    pthread_mutex_lock(&r->mu);
+    if (!r->head && timeout_ms != 0) {
+        struct timespec dl;
+        clock_gettime(CLOCK_REALTIME, &dl);
+        if (timeout_ms > 0) {
+            dl.tv_sec += timeout_ms / 1000;
+            dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+            if (dl.tv_nsec >= 1000000000L) { dl.tv_sec++; dl.tv_nsec -= 1000000000L; }
+        }
+        while (!r->head) {
+            if (timeout_ms < 0) pthread_cond_wait(&r->cv, &r->mu);
+            else if (pthread_cond_timedwait(&r->cv, &r->mu, &dl) != 0) break;
+        }
+    }
+    ev_node *n = r->head;
+    if (n) {
+        r->head = n->next;
+        if (!r->head) r->tail = NULL;
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (!n) return 0;
+    *ev = n->ev;
+    free(n);
+    return 1;
+}
+
+void g4_sched_event_clear(g4_sched_event *ev) {
+    free(ev->text);
+    memset(ev, 0, sizeof *ev);
+}
+
+/* ---- request lifetime -------------------------------------------------------------------- */
+
+static void req_unref(g4_sched_req *r) {
+    if (atomic_fetch_sub(&r->refs, 1) != 1) return;
+    ev_node *n = r->head;
+    while (n) { ev_node *x = n->next; free(n->ev.text); free(n); n = x; }
+    g4_sampler_free(r->smp);
+    g4_detok_free(r->dt);
+    g4_stop_strings_free(r->ss);
+    for (size_t i = 0; i < r->p.n_stop_strings; i++) free(r->stops[i]);
+    free(r->stops);
+    free(r->prompt);
+    free(r->gen);
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+    free(r);
+}
+
+void g4_sched_cancel(g4_sched_req *r) { atomic_store(&r->cancelled, 1); }
+
+void g4_sched_req_free(g4_sched_req *r) {
+    if (!r) return;
+    g4_sched_cancel(r);
+    req_unref(r);
+}
+
+/* ---- the loop ---------------------------------------------------------------------------- */
+
+static void finish(g4_sched *s, g4_sched_req *r, const char *reason) {
+    if (r->state == ST_DONE) return;
+    if (r->dt && strcmp(reason, "cancelled") != 0 && !(r->ss && g4_stop_strings_matched(r->ss) >= 0)) {
+        /* release what the detokenizer and the stop matcher held back */
+        char *rest = NULL;
+        size_t rl = 0;
+        g4_err err;
+        if (g4_detok_flush(r->dt, &rest, &rl, &err) == G4_OK) {
+            const char *emit = rest;
+            size_t elen = rl;
+            int st = r->ss ? g4_stop_strings_feed(r->ss, rest, rl, &emit, &elen, &err) : 0;
+            if (st >= 0) push_text(r, emit, elen, -1);
+            if (st == 1) reason = "stop";
+            else if (st == 0 && r->ss && g4_stop_strings_finish(r->ss, &emit, &elen) == 0) push_text(r, emit, elen, -1);
+        }
+        free(rest);
+    }
+    g4_sched_event ev = {.kind = G4_EV_DONE, .finish_reason = reason, .prompt_tokens = r->n_prompt, .completion_tokens = r->n_gen};
+    ev.ttft_ms = r->t_first > 0 ? (r->t_first - r->t_submit) * 1e3 : 0;
+    ev.tokens_per_s = r->n_gen > 1 && r->t_last > r->t_first ? (double)(r->n_gen - 1) / (r->t_last - r->t_first) : 0;
+    push(r, &ev);
+    if (r->seq >= 0) g4_engine_seq_close(s->e, r->seq);
+    r->seq = -1;
+    r->state = ST_DONE;
+}
+
+static void fail_req(g4_sched_req *r, const g4_err *err) {
+    g4_sched_event ev = {.kind = G4_EV_ERROR, .code = err->code};
+    ev.text = strdup(err->msg);
+    ev.len = ev.text ? strlen(ev.text) : 0;
+    push(r, &ev);
+    r->state = ST_DONE;
+}
+
+/* One sampled token: stop id, text, stop strings, length. */
+static void accept(g4_sched *s, g4_sched_req *r, int32_t id, double t) {
+    if (r->t_first == 0) r->t_first = t;
+    r->t_last = t;
+    pthread_mutex_lock(&r->mu);
+    r->gen[r->n_gen++] = id;
+    pthread_mutex_unlock(&r->mu);
+    s->stats.generated_tokens++;
+    if (g4_gen_config_is_eos(&s->tg->gen, id)) { finish(s, r, "stop"); return; }
+    char *piece = NULL;
+    size_t plen = 0;
+    g4_err err;
+    if (g4_detok_push(r->dt, id, &piece, &plen, &err)) { finish(s, r, "stop"); return; }
+    const char *emit = piece;
+    size_t elen = plen;
+    int st = r->ss ? g4_stop_strings_feed(r->ss, piece, plen, &emit, &elen, &err) : 0;
+    if (st >= 0) push_text(r, emit, elen, id);
+    free(piece);
+    if (st == 1) { finish(s, r, "stop"); return; }
+    if ((int64_t)r->n_gen >= r->p.max_new_tokens) { finish(s, r, "length"); return; }
+    r->next_token = id;
+    r->state = ST_DECODE;
+}
+
+static void admit(g4_sched *s) {
+    while (s->wait_head && s->n_running < s->max_running) {
+        g4_sched_req *r = s->wait_head;
+        if (atomic_load(&r->cancelled)) {
+            s->wait_head = r->next_wait;
+            if (!s->wait_head) s->wait_tail = NULL;
+            s->n_waiting--;
+            r->seq = -1;
+            finish(s, r, "cancelled");
+            req_unref(r);
+            continue;
+        }
+        g4_err err = {0};
+        int seq;
+        int rc = g4_engine_seq_open(s->e, (int64_t)r->n_prompt + r->p.max_new_tokens, &seq, &err);
+        if (rc == G4_ENOMEM || rc == G4_EBUSY) break; /* wait until running sequences free memory */
+        s->wait_head = r->next_wait;
+        if (!s->wait_head) s->wait_tail = NULL;
+        s->n_waiting--;
+        if (rc) { fail_req(r, &err); req_unref(r); continue; }
+        r->seq = seq;
+        r->state = ST_PREFILL;
+        s->running[s->n_running++] = r;
+    }
+}
+
+static void *loop(void *arg) {
+    g4_sched *s = arg;
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        /* drop finished and cancelled sequences */
+        int k = 0;
+        for (int i = 0; i < s->n_running; i++) {
+            g4_sched_req *r = s->running[i];
+            if (r->state != ST_DONE && atomic_load(&r->cancelled)) finish(s, r, "cancelled");
+            if (r->state == ST_DONE) req_unref(r);
+            else s->running[k++] = r;
+        }
+        s->n_running = k;
+        if (s->stop && (!s->drain || (s->n_running == 0 && !s->wait_head))) {
+            for (int i = 0; i < s->n_running; i++) { finish(s, s->running[i], "cancelled"); req_unref(s->running[i]); }
+            s->n_running = 0;
+            while (s->wait_head) {
+                g4_sched_req *r = s->wait_head;
+                s->wait_head = r->next_wait;
+                r->seq = -1;
+                finish(s, r, "cancelled");
+                req_unref(r);
+            }
+            s->wait_tail = NULL;
+            s->n_waiting = 0;
+            pthread_mutex_unlock(&s->mu);
+            return NULL;
+        }
+        admit(s);
+        if (s->n_running == 0) {
+            pthread_cond_wait(&s->cv, &s->mu);
+            pthread_mutex_unlock(&s->mu);
+            continue;
+        }
+        s->stats.running = s->n_running;
+        s->stats.waiting = s->n_waiting;
+        s->stats.kv_used = g4_engine_kv_bytes_used(s->e);
+        pthread_mutex_unlock(&s->mu);
+
+        /* build the batch: decode tokens first (running streams keep flowing), then prefill */
+        int n = 0, nl = 0;
+        for (int i = 0; i < s->n_running; i++) {
+            g4_sched_req *r = s->running[i];
+            if (r->state != ST_DECODE) continue;
+            s->ids[n] = r->next_token;
+            s->pos[n] = (int32_t)(r->n_prompt + r->n_gen - 1);
+            s->seqs[n] = r->seq;
+            s->want[n] = 1;
+            s->owner[nl++] = r;
+            n++;
+        }
+        for (int i = 0; i < s->n_running && n < s->max_batch; i++) {
+            g4_sched_req *r = s->running[i];
+            if (r->state != ST_PREFILL) continue;
+            size_t left = r->n_prompt - r->n_prefilled, take = (size_t)(s->max_batch - n);
+            if (take > (size_t)s->o.prefill_chunk) take = (size_t)s->o.prefill_chunk;
+            if (take > left) take = left;
+            for (size_t j = 0; j < take; j++) {
+                size_t p = r->n_prefilled + j;
+                s->ids[n] = r->prompt[p];
+                s->pos[n] = (int32_t)p;
+                s->seqs[n] = r->seq;
+                s->want[n] = p == r->n_prompt - 1;
+                if (s->want[n]) s->owner[nl++] = r;
+                n++;
+            }
+            r->n_prefilled += take;
+            s->stats.prompt_tokens += take;
+        }
+        if (n == 0) continue;
+        g4_batch b = {n, s->ids, s->pos, s->seqs, s->want};
+        g4_err err = {0};
+        int rc = g4_engine_forward(s->e, &b, s->logits, &err);
+        s->stats.steps++;
+        double t = now_s();
+        pthread_mutex_lock(&s->mu);
+        for (int i = 0; i < nl; i++) {
+            g4_sched_req *r = s->owner[i];
+            if (rc) { fail_req(r, &err); g4_engine_seq_close(s->e, r->seq); r->seq = -1; continue; }
+            int32_t id = g4_sampler_sample(r->smp, s->logits + (size_t)i * (size_t)s->V, (int)s->V);
+            if (id < 0) { g4_err_set(&err, G4_EINVAL, "no finite logit to sample from"); fail_req(r, &err); g4_engine_seq_close(s->e, r->seq); r->seq = -1; continue; }
+            accept(s, r, id, t);
+        }
+        pthread_mutex_unlock(&s->mu);
+    }
+}
+
+/* ---- API ----------------------------------------------------------------------------------- */
+
+int g4_sched_create(g4_textgen *tg, const g4_sched_opts *opts, g4_sched **out, g4_err *err) {
+    g4_sched *s = calloc(1, sizeof *s);
+    if (!s) return g4_err_set(err, G4_ENOMEM, "out of memory");
+    s->tg = tg;
+    s->e = tg->engine;
+    if (opts) s->o = *opts;
+    s->max_batch = g4_engine_max_batch(s->e);
+    if (s->o.max_waiting <= 0) s->o.max_waiting = 64;
+    if (s->o.prefill_chunk <= 0) s->o.prefill_chunk = s->max_batch > 1 ? s->max_batch / 2 : 1;
+    s->V = g4_engine_vocab(s->e);
+    s->max_running = g4_engine_max_seqs(s->e);
+    if (s->max_running > s->max_batch) s->max_running = s->max_batch;
+    s->running = calloc((size_t)s->max_running, sizeof *s->running);
+    s->ids = malloc(sizeof(int32_t) * (size_t)s->max_batch);
+    s->pos = malloc(sizeof(int32_t) * (size_t)s->max_batch);
+    s->seqs = malloc(sizeof(int32_t) * (size_t)s->max_batch);
+    s->want = malloc((size_t)s->max_batch);
+    s->owner = calloc((size_t)s->max_batch, sizeof *s->owner);
+    s->logits = malloc(sizeof(float) * (size_t)s->V * (size_t)s->max_running);
+    s->stats.kv_budget = g4_engine_kv_budget(s->e);
+    if (!s->running || !s->ids || !s->pos || !s->seqs || !s->want || !s->owner || !s->logits) {
+        g4_sched_free(s);
+        return g4_err_set(err, G4_ENOMEM, "out of memory for the scheduler");
+    }
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    if (pthread_create(&s->thread, NULL, loop, s) != 0) {
+        pthread_mutex_destroy(&s->mu);
+        pthread_cond_destroy(&s->cv);
+        s->closed = 1;
+        g4_sched_free(s);
+        return g4_err_set(err, G4_ENOMEM, "cannot start the scheduler thread");
+    }
+    *out = s;
+    return G4_OK;
+}
+
+void g4_sched_shutdown(g4_sched *s, int drain) {
+    pthread_mutex_lock(&s->mu);
+    s->stop = 1;
+    s->drain = drain;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void g4_sched_free(g4_sched *s) {
+    if (!s) return;
+    if (!s->closed && s->thread) {
+        g4_sched_shutdown(s, 0);
+        pthread_join(s->thread, NULL);
+        pthread_mutex_destroy(&s->mu);
+        pthread_cond_destroy(&s->cv);
+    }
+    free(s->running); free(s->ids); free(s->pos); free(s->seqs); free(s->want); free(s->owner); free(s->logits);
+    free(s);
+}
+
+int g4_sched_submit(g4_sched *s, const int32_t *prompt, size_t n_prompt, const g4_gen_params *p, g4_sched_req **out, g4_err *err) {
+    *out = NULL;
+    if (n_prompt == 0) return g4_err_set(err, G4_EINVAL, "the prompt is empty");
+    if (p->max_new_tokens < 1) return g4_err_set(err, G4_EINVAL, "max_new_tokens must be at least 1");
+    int rc = g4_sampling_params_validate(&p->sampling, err);
+    if (rc) return rc;
+    const int64_t ctx = g4_engine_max_ctx(s->e);
+    if ((int64_t)n_prompt + p->max_new_tokens > ctx)
+        return g4_err_set(err, G4_ECONTEXT, "the prompt (%zu tokens) plus %lld requested tokens exceeds the context of %lld tokens",
+                          n_prompt, (long long)p->max_new_tokens, (long long)ctx);
+    for (size_t i = 0; i < n_prompt; i++)
+        if (prompt[i] < 0 || prompt[i] >= s->V) return g4_err_set(err, G4_EINVAL, "token id %d is outside the vocabulary", prompt[i]);
+    size_t need = g4_engine_seq_bytes(s->e, (int64_t)n_prompt + p->max_new_tokens);
+    if (need > g4_engine_kv_budget(s->e))
+        return g4_err_set(err, G4_ENOMEM, "the request needs %zu bytes of KV cache, more than the whole budget of %zu", need, g4_engine_kv_budget(s->e));
+    g4_sched_req *r = calloc(1, sizeof *r);
+    if (!r) return g4_err_set(err, G4_ENOMEM, "out of memory");
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+    atomic_store(&r->refs, 2);
+    r->seq = -1;
+    r->p = *p;
+    r->prompt = malloc(sizeof(int32_t) * n_prompt);
+    r->gen = malloc(sizeof(int32_t) * (size_t)p->max_new_tokens);
+    r->stops = p->n_stop_strings ? calloc(p->n_stop_strings, sizeof(char *)) : NULL;
+    rc = (!r->prompt || !r->gen || (p->n_stop_strings && !r->stops)) ? g4_err_set(err, G4_ENOMEM, "out of memory") : G4_OK;
+    for (size_t i = 0; rc == G4_OK && i < p->n_stop_strings; i++)
+        if (!(r->stops[i] = strdup(p->stop_strings[i]))) rc = g4_err_set(err, G4_ENOMEM, "out of memory");
+    r->p.stop_strings = (const char *const *)r->stops;
+    if (rc == G4_OK) {
+        memcpy(r->prompt, prompt, sizeof(int32_t) * n_prompt);
+        r->n_prompt = n_prompt;
+        rc = g4_sampler_create((int)s->V, &p->sampling, &r->smp, err);
+    }
+    if (rc == G4_OK) rc = g4_detok_create(s->tg->tok, p->skip_special, &r->dt, err);
+    if (rc == G4_OK && p->n_stop_strings) rc = g4_stop_strings_create(p->stop_strings, p->n_stop_strings, &r->ss, err);
+    if (rc) { atomic_store(&r->refs, 1); req_unref(r); return rc; }
+    r->t_submit = now_s();
+    pthread_mutex_lock(&s->mu);
+    if (s->stop || s->n_waiting >= s->o.max_waiting) {
+        int stopping = s->stop;
+        pthread_mutex_unlock(&s->mu);
+        atomic_store(&r->refs, 1);
+        req_unref(r);
+        return g4_err_set(err, G4_EBUSY, stopping ? "the server is shutting down" : "the request queue is full (%d waiting); retry later", s->o.max_waiting);
+    }
+    if (s->wait_tail) s->wait_tail->next_wait = r; else s->wait_head = r;
+    s->wait_tail = r;
+    s->n_waiting++;
+    s->stats.waiting = s->n_waiting;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    *out = r;
+    return G4_OK;
+}
+
+void g4_sched_req_ids(g4_sched_req *r, int32_t *ids, size_t max, size_t *n) {
+    pthread_mutex_lock(&r->mu);
+    *n = r->n_gen < max ? r->n_gen : max;
+    memcpy(ids, r->gen, sizeof(int32_t) * *n);
+    pthread_mutex_unlock(&r->mu);
+}
+
+void g4_sched_get_stats(g4_sched *s, g4_sched_stats *st) {
+    pthread_mutex_lock(&s->mu);
+    *st = s->stats;
+    st->waiting = s->n_waiting;
+    st->running = s->n_running;
+    pthread_mutex_unlock(&s->mu);
+}

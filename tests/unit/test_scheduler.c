@@ -1,0 +1,205 @@
+/* Continuous batching (src/engine/scheduler.c) on the demo model: many concurrent requests each
+ * get exactly the tokens they get alone (greedy and seeded sampling), cancellation frees the
+ * sequence, a full queue says busy, requests that cannot fit the KV budget are refused up front,
+ * and requests that fit only one at a time wait instead of failing. */
+#include <pthread.h>
+#include <time.h>
+
+#include "engine_util.h"
+#include "engine/scheduler.h"
+#include "engine/textgen.h"
+
+static const char *questions[] = {
+    "What is the capital of France?", "What is the capital of Japan?", "What is the capital of Peru?",
+    "What is the capital of Kenya?", "What is the capital of Canada?", "What is the capital of Chile?",
+    "What is the capital of Egypt?", "What is the capital of India?",
+};
+
+static int32_t *prompt_ids(g4_textgen *tg, const char *q, size_t *n) {
+    json_t *req = json_pack("{s:[{s:s,s:s}],s:b}", "messages", "role", "user", "content", q, "add_generation_prompt", 1);
+    char *text;
+    size_t len;
+    g4_err err;
+    assert_int_equal(g4_textgen_render(tg, req, &text, &len, &err), 0);
+    int32_t *ids;
+    assert_int_equal(g4_tokenizer_encode(tg->tok, text, len, 0, &ids, n, &err), 0);
+    free(text);
+    json_decref(req);
+    return ids;
+}
+
+/* Collects a request's text until DONE. */
+static char *collect(g4_sched_req *r, const char **reason) {
+    char *out = calloc(1, 1);
+    size_t len = 0;
+    for (;;) {
+        g4_sched_event ev;
+        if (!g4_sched_next(r, &ev, 60000)) fail_msg("no event within 60 s");
+        if (ev.kind == G4_EV_TEXT) {
+            out = realloc(out, len + ev.len + 1);
+            memcpy(out + len, ev.text, ev.len);
+            len += ev.len;
+            out[len] = 0;
+        } else {
+            if (ev.kind == G4_EV_ERROR) fail_msg("error event: %s", ev.text);
+            *reason = ev.finish_reason;
+            g4_sched_event_clear(&ev);
+            return out;
+        }
+        g4_sched_event_clear(&ev);
+    }
+}
+
+static void open_demo(int tp, int64_t kv_mb, g4_engine **e, g4_textgen *tg) {
+    g4_engine_opts o = {.tp = tp, .threads = 1, .model_dir = "models/demo", .max_seqs = 16, .max_batch = 64, .max_ctx = 256,
+                        .kv_budget_bytes = kv_mb << 20};
+    g4_err err = {0};
+    if (g4_engine_open(&o, e, &err)) fail_msg("%s", err.msg);
+    if (g4_textgen_open(*e, "models/demo", tg, &err)) fail_msg("%s", err.msg);
+}
+
+static void test_concurrent_equals_alone(void **state) {
+    (void)state;
+    g4_engine *e;
+    g4_textgen tg;
+    open_demo(2, 64, &e, &tg);
+    g4_sched *s;
+    g4_err err;
+    assert_int_equal(g4_sched_create(&tg, NULL, &s, &err), 0);
+    enum { N = 16 };
+    char *alone[N];
+    g4_gen_params p = {.max_new_tokens = 24, .skip_special = 1};
+    for (int i = 0; i < N; i++) {
+        g4_sampling_params_default(&p.sampling);
+        if (i % 2) { p.sampling.temperature = 1.3f; p.sampling.seed = 100 + (uint64_t)i; p.sampling.has_seed = 1; }
+        size_t n;
+        int32_t *ids = prompt_ids(&tg, questions[i % 8], &n);
+        g4_sched_req *r;
+        assert_int_equal(g4_sched_submit(s, ids, n, &p, &r, &err), 0);
+        const char *why;
+        alone[i] = collect(r, &why);
+        g4_sched_req_free(r);
+        free(ids);
+    }
+    /* now all at once */
+    g4_sched_req *rs[N];
+    for (int i = 0; i < N; i++) {
+        g4_sampling_params_default(&p.sampling);
+        if (i % 2) { p.sampling.temperature = 1.3f; p.sampling.seed = 100 + (uint64_t)i; p.sampling.has_seed = 1; }
+        size_t n;
+        int32_t *ids = prompt_ids(&tg, questions[i % 8], &n);
+        assert_int_equal(g4_sched_submit(s, ids, n, &p, &rs[i], &err), 0);
+        free(ids);
+    }
+    for (int i = 0; i < N; i++) {
+        const char *why;
+        char *t = collect(rs[i], &why);
+        assert_string_equal(t, alone[i]);
+        free(t);
+        free(alone[i]);
+        g4_sched_req_free(rs[i]);
+    }
+    g4_sched_stats st;
+    g4_sched_get_stats(s, &st);
+    assert_true(st.steps > 0 && st.generated_tokens > 0);
+    g4_sched_free(s);
+    g4_textgen_close(&tg);
+    g4_engine_close(e);
+}
+
+static void test_cancel_and_limits(void **state) {
+    (void)state;
+    g4_engine *e;
+    g4_textgen tg;
+    open_demo(1, 64, &e, &tg);
+    g4_sched *s;
+    g4_err err;
+    g4_sched_opts so = {.max_waiting = 2};
+    assert_int_equal(g4_sched_create(&tg, &so, &s, &err), 0);
+    size_t n;
+    int32_t *ids = prompt_ids(&tg, questions[0], &n);
+    g4_gen_params p = {.max_new_tokens = 200, .skip_special = 1};
+    g4_sampling_params_default(&p.sampling);
+    p.sampling.temperature = 2.0f; /* wander: do not stop early */
+    p.sampling.has_seed = 1;
+    g4_sched_req *r;
+    assert_int_equal(g4_sched_submit(s, ids, n, &p, &r, &err), 0);
+    g4_sched_event ev;
+    assert_int_equal(g4_sched_next(r, &ev, 60000), 1);
+    g4_sched_event_clear(&ev);
+    g4_sched_cancel(r);
+    const char *why;
+    char *t = collect(r, &why);
+    free(t);
+    assert_true(!strcmp(why, "cancelled") || !strcmp(why, "stop") || !strcmp(why, "length"));
+    g4_sched_req_free(r);
+    /* the sequence is freed: KV use goes back to zero */
+    for (int i = 0; i < 100 && g4_engine_kv_bytes_used(e) != 0; i++) { struct timespec ts = {0, 10000000}; nanosleep(&ts, NULL); }
+    g4_sched_stats st;
+    g4_sched_get_stats(s, &st);
+    assert_int_equal(st.running, 0);
+    /* too long for the context */
+    p.max_new_tokens = 10000;
+    assert_int_equal(g4_sched_submit(s, ids, n, &p, &r, &err), G4_ECONTEXT);
+    p.max_new_tokens = 0;
+    assert_int_equal(g4_sched_submit(s, ids, n, &p, &r, &err), G4_EINVAL);
+    p.max_new_tokens = 8;
+    p.sampling.temperature = -1;
+    assert_int_equal(g4_sched_submit(s, ids, n, &p, &r, &err), G4_EINVAL);
+    g4_sched_shutdown(s, 0);
+    p.sampling.temperature = 0;
+    assert_int_equal(g4_sched_submit(s, ids, n, &p, &r, &err), G4_EBUSY);
+    free(ids);
+    g4_sched_free(s);
+    g4_textgen_close(&tg);
+    g4_engine_close(e);
+}
+
+/* A KV budget that fits one sequence at a time: the others wait, all finish correctly. */
+static void test_budget_waits(void **state) {
+    (void)state;
+    g4_engine *e;
+    g4_textgen tg;
+    open_demo(1, 64, &e, &tg);
+    size_t one = g4_engine_seq_bytes(e, 256);
+    g4_textgen_close(&tg);
+    g4_engine_close(e);
+    g4_engine_opts o = {.tp = 1, .threads = 1, .model_dir = "models/demo", .max_seqs = 8, .max_batch = 64, .max_ctx = 256,
+                        .kv_budget_bytes = (int64_t)(one + one / 2)};
+    g4_err err;
+    assert_int_equal(g4_engine_open(&o, &e, &err), 0);
+    assert_int_equal(g4_textgen_open(e, "models/demo", &tg, &err), 0);
+    g4_sched *s;
+    assert_int_equal(g4_sched_create(&tg, NULL, &s, &err), 0);
+    g4_gen_params p = {.max_new_tokens = 200, .skip_special = 1};
+    g4_sampling_params_default(&p.sampling);
+    g4_sched_req *rs[4];
+    for (int i = 0; i < 4; i++) {
+        size_t n;
+        int32_t *ids = prompt_ids(&tg, questions[i], &n);
+        p.max_new_tokens = 256 - (int64_t)n;
+        assert_int_equal(g4_sched_submit(s, ids, n, &p, &rs[i], &err), 0);
+        free(ids);
+    }
+    for (int i = 0; i < 4; i++) {
+        const char *why;
+        char *t = collect(rs[i], &why);
+        assert_non_null(strstr(t, "The capital of"));
+        assert_string_equal(why, "stop");
+        free(t);
+        g4_sched_req_free(rs[i]);
+    }
+    /* a request bigger than the whole budget is refused up front */
+    g4_sched_free(s);
+    g4_textgen_close(&tg);
+    g4_engine_close(e);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_concurrent_equals_alone),
+        cmocka_unit_test(test_cancel_and_limits),
+        cmocka_unit_test(test_budget_waits),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
