@@ -27,6 +27,14 @@ if command -v script >/dev/null; then
   grep -q "MB/s" $tmp/tty.txt && ok "progress bar on a terminal" || bad "no progress bar on a terminal: $(cat $tmp/tty.txt)"
 fi
 
+# MPI: each process maps only its own rank file
+if command -v mpirun >/dev/null; then
+  $G4TP shard --model $D/tiny_tp8 --tp 4 --out $tmp/m4 2>/dev/null
+  got=$(ASAN_OPTIONS=detect_leaks=0 timeout 300 mpirun --oversubscribe --allow-run-as-root --mca btl self,vader --mca plm_rsh_agent false \
+        -np 4 $G4TP generate --comm mpi --model $tmp/m4 --verify --prompt-ids "$p" --max-new-tokens 16 2>$tmp/mpierr)
+  expect_eq "$got" "$want" "mpirun -np 4 generate --model ARTIFACT_DIR: golden ids"
+fi
+
 # refusals
 out=$($G4TP generate --model $tmp/a4 --tp 2 --prompt-ids 2 2>&1); rc=$?
 expect_eq "$rc" 1 "wrong --tp exits 1"; echo "$out" | grep -q "TP 4" && ok "message says the folder holds TP 4" || bad "message: $out"
