@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "base/mapfile.h"
+#include "engine/sampler.h"
 
 const char *cli_engine_help =
     "  --model DIR         model folder: Hugging Face checkpoint or g4tp artifacts (default: built-in demo)\n"
@@ -105,4 +106,37 @@ const char *cli_default_model(void) {
 
 void cli_error(const char *cmd, const g4_err *err) {
     fprintf(stderr, "g4tp %s: error: %s\n", cmd, err->msg[0] ? err->msg : g4_status_name(err->code));
+}
+
+const char *cli_sampling_help =
+    "  --temperature T         0 = greedy; default from generation_config.json\n"
+    "  --top-k K, --top-p P, --min-p M   sampling filters (defaults from generation_config.json)\n"
+    "  --seed S                reproducible sampling\n";
+
+void cli_sampling_init(cli_sampling *s) {
+    s->temperature = s->top_p = s->min_p = -1;
+    s->top_k = s->seed = -1;
+}
+
+int cli_sampling_flag(int argc, char **argv, int *i, cli_sampling *s, int *bad) {
+    const char *a = argv[*i], *v;
+    double *f = !strcmp(a, "--temperature") ? &s->temperature : !strcmp(a, "--top-p") ? &s->top_p : !strcmp(a, "--min-p") ? &s->min_p : NULL;
+    if (f) {
+        char *end;
+        if (!(v = cli_value(argc, argv, i))) { *bad = 1; return 1; }
+        *f = strtod(v, &end);
+        if (*end || end == v || !(*f >= 0)) { fprintf(stderr, "g4tp: %s must be a non-negative number (got \"%s\")\n", a, v); *bad = 1; }
+        return 1;
+    }
+    if (!strcmp(a, "--top-k")) { if (!(v = cli_value(argc, argv, i)) || !cli_int(a, v, 0, 1 << 30, &s->top_k)) *bad = 1; return 1; }
+    if (!strcmp(a, "--seed")) { if (!(v = cli_value(argc, argv, i)) || !cli_int(a, v, 0, 1LL << 62, &s->seed)) *bad = 1; return 1; }
+    return 0;
+}
+
+void cli_sampling_apply(const cli_sampling *s, g4_sampling_params *p) {
+    if (s->temperature >= 0) p->temperature = (float)s->temperature;
+    if (s->top_p >= 0) p->top_p = (float)s->top_p;
+    if (s->min_p >= 0) p->min_p = (float)s->min_p;
+    if (s->top_k >= 0) p->top_k = (int)s->top_k;
+    if (s->seed >= 0) { p->seed = (uint64_t)s->seed; p->has_seed = 1; }
 }

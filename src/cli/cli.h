@@ -7,10 +7,15 @@
 #include <stdio.h>
 
 #include "g4.h"
+#include "engine/sampler.h"
 
 int cmd_generate(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_detokenize(int argc, char **argv);
+int cmd_render(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
 int cmd_shard(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 
@@ -23,6 +28,14 @@ int cli_ids(const char *flag, const char *s, int32_t **ids, int *n);
  * --dtype --max-batch --max-ctx --kv-budget-mb --verify. Returns 1 if argv[*i] was one. */
 int cli_engine_flag(int argc, char **argv, int *i, g4_engine_opts *o, int *bad);
 extern const char *cli_engine_help;
+
+/* Sampling flags shared by run and chat: --temperature --top-k --top-p --min-p --seed. */
+typedef struct cli_sampling { double temperature, top_p, min_p; long long top_k, seed; } cli_sampling;
+void cli_sampling_init(cli_sampling *s);
+int cli_sampling_flag(int argc, char **argv, int *i, cli_sampling *s, int *bad);
+/* Overrides the generation_config.json defaults in p with the flags given. */
+void cli_sampling_apply(const cli_sampling *s, g4_sampling_params *p);
+extern const char *cli_sampling_help;
 /* The built-in demo model folder (models/demo beside the binary's repository, or $G4_DEMO_MODEL). */
 const char *cli_default_model(void);
 void cli_error(const char *cmd, const g4_err *err);

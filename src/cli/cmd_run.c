@@ -18,13 +18,9 @@ static const char *help =
     "  --think                 enable thinking (printed to stderr)\n"
     "  --raw                   no chat template: the prompt text is tokenized as is\n"
     "  --max-new-tokens N      default 256\n"
-    "  --temperature T         0 = greedy; default from generation_config.json\n"
-    "  --top-k K, --top-p P, --min-p M, --seed S\n"
     "  --stop TEXT             stop string (repeatable)\n"
     "  --json                  print one JSON object (response, reasoning, tool_calls, usage)\n"
-    "%s";
-
-static const char *float_flags[] = {"--temperature", "--top-p", "--min-p"};
+    "%s%s";
 
 int cmd_run(int argc, char **argv) {
     g4_engine_opts o = {0};
@@ -32,20 +28,14 @@ int cmd_run(int argc, char **argv) {
     const char *prompt = NULL, *system = NULL, *stops[16];
     size_t n_stops = 0;
     int think = 0, raw = 0, bad = 0, json_out = 0;
-    long long max_new = 256, top_k = -1, seed = -1;
-    double fl[3] = {-1, -1, -1};
+    long long max_new = 256;
+    cli_sampling smp;
+    cli_sampling_init(&smp);
     for (int i = 1; i < argc && !bad; i++) {
         const char *a = argv[i], *v;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { printf(help, cli_engine_help); return 0; }
-        if (cli_engine_flag(argc, argv, &i, &o, &bad)) continue;
-        int fi = -1;
-        for (int k = 0; k < 3; k++) if (!strcmp(a, float_flags[k])) fi = k;
-        if (fi >= 0) {
-            char *end;
-            if (!(v = cli_value(argc, argv, &i))) { bad = 1; break; }
-            fl[fi] = strtod(v, &end);
-            if (*end || end == v || fl[fi] < 0) { fprintf(stderr, "g4tp run: %s must be a non-negative number\n", a); bad = 1; }
-        } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { if (!(prompt = cli_value(argc, argv, &i))) bad = 1; }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { printf(help, cli_sampling_help, cli_engine_help); return 0; }
+        if (cli_engine_flag(argc, argv, &i, &o, &bad) || cli_sampling_flag(argc, argv, &i, &smp, &bad)) continue;
+        if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { if (!(prompt = cli_value(argc, argv, &i))) bad = 1; }
         else if (!strcmp(a, "--system")) { if (!(system = cli_value(argc, argv, &i))) bad = 1; }
         else if (!strcmp(a, "--stop")) {
             if (!(v = cli_value(argc, argv, &i))) bad = 1;
@@ -55,8 +45,6 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--raw")) raw = 1;
         else if (!strcmp(a, "--json")) json_out = 1;
         else if (!strcmp(a, "--max-new-tokens")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 1 << 30, &max_new)) bad = 1; }
-        else if (!strcmp(a, "--top-k")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 0, 1 << 30, &top_k)) bad = 1; }
-        else if (!strcmp(a, "--seed")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 0, 1LL << 62, &seed)) bad = 1; }
         else { fprintf(stderr, "g4tp run: unknown option %s (see --help)\n", a); bad = 1; }
     }
     if (bad) return 2;
@@ -96,11 +84,7 @@ int cmd_run(int argc, char **argv) {
     g4_gen_params gp = {0};
     gp.max_new_tokens = max_new;
     g4_gen_config_sampling_defaults(&tg.gen, &gp.sampling);
-    if (fl[0] >= 0) gp.sampling.temperature = (float)fl[0];
-    if (fl[1] >= 0) gp.sampling.top_p = (float)fl[1];
-    if (fl[2] >= 0) gp.sampling.min_p = (float)fl[2];
-    if (top_k >= 0) gp.sampling.top_k = (int)top_k;
-    if (seed >= 0) { gp.sampling.seed = (uint64_t)seed; gp.sampling.has_seed = 1; }
+    cli_sampling_apply(&smp, &gp.sampling);
     gp.stop_strings = stops;
     gp.n_stop_strings = n_stops;
     gp.skip_special = 0; /* keep the markers: the output parser splits thinking and tool calls */

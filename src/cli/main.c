@@ -7,6 +7,10 @@
 static const struct { const char *name; int (*fn)(int, char **); const char *what; } commands[] = {
     {"run", cmd_run, "answer one prompt through the chat template (text in, text out)"},
     {"generate", cmd_generate, "greedy generation from token ids (prints the generated ids)"},
+    {"chat", cmd_chat, "interactive multi-turn chat, streaming the answers"},
+    {"tokenize", cmd_tokenize, "text on stdin -> token ids"},
+    {"detokenize", cmd_detokenize, "token ids on stdin -> text"},
+    {"render", cmd_render, "chat request (JSON) on stdin -> the rendered prompt"},
     {"inspect", cmd_inspect, "config summary, parameters and bytes per component and per rank"},
     {"shard", cmd_shard, "compile a Hugging Face checkpoint into per-rank artifacts (mapped at load)"},
     {"synth", cmd_synth, "write a random-weight checkpoint shaped like a config (tests, benchmarks)"},

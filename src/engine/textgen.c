@@ -28,26 +28,7 @@ int g4_textgen_open(g4_engine *e, const char *dir, g4_textgen *tg, g4_err *err) 
     }
     free(p);
     if (rc) { g4_textgen_close(tg); return rc; }
-    tg->special = json_object();
-    p = g4_path_join(dir, "tokenizer_config.json");
-    /* INT_AS_REAL: HF writes model_max_length = 1e30 as an integer literal jansson cannot hold */
-    json_error_t je;
-    json_t *tc = NULL;
-    if (g4_file_exists(p) && !(tc = json_load_file(p, JSON_DECODE_INT_AS_REAL, &je))) {
-        rc = g4_err_set(err, G4_EFORMAT, "%s: malformed JSON at line %d: %s", p, je.line, je.text);
-        free(p);
-        g4_textgen_close(tg);
-        return rc;
-    }
-    free(p);
-    const char *key;
-    json_t *v;
-    if (json_is_object(tc))
-        json_object_foreach(tc, key, v) {
-            size_t kl = strlen(key);
-            if (kl > 6 && strcmp(key + kl - 6, "_token") == 0 && json_is_string(v)) json_object_set(tg->special, key, v);
-        }
-    json_decref(tc);
+    if ((rc = g4_chat_template_special_tokens(dir, &tg->special, err))) { g4_textgen_close(tg); return rc; }
     if ((rc = g4_gen_config_load_dir(dir, &tg->gen, err))) { g4_textgen_close(tg); return rc; }
     return G4_OK;
 }

@@ -78,3 +78,33 @@ int g4_chat_template_render(const g4_chat_template *t, const json_t *request, co
     if (rc && err) g4_err_prefix(err, "chat template: ");
     return rc;
 }
+
+int g4_chat_template_special_tokens(const char *model_dir, json_t **out, g4_err *err) {
+    *out = json_object();
+    if (!*out) return g4_err_set(err, G4_ENOMEM, "out of memory");
+    size_t dl = strlen(model_dir);
+    char *p = malloc(dl + 32);
+    if (!p) return g4_err_set(err, G4_ENOMEM, "out of memory");
+    snprintf(p, dl + 32, "%s/tokenizer_config.json", model_dir);
+    FILE *f = fopen(p, "rb");
+    if (!f) { free(p); return G4_OK; } /* no tokenizer_config.json: the template's defaults */
+    fclose(f);
+    /* INT_AS_REAL: HF writes model_max_length = 1e30 as an integer literal jansson cannot hold */
+    json_error_t je;
+    json_t *tc = json_load_file(p, JSON_DECODE_INT_AS_REAL, &je);
+    if (!tc) {
+        int rc = g4_err_set(err, G4_EFORMAT, "%s: malformed JSON at line %d: %s", p, je.line, je.text);
+        free(p);
+        return rc;
+    }
+    free(p);
+    const char *key;
+    json_t *v;
+    if (json_is_object(tc))
+        json_object_foreach(tc, key, v) {
+            size_t kl = strlen(key);
+            if (kl > 6 && strcmp(key + kl - 6, "_token") == 0 && json_is_string(v)) json_object_set(*out, key, v);
+        }
+    json_decref(tc);
+    return G4_OK;
+}

@@ -28,4 +28,8 @@ void g4_chat_template_free(g4_chat_template *t);
 int g4_chat_template_render(const g4_chat_template *t, const json_t *request, const json_t *special,
                             char **out, size_t *out_len, g4_err *err);
 
+/* The *_token strings of MODEL_DIR/tokenizer_config.json (bos_token, eos_token, …) as HF passes
+ * them to the template; an empty object when the file is absent. *out is a new reference. */
+int g4_chat_template_special_tokens(const char *model_dir, json_t **out, g4_err *err);
+
 #endif
