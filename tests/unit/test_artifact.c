@@ -213,6 +213,67 @@ static void test_manifest_edit(void **state) {
     expect_msg(&err, "rank-00000-of-00002.g4w");
 }
 
+/* Rewrites the manifest's checksums after a deliberate edit (what a careful forger would do). */
+static void reseal(const char *dir, int rank, const uint8_t *hdr, size_t hb) {
+    char mp[1024];
+    snprintf(mp, sizeof mp, "%s/manifest.json", dir);
+    json_t *m = tu_load_json(mp);
+    char hx[17];
+    if (hdr) {
+        snprintf(hx, sizeof hx, "%016llx", (unsigned long long)XXH3_64bits(hdr, hb));
+        json_object_set_new(json_array_get(json_object_get(m, "ranks"), (size_t)rank), "header_xxh3", json_string(hx));
+    }
+    json_object_del(m, "manifest_xxh3");
+    char *c = json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS);
+    snprintf(hx, sizeof hx, "%016llx", (unsigned long long)XXH3_64bits(c, strlen(c)));
+    free(c);
+    json_object_set_new(m, "manifest_xxh3", json_string(hx));
+    assert_int_equal(json_dump_file(m, mp, JSON_INDENT(2)), 0);
+    json_decref(m);
+}
+
+/* With the checksums forged, the table checks still refuse bad entries (bounds, alignment,
+ * overlap, shape, name, dtype) — and a header byte flip without forging is always refused. */
+static void test_forged_tables(void **state) {
+    (void)state;
+    struct { uint64_t field; uint64_t value; const char *want; } cases[] = {
+        {120, 1ull << 40, "bad placement"},   /* offset beyond the file */
+        {120, 4096 * 3 + 8, "bad placement"}, /* unaligned */
+        {120, 4096, "bad placement"},         /* overlaps the header */
+        {104, 7, "holds"},                    /* wrong rows */
+        {96, 9, "invalid dtype"},
+        {0, 'X', "expected tensor"},          /* name */
+        {128, 1ull << 62, "bad placement"},   /* size overflow */
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        const char *dir = tmp_sub("forged");
+        shard_ok("tiny_tp8", 2, -1, dir);
+        char path[1024];
+        snprintf(path, sizeof path, "%s/rank-00001-of-00002.g4w", dir);
+        size_t len;
+        uint8_t *f = (uint8_t *)tu_read_file(path, &len);
+        assert_non_null(f);
+        uint32_t n = (uint32_t)f[20] | (uint32_t)f[21] << 8;
+        size_t hb = G4_ART_HEADER_BYTES + (size_t)n * G4_ART_ENTRY_BYTES;
+        uint8_t *e = f + G4_ART_HEADER_BYTES + 3 * G4_ART_ENTRY_BYTES; /* the 4th tensor */
+        if (cases[k].field == 0) e[0] = (uint8_t)cases[k].value;
+        else if (cases[k].field == 96) memcpy(e + 96, &(uint32_t){(uint32_t)cases[k].value}, 4);
+        else memcpy(e + cases[k].field, &cases[k].value, 8);
+        /* without forging: the header checksum in the manifest catches it */
+        FILE *o = fopen(path, "r+b");
+        fwrite(f, 1, hb, o);
+        fclose(o);
+        g4_err err = {0};
+        assert_int_equal(open_err(dir, 2, 0, &err), G4_ECHECKSUM);
+        reseal(dir, 1, f, hb);
+        assert_int_not_equal(open_err(dir, 2, 0, &err), G4_OK);
+        print_message("forged case %zu: %s\n", k, err.msg);
+        expect_msg(&err, cases[k].want);
+        expect_msg(&err, "rank-00001-of-00002.g4w");
+        free(f);
+    }
+}
+
 static void test_wrong_tp_and_refusals(void **state) {
     (void)state;
     const char *dir = tmp_sub("tp4");
@@ -282,6 +343,7 @@ int main(void) {
         cmocka_unit_test(test_corrupt_tensor),
         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_manifest_edit),
+        cmocka_unit_test(test_forged_tables),
         cmocka_unit_test(test_wrong_tp_and_refusals),
         cmocka_unit_test(test_cancel_leaves_nothing),
     };
