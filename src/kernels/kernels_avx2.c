@@ -123,7 +123,10 @@ AI void matvec_dt(const int dt, const g4_mat *W, const float *x, float *y, int64
     if (r < r1) mv_rows(dt, 1, base + r * ld, ld, x, K, y + r);
 }
 
-enum { MR = 3, NR = 4, KC = 512, TB = 48, RB = 30 };
+#ifndef G4_SMALL_T
+#define G4_SMALL_T 128 /* T <= this: direct tiles (measured crossover with the packed path) */
+#endif
+enum { MR = 3, NR = 4, KC = 512, TB = 48, RB = 30, SMALL_T = G4_SMALL_T };
 
 AI void tile(const int mr, const int nr, const float *const *w, const float *x, int64_t ldx,
              int64_t n, float *accb, int first, int last, float *y, int64_t ldy) {
@@ -223,6 +226,65 @@ static void matmul_tiled(const g4_mat *W, const float *x, int64_t ldx, int T, fl
     }
 }
 
+/* Small T (batched decode): 3 rows x nr tokens straight from W (converted in registers) over
+ * the whole K, accumulators in registers throughout; same per-element order as the rest. */
+AI void tile_direct(const int dt, const int nr, const char *w, int64_t ldw_b, const float *x,
+                    int64_t ldx, int64_t K, float *y, int64_t ldy) {
+    __m256 acc[3][4];
+#pragma GCC unroll 8
+    for (int i = 0; i < 3; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++) acc[i][j] = _mm256_setzero_ps();
+    int64_t k = 0;
+    for (; k + 8 <= K; k += 8) {
+        __m256 wv[3];
+#pragma GCC unroll 8
+        for (int i = 0; i < 3; i++) wv[i] = ldw(dt, w + i * ldw_b, k);
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++) {
+            __m256 xv = _mm256_loadu_ps(x + j * ldx + k);
+#pragma GCC unroll 8
+            for (int i = 0; i < 3; i++) acc[i][j] = _mm256_fmadd_ps(wv[i], xv, acc[i][j]);
+        }
+    }
+    if (k < K) {
+        __m256 wv[3];
+#pragma GCC unroll 8
+        for (int i = 0; i < 3; i++) wv[i] = ldw_part(dt, w + i * ldw_b, k, K - k);
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++) {
+            __m256 xv = ldx_part(x + j * ldx + k, K - k);
+#pragma GCC unroll 8
+            for (int i = 0; i < 3; i++) acc[i][j] = _mm256_fmadd_ps(wv[i], xv, acc[i][j]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < 3; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++) y[j * ldy + i] = hsum8(acc[i][j]);
+}
+
+AI void matmul_direct_dt(const int dt, const g4_mat *W, const float *x, int64_t ldx, int T, float *y,
+                         int64_t ldy, int64_t r0, int64_t r1) {
+    const char *base = W->data;
+    const int64_t K = W->cols, ld = W->ld_bytes;
+    int64_t r = r0;
+    for (; r + 3 <= r1; r += 3)
+        for (int t = 0; t < T; t += 4) {
+            const char *w = base + r * ld;
+            const float *xt = x + t * ldx;
+            float *yt = y + t * ldy + r;
+            switch (T - t < 4 ? T - t : 4) {
+            case 4: tile_direct(dt, 4, w, ld, xt, ldx, K, yt, ldy); break;
+            case 3: tile_direct(dt, 3, w, ld, xt, ldx, K, yt, ldy); break;
+            case 2: tile_direct(dt, 2, w, ld, xt, ldx, K, yt, ldy); break;
+            default: tile_direct(dt, 1, w, ld, xt, ldx, K, yt, ldy); break;
+            }
+        }
+    for (; r < r1; r++)
+        for (int t = 0; t < T; t++) mv_rows(dt, 1, base + r * ld, ld, x + t * ldx, K, y + t * ldy + r);
+}
+
 /* ---- matmul: q8_0 ---- */
 
 /* One block: 8 int32 partial sums of w.x (exact; maddubs cannot saturate for |x| <= 127). */
@@ -272,7 +334,7 @@ static void matmul_q8(const g4_mat *W, const float *x, int64_t ldx, int T, float
 
 static size_t matmul_scratch_bytes(const g4_mat *W, int T) {
     if (W->dtype == G4_DT_Q8_0) return (size_t)T * (size_t)g4__q8_act_stride(W->cols) + 64;
-    return T > 1 ? f_scratch_bytes() : 0;
+    return T > SMALL_T ? f_scratch_bytes() : 0;
 }
 
 static void matmul(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy,
@@ -290,6 +352,10 @@ static void matmul(const g4_mat *W, const float *x, int64_t ldx, int T, float *y
             if (W->dtype == G4_DT_F32) matvec_dt(G4_DT_F32, W, x, y, r0, r1);
             else if (W->dtype == G4_DT_BF16) matvec_dt(G4_DT_BF16, W, x, y, r0, r1);
             else matvec_dt(G4_DT_F16, W, x, y, r0, r1);
+        } else if (T <= SMALL_T) {
+            if (W->dtype == G4_DT_F32) matmul_direct_dt(G4_DT_F32, W, x, ldx, T, y, ldy, r0, r1);
+            else if (W->dtype == G4_DT_BF16) matmul_direct_dt(G4_DT_BF16, W, x, ldx, T, y, ldy, r0, r1);
+            else matmul_direct_dt(G4_DT_F16, W, x, ldx, T, y, ldy, r0, r1);
         } else matmul_tiled(W, x, ldx, T, y, ldy, r0, r1, scratch);
         break;
     }

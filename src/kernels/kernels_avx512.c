@@ -130,7 +130,10 @@ AI void matvec_dt(const int dt, const g4_mat *W, const float *x, float *y, int64
 #define G4_AVX512_TB 48
 #define G4_AVX512_RB 32
 #endif
-enum { MR = 4, NR = 6, KC = G4_AVX512_KC, TB = G4_AVX512_TB, RB = G4_AVX512_RB };
+#ifndef G4_SMALL_T
+#define G4_SMALL_T 128 /* T <= this: direct tiles (measured crossover with the packed path) */
+#endif
+enum { MR = 4, NR = 6, KC = G4_AVX512_KC, TB = G4_AVX512_TB, RB = G4_AVX512_RB, SMALL_T = G4_SMALL_T };
 
 /* One register tile: mr rows (fp32 pointers at the block's first column) x nr tokens over the
  * n columns of the current K block. acc: 16 floats per (token j, row i) at acc[(j*RB+i)*16]. */
@@ -233,6 +236,69 @@ static void matmul_tiled(const g4_mat *W, const float *x, int64_t ldx, int T, fl
             }
         }
     }
+}
+
+/* Small T (batched decode): 4 rows x nr tokens straight from W (converted in registers) over
+ * the whole K, accumulators never leave the registers. W is read from memory once per 4-row
+ * tile; further token tiles re-read it from L2. Same per-element order as everything else. */
+AI void tile_direct(const int dt, const int nr, const char *w, int64_t ldw_b, const float *x,
+                    int64_t ldx, int64_t K, float *y, int64_t ldy) {
+    __m512 acc[4][6];
+#pragma GCC unroll 8
+    for (int i = 0; i < 4; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++) acc[i][j] = _mm512_setzero_ps();
+    int64_t k = 0;
+    for (; k + 16 <= K; k += 16) {
+        __m512 wv[4];
+#pragma GCC unroll 8
+        for (int i = 0; i < 4; i++) wv[i] = ldw(dt, w + i * ldw_b, k);
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++) {
+            __m512 xv = _mm512_loadu_ps(x + j * ldx + k);
+#pragma GCC unroll 8
+            for (int i = 0; i < 4; i++) acc[i][j] = _mm512_fmadd_ps(wv[i], xv, acc[i][j]);
+        }
+    }
+    if (k < K) {
+        __mmask16 m = tailmask(K - k);
+        __m512 wv[4];
+#pragma GCC unroll 8
+        for (int i = 0; i < 4; i++) wv[i] = ldw_m(dt, w + i * ldw_b, k, m);
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++) {
+            __m512 xv = _mm512_maskz_loadu_ps(m, x + j * ldx + k);
+#pragma GCC unroll 8
+            for (int i = 0; i < 4; i++) acc[i][j] = _mm512_fmadd_ps(wv[i], xv, acc[i][j]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < 4; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++) y[j * ldy + i] = hsum16(acc[i][j]);
+}
+
+AI void matmul_direct_dt(const int dt, const g4_mat *W, const float *x, int64_t ldx, int T, float *y,
+                         int64_t ldy, int64_t r0, int64_t r1) {
+    const char *base = W->data;
+    const int64_t K = W->cols, ld = W->ld_bytes;
+    int64_t r = r0;
+    for (; r + 4 <= r1; r += 4)
+        for (int t = 0; t < T; t += 6) {
+            const char *w = base + r * ld;
+            const float *xt = x + t * ldx;
+            float *yt = y + t * ldy + r;
+            switch (T - t < 6 ? T - t : 6) {
+            case 6: tile_direct(dt, 6, w, ld, xt, ldx, K, yt, ldy); break;
+            case 5: tile_direct(dt, 5, w, ld, xt, ldx, K, yt, ldy); break;
+            case 4: tile_direct(dt, 4, w, ld, xt, ldx, K, yt, ldy); break;
+            case 3: tile_direct(dt, 3, w, ld, xt, ldx, K, yt, ldy); break;
+            case 2: tile_direct(dt, 2, w, ld, xt, ldx, K, yt, ldy); break;
+            default: tile_direct(dt, 1, w, ld, xt, ldx, K, yt, ldy); break;
+            }
+        }
+    for (; r < r1; r++)
+        for (int t = 0; t < T; t++) mv_rows(dt, 1, base + r * ld, ld, x + t * ldx, K, y + t * ldy + r);
 }
 
 /* ---- matmul: q8_0 ---- */
@@ -463,7 +529,7 @@ static void matmul_q8(const g4_mat *W, const float *x, int64_t ldx, int T, float
 
 static size_t matmul_scratch_bytes(const g4_mat *W, int T) {
     if (W->dtype == G4_DT_Q8_0) return (size_t)T * (size_t)g4__q8_act_stride(W->cols) + 64;
-    return T > 1 ? f_scratch_bytes() : 0;
+    return T > SMALL_T ? f_scratch_bytes() : 0;
 }
 
 static void matmul(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy,
@@ -481,6 +547,10 @@ static void matmul(const g4_mat *W, const float *x, int64_t ldx, int T, float *y
             if (W->dtype == G4_DT_F32) matvec_dt(G4_DT_F32, W, x, y, r0, r1);
             else if (W->dtype == G4_DT_BF16) matvec_dt(G4_DT_BF16, W, x, y, r0, r1);
             else matvec_dt(G4_DT_F16, W, x, y, r0, r1);
+        } else if (T <= SMALL_T) {
+            if (W->dtype == G4_DT_F32) matmul_direct_dt(G4_DT_F32, W, x, ldx, T, y, ldy, r0, r1);
+            else if (W->dtype == G4_DT_BF16) matmul_direct_dt(G4_DT_BF16, W, x, ldx, T, y, ldy, r0, r1);
+            else matmul_direct_dt(G4_DT_F16, W, x, ldx, T, y, ldy, r0, r1);
         } else matmul_tiled(W, x, ldx, T, y, ldy, r0, r1, scratch);
         break;
     }

@@ -474,8 +474,41 @@ static void test_matmul_invariance(void **state) {
             int q = dt == G4_DT_Q8_0;
             check_invariance(ks[s], dt, 17, q ? 96 : 33, 13);
             check_invariance(ks[s], dt, 65, q ? 1056 : 1037, 5);   /* K > one 512 block */
-            check_invariance(ks[s], dt, 70, q ? 640 : 600, 100);   /* T > one token block, R > row block */
+            check_invariance(ks[s], dt, 70, q ? 640 : 600, 100);   /* direct tiles, many token tiles */
+            check_invariance(ks[s], dt, 70, q ? 1056 : 1037, 150); /* packed path (T > 128): K, token, row blocks */
         }
+}
+
+/* T > 128 takes the packed (unpacked-panel, K-blocked) path in the SIMD sets: against scalar. */
+static void test_matmul_large_T(void **state) {
+    (void)state;
+    const g4_kernels *ks[3];
+    int nk = simd_sets(ks);
+    for (int dt = 0; dt < G4_DT_COUNT; dt++) {
+        const int64_t K = dt == G4_DT_Q8_0 ? 1056 : 1037, R = 37, ldx = K + 2;
+        const int T = 150;
+        wmat m;
+        wmat_make(&m, dt, R, K, 0);
+        g4_mat W = wmat_view(&m);
+        float *x = malloc((size_t)(T * ldx) * 4), *yr = malloc((size_t)(T * R) * 4), *ys = malloc((size_t)(T * R) * 4);
+        fill(x, T * ldx);
+        run_mm(&g4_kernels_scalar, &W, x, ldx, T, yr, R, 0, R);
+        for (int s = 0; s < nk; s++) {
+            run_mm(ks[s], &W, x, ldx, T, ys, R, 0, R);
+            for (int t = 0; t < T; t += 7)
+                for (int64_t r = 0; r < R; r++) {
+                    double tol = 2.0 * (double)(K / (dt == G4_DT_Q8_0 ? 32 : 1) + 32) * EPS *
+                                 term_abs_sum(&m, r, x + t * ldx) + 1e-30;
+                    if (!(fabs((double)ys[t * R + r] - yr[t * R + r]) <= tol))
+                        fail_msg("%s %s T=%d t=%d r=%ld: %.9g vs %.9g", ks[s]->name, g4_dtype_name(dt), T, t,
+                                 (long)r, ys[t * R + r], yr[t * R + r]);
+                }
+        }
+        free(x);
+        free(yr);
+        free(ys);
+        wmat_free(&m);
+    }
 }
 
 /* avx512 q8_0: the VNNI and the AVX512-BW integer paths give the same bits. */
@@ -804,6 +837,7 @@ int main(void) {
         cmocka_unit_test(test_q8_vnni_paths),
         cmocka_unit_test(test_matmul_vs_scalar),
         cmocka_unit_test(test_matmul_invariance),
+        cmocka_unit_test(test_matmul_large_T),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_exact_elementwise),
