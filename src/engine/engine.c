@@ -186,7 +186,9 @@ int g4_engine_open(const g4_engine_opts *opts, g4_engine **out, g4_err *err) {
         }
         e->n_ranks_here = 1;
     } else {
-        e->tp = opts->tp > 0 ? opts->tp : 1;
+        /* no --tp: an artifact folder's own TP degree, else 1 */
+        int art_tp = opts->tp > 0 ? 0 : g4_model_source_tp(opts->model_dir ? opts->model_dir : ".");
+        e->tp = opts->tp > 0 ? opts->tp : (art_tp > 0 ? art_tp : 1);
         if (e->tp > 64) {
             rc = g4_err_set(err, G4_EINVAL, "--tp %d is too large (at most 64 local ranks)", e->tp);
             free(e);
