@@ -56,6 +56,7 @@ static int vec_f32(g4_rank_weights *w, const g4_mat *v, int64_t n, float **out, 
 
 static int matrix(g4_rank_weights *w, const g4_mat *v, int convert, g4_mat *out, g4_err *err) {
     *out = *v;
+    convert = g4_tensor_dtype_for(w->binding_kind, v->dtype, convert);
     if (convert >= 0 && convert != v->dtype) {
         void *data;
         size_t bytes;
@@ -75,7 +76,7 @@ int g4_weights_bind(const g4_config *cfg, const g4_tp_plan *plan, const g4_tenso
     memset(w, 0, sizeof *w);
     w->layers = calloc((size_t)cfg->n_layers, sizeof *w->layers);
     if (!w->layers) return g4_err_set(err, G4_ENOMEM, "out of memory");
-    int rc = G4_OK;
+    int rc = g4_tp_check_dtype(cfg, convert, err);
     for (int i = 0; i < n_specs && rc == G4_OK; i++) {
         const g4_tensor_spec *s = &specs[i];
         g4_mat v;
@@ -88,10 +89,9 @@ int g4_weights_bind(const g4_config *cfg, const g4_tp_plan *plan, const g4_tenso
             break;
         }
         g4_layer_weights *L = s->layer >= 0 ? &w->layers[s->layer] : NULL;
+        w->binding_kind = s->kind;
         switch (s->kind) {
-        /* q8_0 keeps the tied embedding/head as stored: the logits are read straight off it, and
-         * quantizing it doubled the logits error on the goldens (docs: bench/README.md) */
-        case G4_T_EMBED: rc = matrix(w, &v, convert == G4_DT_Q8_0 ? -1 : convert, &w->embed, err); break;
+        case G4_T_EMBED: rc = matrix(w, &v, convert, &w->embed, err); break;
         case G4_T_FINAL_NORM: rc = vec_f32(w, &v, nr, &w->final_norm, err); break;
         case G4_T_LN_IN: rc = vec_f32(w, &v, nr, &L->ln_in, err); break;
         case G4_T_LN_POST_ATTN: rc = vec_f32(w, &v, nr, &L->ln_post_attn, err); break;
@@ -114,15 +114,6 @@ int g4_weights_bind(const g4_config *cfg, const g4_tp_plan *plan, const g4_tenso
         case G4_T_DOWN: rc = matrix(w, &v, convert, &L->down, err); break;
         }
         if (rc) g4_err_prefix(err, "%s: ", s->name);
-    }
-    /* q8_0 blocks must not straddle the canonical reduction slices of o_proj / down_proj */
-    for (int l = 0; rc == G4_OK && l < cfg->n_layers; l++) {
-        const g4_layer_weights *L = &w->layers[l];
-        int64_t sa = g4_tp_attn_slice_cols(cfg, l), sm = g4_tp_mlp_slice_cols(cfg);
-        if ((L->o.dtype == G4_DT_Q8_0 && sa % G4_Q8_BLOCK) || (L->down.dtype == G4_DT_Q8_0 && sm % G4_Q8_BLOCK))
-            rc = g4_err_set(err, G4_EUNSUPPORTED,
-                            "q8_0 needs the reduction slices of o_proj and down_proj to be multiples of 32 columns; "
-                            "this model's are %lld and %lld (use bf16, f16 or f32)", (long long)sa, (long long)sm);
     }
     if (rc) g4_weights_free(w);
     return rc;

@@ -30,6 +30,7 @@ typedef struct g4_rank_weights {
     void **owned;            /* allocations made here */
     int n_owned, cap_owned;
     size_t matrix_bytes;     /* bytes of the matrices as the kernels read them */
+    int binding_kind;        /* while binding: the kind of the tensor being bound */
 } g4_rank_weights;
 
 /* Returns the rank's rectangle of tensor spec (index idx of the table) as a view. */

@@ -88,7 +88,7 @@ int g4_artifact_manifest_tp(const char *dir) {
 
 /* Dtype a table entry has in an artifact made with `dtype` from a checkpoint tensor of `stored`. */
 static int entry_dtype(const g4_tensor_spec *s, int stored, int dtype) {
-    return g4_tensor_kind_is_matrix(s->kind) && dtype >= 0 ? dtype : stored;
+    return g4_tensor_dtype_for(s->kind, stored, dtype);
 }
 
 static void encode_header(uint8_t *h, int tp, int rank, int n, uint64_t file_size, uint64_t cfg_hash, int dtype) {
@@ -336,6 +336,7 @@ int g4_artifact_shard(const g4_shard_opts *o, g4_err *err) {
     c.buf = malloc(CHUNK_BYTES);
     if (!c.plans || !c.ents || !c.fsize || !c.fds || !c.buf) { rc = g4_err_set(err, G4_ENOMEM, "out of memory"); goto done; }
     for (int r = 0; r < T; r++) c.fds[r] = -1;
+    if ((rc = g4_tp_check_dtype(cfg, o->dtype, err))) goto done;
     /* layout of every rank file, before any byte is written */
     for (int r = 0; r < T; r++) {
         if ((rc = g4_tp_plan_make(cfg, T, r, &c.plans[r], err))) goto done;

@@ -20,6 +20,12 @@ int g4_tensor_kind_is_matrix(int kind) {
     }
 }
 
+int g4_tensor_dtype_for(int kind, int stored, int convert) {
+    if (convert < 0 || !g4_tensor_kind_is_matrix(kind)) return stored;
+    if (convert == 3 /* G4_DT_Q8_0 */ && kind == G4_T_EMBED) return stored;
+    return convert;
+}
+
 int64_t g4_tensor_spec_numel(const g4_tensor_spec *s) {
     return s->ndim == 1 ? s->shape[0] : s->shape[0] * s->shape[1];
 }

@@ -44,5 +44,10 @@ int64_t g4_tensor_spec_numel(const g4_tensor_spec *s);
 /* 1 for matrices the kernels multiply (q/k/v/o/gate/up/down/embed); 0 for norms and scalars. */
 int g4_tensor_kind_is_matrix(int kind);
 const char *g4_tensor_kind_name(int kind);
+/* The dtype a tensor is kept in when `convert` (a g4_dtype, or -1 for none) is asked at shard or
+ * load time: matrices convert, norms and scalars stay as stored, and q8_0 leaves the tied
+ * embedding/head as stored (the logits are read straight off it; quantizing it doubled the
+ * logits error on the goldens). */
+int g4_tensor_dtype_for(int kind, int stored, int convert);
 
 #endif

@@ -86,6 +86,20 @@ void g4_tp_plan_free(g4_tp_plan *p) {
     p->layers = NULL;
 }
 
+int g4_tp_check_dtype(const g4_config *cfg, int dtype, g4_err *err) {
+    if (dtype != 3 /* G4_DT_Q8_0 */) return G4_OK;
+    int64_t sm = g4_tp_mlp_slice_cols(cfg);
+    for (int l = 0; l < cfg->n_layers; l++) {
+        int64_t sa = g4_tp_attn_slice_cols(cfg, l);
+        if (sa % 32 || sm % 32 || cfg->hidden_size % 32)
+            return g4_err_set(err, G4_EUNSUPPORTED,
+                              "q8_0 needs the hidden size and the reduction slices of o_proj and down_proj to be "
+                              "multiples of 32 columns; this model has hidden %lld and slices of %lld and %lld "
+                              "(use bf16, f16 or f32)", (long long)cfg->hidden_size, (long long)sa, (long long)sm);
+    }
+    return G4_OK;
+}
+
 void g4_tp_tensor_slice(const g4_config *cfg, const g4_tp_plan *p, const g4_tensor_spec *s,
                         int64_t *r0, int64_t *nr, int64_t *c0, int64_t *nc) {
     *r0 = 0;

@@ -53,6 +53,10 @@ int64_t g4_tp_mlp_slice_cols(const g4_config *cfg);
 int64_t g4_tp_attn_slice_cols(const g4_config *cfg, int l);
 
 
+/* Whether weights of `dtype` can be used with this config: q8_0 blocks (32 columns) must not
+ * straddle the canonical reduction slices of o_proj and down_proj. */
+int g4_tp_check_dtype(const g4_config *cfg, int dtype, g4_err *err);
+
 /* The rectangle of a full checkpoint tensor that rank `plan->rank` holds:
  * rows [*r0, *r0 + *nr) × cols [*c0, *c0 + *nc) (1-D tensors: cols = 1, whole). */
 void g4_tp_tensor_slice(const g4_config *cfg, const g4_tp_plan *plan, const g4_tensor_spec *spec,

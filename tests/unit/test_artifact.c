@@ -69,7 +69,7 @@ static void test_logits_equal_hf(void **state) {
     for (int i = 0; i < 4; i++) check_equal("tiny_tp8", tps[i], NULL, -1);
     check_equal("tiny_default", 2, NULL, -1);
     /* converted at shard time == converted at load time */
-    check_equal("tiny_tp8", 4, "q8_0", G4_DT_Q8_0);
+    check_equal("tiny_default", 4, "q8_0", G4_DT_Q8_0);
     check_equal("tiny_default", 2, "f32", G4_DT_F32);
 }
 
