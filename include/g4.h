@@ -26,6 +26,7 @@ typedef struct g4_engine_opts {
     int64_t kv_budget_bytes; /* KV cache memory per rank (default: 1/4 of RAM) */
     int verify;              /* artifacts: check every byte's checksum, not only headers */
     int mutation;            /* test-only: a deliberate spec mistake (forward.h G4_MUT_*) */
+    const char *isa;         /* kernel set "scalar", "avx2", "avx512"; NULL: $G4_ISA or the best */
 } g4_engine_opts;
 
 /* One forward step: n tokens, each with its absolute position and sequence. */

@@ -174,7 +174,11 @@ int g4_engine_open(const g4_engine_opts *opts, g4_engine **out, g4_err *err) {
         free(e);
         return g4_err_set(err, G4_EINVAL, "unknown dtype \"%s\" (f32, bf16, f16, q8_0)", opts->dtype);
     }
-    e->K = g4_kernels_get();
+    e->K = opts->isa && *opts->isa ? g4_kernels_by_name(opts->isa) : g4_kernels_get();
+    if (!e->K) {
+        free(e);
+        return g4_err_set(err, G4_EUNSUPPORTED, "kernel set \"%s\" is not available on this CPU", opts->isa);
+    }
     g4_comm *comms[64] = {0};
     int rc;
     if (e->mpi) {
