@@ -69,7 +69,7 @@ size_t g4_engine_seq_bytes(const g4_engine *e, int64_t cap);
 /* Runs the batch on all ranks; logits [k][vocab] for the flagged tokens in order. */
 int g4_engine_forward(g4_engine *e, const g4_batch *b, float *logits, g4_err *err);
 
-/* Weight bytes the kernels read per token on this rank (for bandwidth bounds). */
+/* Weight bytes the kernels read per decoded token, all ranks together (for bandwidth bounds). */
 size_t g4_engine_weight_bytes(const g4_engine *e);
 
 #endif

@@ -16,6 +16,7 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 int cmd_render(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 int cmd_shard(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 

@@ -11,6 +11,7 @@ static const struct { const char *name; int (*fn)(int, char **); const char *wha
     {"tokenize", cmd_tokenize, "text on stdin -> token ids"},
     {"detokenize", cmd_detokenize, "token ids on stdin -> text"},
     {"render", cmd_render, "chat request (JSON) on stdin -> the rendered prompt"},
+    {"bench", cmd_bench, "prefill/decode speed against this machine's bandwidth and FMA limits"},
     {"inspect", cmd_inspect, "config summary, parameters and bytes per component and per rank"},
     {"shard", cmd_shard, "compile a Hugging Face checkpoint into per-rank artifacts (mapped at load)"},
     {"synth", cmd_synth, "write a random-weight checkpoint shaped like a config (tests, benchmarks)"},

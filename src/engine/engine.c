@@ -334,7 +334,12 @@ const char *g4_engine_model_dir(const g4_engine *e) { return e->model_dir; }
 const struct g4_config *g4_engine_config(const g4_engine *e) { return e->cfg; }
 size_t g4_engine_kv_bytes_used(const g4_engine *e) { return e->kv_used; }
 size_t g4_engine_kv_budget(const g4_engine *e) { return e->kv_budget; }
-size_t g4_engine_weight_bytes(const g4_engine *e) { return e->ranks[0].w.matrix_bytes; }
+size_t g4_engine_weight_bytes(const g4_engine *e) {
+    /* every rank reads its own slices once per token; MPI: ranks are near-equal, scale ours */
+    size_t b = 0;
+    for (int r = 0; r < e->n_ranks_here; r++) b += e->ranks[r].w.matrix_bytes;
+    return e->mpi ? b * (size_t)e->tp : b;
+}
 
 int g4_engine_stop_ids(const g4_engine *e, int32_t *ids, int max) {
     int n = e->n_stop < max ? e->n_stop : max;

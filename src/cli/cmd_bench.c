@@ -1,0 +1,141 @@
+/* cmd_bench.c — `g4tp bench`: prefill and decode speed of a model on this machine, next to the
+ * machine's limits measured in the same process (a STREAM-triad-like bandwidth probe and the
+ * fp32 FMA peak): decode as a fraction of the bandwidth bound (weight bytes read per token ÷
+ * bandwidth), prefill as a fraction of the FLOP bound. */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "cli.h"
+#include "kernels/probe.h"
+#include "model/config.h"
+
+static const char *help =
+    "usage: g4tp bench [--model DIR] [--prompt-len P] [--gen G] [--json] [options]\n\n"
+    "Measures load time, prefill tokens/s and time to first token for a P-token prompt (default\n"
+    "512), decode tokens/s over G greedy tokens (default 32), peak RSS, and this machine's memory\n"
+    "bandwidth and fp32 FMA peak; prints decode and prefill as fractions of those bounds.\n"
+    "  --json        one JSON object with prefill_tok_s, decode_tok_s, ttft_ms, load_s, peak_rss_mb,\n"
+    "                weight_bytes_per_token, bandwidth_gb_s, decode_bound_fraction,\n"
+    "                fma_peak_gflops, prefill_bound_fraction (and more)\n"
+    "%s";
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Floating-point work of a forward over positions [p0, p0+n) of one sequence (multiply-adds
+ * count 2): every matrix of every layer once per token, attention over the visible keys, and
+ * the head for `heads` tokens. */
+static double forward_flops(const g4_config *c, int64_t p0, int64_t n, int64_t heads) {
+    double per_tok = 0, attn = 0;
+    const double H = (double)c->hidden_size, I = (double)c->intermediate_size, NH = c->n_heads;
+    for (int l = 0; l < c->n_layers; l++) {
+        const g4_layer_cfg *lc = &c->layers[l];
+        double hd = lc->head_dim, kv = lc->n_kv;
+        per_tok += 2 * H * (NH * hd + kv * hd * (lc->k_eq_v ? 1 : 2) + NH * hd) + 2 * 3 * H * I;
+        for (int64_t p = p0; p < p0 + n; p++) {
+            double keys = lc->full ? (double)(p + 1) : (double)(p + 1 < lc->window ? p + 1 : lc->window);
+            attn += 2 * 2 * keys * hd * NH;
+        }
+    }
+    return per_tok * (double)n + attn + 2.0 * H * (double)c->vocab_size * (double)heads;
+}
+
+int cmd_bench(int argc, char **argv) {
+    g4_engine_opts o = {0};
+    o.threads = 1;
+    long long plen = 512, gen = 32;
+    int json = 0, bad = 0;
+    for (int i = 1; i < argc && !bad; i++) {
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { printf(help, cli_engine_help); return 0; }
+        if (cli_engine_flag(argc, argv, &i, &o, &bad)) continue;
+        if (!strcmp(a, "--prompt-len")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 1 << 20, &plen)) bad = 1; }
+        else if (!strcmp(a, "--gen")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 1 << 20, &gen)) bad = 1; }
+        else if (!strcmp(a, "--json")) json = 1;
+        else { fprintf(stderr, "g4tp bench: unknown option %s (see --help)\n", a); bad = 1; }
+    }
+    if (bad) return 2;
+    if (!o.model_dir) o.model_dir = cli_default_model();
+    if (o.max_batch <= 0) o.max_batch = plen < 512 ? (int)plen : 512;
+    if (o.max_ctx <= 0) o.max_ctx = plen + gen;
+    g4_err err = {0};
+    g4_engine *e;
+    double t0 = now_s();
+    if (g4_engine_open(&o, &e, &err)) { cli_error("bench", &err); return 1; }
+    double load_s = now_s() - t0;
+    if (g4_engine_rank(e) != 0) {
+        int rc = g4_engine_follow(e, &err);
+        g4_engine_close(e);
+        return rc ? 1 : 0;
+    }
+    const g4_config *cfg = g4_engine_config(e);
+    const int64_t V = g4_engine_vocab(e);
+    const int mb = g4_engine_max_batch(e);
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)plen), *pos = malloc(sizeof(int32_t) * (size_t)mb), *sq = malloc(sizeof(int32_t) * (size_t)mb);
+    uint8_t *want = malloc((size_t)mb);
+    float *logits = malloc(sizeof(float) * (size_t)V);
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (long long i = 0; i < plen; i++) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; ids[i] = (int32_t)(3 + x % (uint64_t)(V - 3)); }
+    int seq, rc = 0;
+    if (g4_engine_seq_open(e, plen + gen, &seq, &err)) { cli_error("bench", &err); rc = 1; goto out; }
+    double t1 = now_s();
+    for (long long s = 0; s < plen; s += mb) {
+        int n = (int)(plen - s < mb ? plen - s : mb);
+        for (int k = 0; k < n; k++) { pos[k] = (int32_t)(s + k); sq[k] = seq; want[k] = s + k == plen - 1; }
+        g4_batch b = {n, ids + s, pos, sq, want};
+        if (g4_engine_forward(e, &b, logits, &err)) { cli_error("bench", &err); rc = 1; goto out; }
+    }
+    double t_prefill = now_s() - t1;
+    int32_t id = g4_sample_greedy(logits, (int)V);
+    double ttft = now_s() - t1;
+    double t2 = now_s();
+    for (long long g = 0; g < gen; g++) {
+        int32_t p = (int32_t)(plen + g);
+        uint8_t one = 1;
+        g4_batch b = {1, &id, &p, &seq, &one};
+        if (g4_engine_forward(e, &b, logits, &err)) { cli_error("bench", &err); rc = 1; goto out; }
+        id = g4_sample_greedy(logits, (int)V);
+    }
+    double t_decode = now_s() - t2;
+    g4_engine_seq_close(e, seq);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    int threads = g4_engine_tp(e) * (o.threads > 0 ? o.threads : 1);
+    if (o.comm && !strcmp(o.comm, "mpi")) threads = o.threads > 0 ? o.threads : 1;
+    double bw = g4_probe_bandwidth_gbs(threads), peak = g4_probe_fma_gflops_isa(g4_engine_isa(e), threads);
+    if (o.comm && !strcmp(o.comm, "mpi")) { bw *= g4_engine_tp(e); peak *= g4_engine_tp(e); } /* one probe per process */
+    double wbytes = (double)g4_engine_weight_bytes(e);
+    double prefill_tok_s = (double)plen / t_prefill, decode_tok_s = (double)gen / t_decode;
+    double bound_tok_s = bw * 1e9 / wbytes;
+    double prefill_gflops = forward_flops(cfg, 0, plen, 1) / t_prefill / 1e9;
+    if (json) {
+        json_t *j = json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:s,s:i,s:i,s:I,s:I}",
+                              "prefill_tok_s", prefill_tok_s, "decode_tok_s", decode_tok_s, "ttft_ms", ttft * 1e3, "load_s", load_s,
+                              "peak_rss_mb", ru.ru_maxrss / 1024.0, "weight_bytes_per_token", wbytes, "bandwidth_gb_s", bw,
+                              "decode_bound_fraction", decode_tok_s / bound_tok_s, "fma_peak_gflops", peak,
+                              "prefill_bound_fraction", prefill_gflops / peak, "prefill_gflops", prefill_gflops,
+                              "decode_bound_tok_s", bound_tok_s, "isa", g4_engine_isa(e), "tp", g4_engine_tp(e),
+                              "threads", o.threads, "prompt_len", (json_int_t)plen, "gen", (json_int_t)gen);
+        char *s = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(6));
+        printf("%s\n", s);
+        free(s);
+        json_decref(j);
+    } else {
+        printf("model        %s (%s, TP %d x %d threads)\n", g4_engine_model_dir(e), g4_engine_isa(e), g4_engine_tp(e), o.threads);
+        printf("load         %.2f s, peak RSS %.0f MB\n", load_s, ru.ru_maxrss / 1024.0);
+        printf("prefill      %lld tokens: %.1f tok/s, %.1f GFLOP/s = %.0f %% of the fp32 FMA peak (%.1f GFLOP/s); TTFT %.1f ms\n",
+               plen, prefill_tok_s, prefill_gflops, 100 * prefill_gflops / peak, peak, ttft * 1e3);
+        printf("decode       %lld tokens: %.2f tok/s = %.0f %% of the bandwidth bound (%.2f tok/s: %.1f MB of weights per token at %.1f GB/s)\n",
+               gen, decode_tok_s, 100 * decode_tok_s / bound_tok_s, bound_tok_s, wbytes / 1e6, bw);
+    }
+out:
+    free(ids); free(pos); free(sq); free(want); free(logits);
+    g4_engine_close(e);
+    return rc;
+}
