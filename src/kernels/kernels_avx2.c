@@ -460,11 +460,38 @@ static void row_to_f32(float *dst, const void *src, int dt, int64_t n) {
     }
 }
 
+enum { AKB = 32 };
+
+/* out[0..d) += p[b] * v[b][0..d) for b = 0..nb-1 in order, 64 floats of d at a time. */
+static void attn_block(float *out, int64_t d, const float *const *v, const float *p, int nb) {
+    int64_t i0 = 0;
+    for (; i0 + 64 <= d; i0 += 64) {
+        __m256 acc[8];
+        for (int c = 0; c < 8; c++) acc[c] = _mm256_loadu_ps(out + i0 + 8 * c);
+        for (int b = 0; b < nb; b++) {
+            const __m256 pb = _mm256_set1_ps(p[b]);
+            for (int c = 0; c < 8; c++) acc[c] = _mm256_fmadd_ps(pb, _mm256_loadu_ps(v[b] + i0 + 8 * c), acc[c]);
+        }
+        for (int c = 0; c < 8; c++) _mm256_storeu_ps(out + i0 + 8 * c, acc[c]);
+    }
+    for (; i0 < d; i0 += 8) {
+        const int64_t m = d - i0 < 8 ? d - i0 : 8;
+        __m256 acc = ldx_part(out + i0, m);
+        for (int b = 0; b < nb; b++) acc = _mm256_fmadd_ps(_mm256_set1_ps(p[b]), ldx_part(v[b] + i0, m), acc);
+        st_part(out + i0, acc, m);
+    }
+}
+
 static void attention(float *out, const float *q, int64_t d, const g4_kv_seg *segs, int nseg,
                       float *scores) {
     int64_t nk = 0;
-    for (int s = 0; s < nseg; s++)
-        for (int64_t j = 0; j < segs[s].n; j++) scores[nk++] = dot8(segs[s].k + j * segs[s].stride, q, d);
+    for (int s = 0; s < nseg; s++) {
+        const float *k = segs[s].k;
+        const int64_t st = segs[s].stride, n = segs[s].n;
+        int64_t j = 0;
+        for (; j + 4 <= n; j += 4, nk += 4) mv_rows(G4_DT_F32, 4, (const char *)(k + j * st), st * 4, q, d, scores + nk);
+        for (; j < n; j++) scores[nk++] = dot8(k + j * st, q, d);
+    }
     if (nk == 0) {
         memset(out, 0, (size_t)d * sizeof(float));
         return;
@@ -482,33 +509,21 @@ static void attention(float *out, const float *q, int64_t d, const g4_kv_seg *se
     }
     const float inv = 1.0f / hsum8(sv);
     for (int64_t j = 0; j < nk; j++) scores[j] *= inv;
-    for (int64_t i0 = 0; i0 < d; i0 += 64) {
-        const int64_t w = d - i0 < 64 ? d - i0 : 64;
-        if (w == 64) {
-            __m256 acc[8];
-            for (int c = 0; c < 8; c++) acc[c] = _mm256_setzero_ps();
-            int64_t jj = 0;
-            for (int s = 0; s < nseg; s++)
-                for (int64_t j = 0; j < segs[s].n; j++) {
-                    const __m256 p = _mm256_set1_ps(scores[jj++]);
-                    const float *v = segs[s].v + j * segs[s].stride + i0;
-                    for (int c = 0; c < 8; c++) acc[c] = _mm256_fmadd_ps(p, _mm256_loadu_ps(v + 8 * c), acc[c]);
-                }
-            for (int c = 0; c < 8; c++) _mm256_storeu_ps(out + i0 + 8 * c, acc[c]);
-        } else {
-            for (int64_t c0 = 0; c0 < w; c0 += 8) {
-                const int64_t m = w - c0 < 8 ? w - c0 : 8;
-                __m256 acc = _mm256_setzero_ps();
-                int64_t jj = 0;
-                for (int s = 0; s < nseg; s++)
-                    for (int64_t j = 0; j < segs[s].n; j++) {
-                        const float *v = segs[s].v + j * segs[s].stride + i0 + c0;
-                        acc = _mm256_fmadd_ps(_mm256_set1_ps(scores[jj++]), ldx_part(v, m), acc);
-                    }
-                st_part(out + i0 + c0, acc, m);
+    /* keys in blocks of AKB, slice accumulators parked in out between blocks (order unchanged) */
+    memset(out, 0, (size_t)d * sizeof(float));
+    const float *vp[AKB];
+    int nb = 0;
+    int64_t j0 = 0;
+    for (int s = 0; s < nseg; s++)
+        for (int64_t j = 0; j < segs[s].n; j++) {
+            vp[nb++] = segs[s].v + j * segs[s].stride;
+            if (nb == AKB) {
+                attn_block(out, d, vp, scores + j0, nb);
+                j0 += nb;
+                nb = 0;
             }
         }
-    }
+    if (nb) attn_block(out, d, vp, scores + j0, nb);
 }
 
 const g4_kernels g4_kernels_avx2 = {

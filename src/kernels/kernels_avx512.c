@@ -661,13 +661,41 @@ static void row_to_f32(float *dst, const void *src, int dt, int64_t n) {
     }
 }
 
+enum { AKB = 32 };
+
+/* out[0..d) += p[b] * v[b][0..d) for b = 0..nb-1 in order, 128 floats of d at a time. */
+static void attn_block(float *out, int64_t d, const float *const *v, const float *p, int nb) {
+    int64_t i0 = 0;
+    for (; i0 + 128 <= d; i0 += 128) {
+        __m512 acc[8];
+        for (int c = 0; c < 8; c++) acc[c] = _mm512_loadu_ps(out + i0 + 16 * c);
+        for (int b = 0; b < nb; b++) {
+            const __m512 pb = _mm512_set1_ps(p[b]);
+            for (int c = 0; c < 8; c++) acc[c] = _mm512_fmadd_ps(pb, _mm512_loadu_ps(v[b] + i0 + 16 * c), acc[c]);
+        }
+        for (int c = 0; c < 8; c++) _mm512_storeu_ps(out + i0 + 16 * c, acc[c]);
+    }
+    for (; i0 < d; i0 += 16) {
+        __mmask16 m = d - i0 >= 16 ? (__mmask16)0xffff : tailmask(d - i0);
+        __m512 acc = _mm512_maskz_loadu_ps(m, out + i0);
+        for (int b = 0; b < nb; b++)
+            acc = _mm512_fmadd_ps(_mm512_set1_ps(p[b]), _mm512_maskz_loadu_ps(m, v[b] + i0), acc);
+        _mm512_mask_storeu_ps(out + i0, m, acc);
+    }
+}
+
 /* Keys in order, whatever the segments: scores, max, exp and their sum over the concatenated
  * score array, then out = sum_j p_j v_j with j innermost per 16-wide slice of d. */
 static void attention(float *out, const float *q, int64_t d, const g4_kv_seg *segs, int nseg,
                       float *scores) {
     int64_t nk = 0;
-    for (int s = 0; s < nseg; s++)
-        for (int64_t j = 0; j < segs[s].n; j++) scores[nk++] = dot16(segs[s].k + j * segs[s].stride, q, d);
+    for (int s = 0; s < nseg; s++) {
+        const float *k = segs[s].k;
+        const int64_t st = segs[s].stride, n = segs[s].n;
+        int64_t j = 0;
+        for (; j + 4 <= n; j += 4, nk += 4) mv_rows(G4_DT_F32, 4, (const char *)(k + j * st), st * 4, q, d, scores + nk);
+        for (; j < n; j++) scores[nk++] = dot16(k + j * st, q, d);
+    }
     if (nk == 0) {
         memset(out, 0, (size_t)d * sizeof(float));
         return;
@@ -687,33 +715,22 @@ static void attention(float *out, const float *q, int64_t d, const g4_kv_seg *se
     }
     const float inv = 1.0f / hsum16(sv);
     for (int64_t j = 0; j < nk; j++) scores[j] *= inv;
-    for (int64_t i0 = 0; i0 < d; i0 += 128) {
-        const int64_t w = d - i0 < 128 ? d - i0 : 128;
-        if (w == 128) {
-            __m512 acc[8];
-            for (int c = 0; c < 8; c++) acc[c] = _mm512_setzero_ps();
-            int64_t jj = 0;
-            for (int s = 0; s < nseg; s++)
-                for (int64_t j = 0; j < segs[s].n; j++) {
-                    const __m512 p = _mm512_set1_ps(scores[jj++]);
-                    const float *v = segs[s].v + j * segs[s].stride + i0;
-                    for (int c = 0; c < 8; c++) acc[c] = _mm512_fmadd_ps(p, _mm512_loadu_ps(v + 16 * c), acc[c]);
-                }
-            for (int c = 0; c < 8; c++) _mm512_storeu_ps(out + i0 + 16 * c, acc[c]);
-        } else {
-            for (int64_t c0 = 0; c0 < w; c0 += 16) {
-                __mmask16 m = w - c0 >= 16 ? (__mmask16)0xffff : tailmask(w - c0);
-                __m512 acc = _mm512_setzero_ps();
-                int64_t jj = 0;
-                for (int s = 0; s < nseg; s++)
-                    for (int64_t j = 0; j < segs[s].n; j++) {
-                        const float *v = segs[s].v + j * segs[s].stride + i0 + c0;
-                        acc = _mm512_fmadd_ps(_mm512_set1_ps(scores[jj++]), _mm512_maskz_loadu_ps(m, v), acc);
-                    }
-                _mm512_mask_storeu_ps(out + i0 + c0, m, acc);
+    /* keys in blocks of AKB (their V rows stay in L1/L2 while every slice of d is updated); the
+     * slice accumulators live in out between blocks: per element still j = 0, 1, 2, .. */
+    memset(out, 0, (size_t)d * sizeof(float));
+    const float *vp[AKB];
+    int nb = 0;
+    int64_t j0 = 0;
+    for (int s = 0; s < nseg; s++)
+        for (int64_t j = 0; j < segs[s].n; j++) {
+            vp[nb++] = segs[s].v + j * segs[s].stride;
+            if (nb == AKB) {
+                attn_block(out, d, vp, scores + j0, nb);
+                j0 += nb;
+                nb = 0;
             }
         }
-    }
+    if (nb) attn_block(out, d, vp, scores + j0, nb);
 }
 
 const g4_kernels g4_kernels_avx512 = {
