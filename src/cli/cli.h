@@ -19,6 +19,7 @@ int cmd_chat(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_shard(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 /* argv[*i] is the flag; returns its value (argv[*i+1]) and advances, or prints an error. */
 const char *cli_value(int argc, char **argv, int *i);

@@ -15,6 +15,7 @@ static const struct { const char *name; int (*fn)(int, char **); const char *wha
     {"inspect", cmd_inspect, "config summary, parameters and bytes per component and per rank"},
     {"shard", cmd_shard, "compile a Hugging Face checkpoint into per-rank artifacts (mapped at load)"},
     {"synth", cmd_synth, "write a random-weight checkpoint shaped like a config (tests, benchmarks)"},
+    {"serve", cmd_serve, "OpenAI-compatible HTTP server with continuous batching (see docs/server.md)"},
 };
 
 static void usage(FILE *f) {

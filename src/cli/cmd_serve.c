@@ -1,0 +1,143 @@
+/* cmd_serve.c — `g4tp serve`: the OpenAI-compatible HTTP server. Reads flags and the
+ * environment (MODEL_DIR, TP_DEGREE, KV_MAX, HOST, PORT, API_KEY; flags win), starts the
+ * listener before loading the model (/health says 503 until ready), serves until SIGTERM or
+ * SIGINT, then drains and exits. Under MPI rank 0 serves and the other ranks follow. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "server/server.h"
+
+static const char *help =
+    "usage: g4tp serve [--model DIR] [--host 127.0.0.1] [--port 8080] [options]\n\n"
+    "Serves the model over HTTP: /v1/chat/completions, /v1/completions, /generate, /v1/models,\n"
+    "/tokenize, /detokenize, /health, /metrics (see docs/server.md).\n"
+    "  --host ADDR             address to bind (default 127.0.0.1; env HOST)\n"
+    "  --port N                port (default 8080; 0 = any free port; env PORT)\n"
+    "  --api-key KEY           require Authorization: Bearer KEY (env API_KEY)\n"
+    "  --model-name NAME       the model id clients use (default: folder name, g4tp-demo for the demo)\n"
+    "  --max-body-bytes N      request body limit (default 4194304)\n"
+    "  --max-waiting N         queued requests before 503 + Retry-After (default 64)\n"
+    "  --max-seqs N            sequences decoded together (default 16)\n"
+    "  --max-conns N           concurrent connections (default 256)\n"
+    "  --default-max-tokens N  tokens generated when a request gives no limit (default 4096)\n"
+    "  --drain-seconds S       on SIGTERM, time running requests get to finish (default 10)\n"
+    "environment: MODEL_DIR, TP_DEGREE (--tp), KV_MAX (--max-ctx), HOST, PORT, API_KEY\n"
+    "%s";
+
+static int env_int(const char *name, long long lo, long long hi, long long *out) {
+    const char *v = getenv(name);
+    if (!v || !*v) return 1;
+    return cli_int(name, v, lo, hi, out);
+}
+
+static int mpi_launch_rank(void) {
+    const char *names[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
+    for (int i = 0; i < 3; i++) {
+        const char *v = getenv(names[i]);
+        if (v && *v) return atoi(v);
+    }
+    return 0;
+}
+
+int cmd_serve(int argc, char **argv) {
+    g4_engine_opts o = {0};
+    o.threads = 1;
+    g4_server_opts so = {0};
+    so.host = "127.0.0.1";
+    so.port = 8080;
+    so.drain_s = 10;
+    long long x;
+    /* the environment first: flags given below override it */
+    if (getenv("MODEL_DIR") && *getenv("MODEL_DIR")) o.model_dir = getenv("MODEL_DIR");
+    if (!env_int("TP_DEGREE", 1, 64, &x)) return 2; else if (getenv("TP_DEGREE") && *getenv("TP_DEGREE")) o.tp = (int)x;
+    if (!env_int("KV_MAX", 1, 1LL << 31, &x)) return 2; else if (getenv("KV_MAX") && *getenv("KV_MAX")) o.max_ctx = x;
+    if (!env_int("PORT", 0, 65535, &x)) return 2; else if (getenv("PORT") && *getenv("PORT")) so.port = (int)x;
+    if (getenv("HOST") && *getenv("HOST")) so.host = getenv("HOST");
+    if (getenv("API_KEY") && *getenv("API_KEY")) so.api_key = getenv("API_KEY");
+    int bad = 0;
+    for (int i = 1; i < argc && !bad; i++) {
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { printf(help, cli_engine_help); return 0; }
+        if (cli_engine_flag(argc, argv, &i, &o, &bad)) continue;
+#define INTFLAG(name, lo, hi, dst) else if (!strcmp(a, name)) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, lo, hi, &x)) bad = 1; else dst = x; }
+        if (!strcmp(a, "--host")) { if (!(so.host = cli_value(argc, argv, &i))) bad = 1; }
+        else if (!strcmp(a, "--api-key")) { if (!(so.api_key = cli_value(argc, argv, &i))) bad = 1; }
+        else if (!strcmp(a, "--model-name")) { if (!(so.model_id = cli_value(argc, argv, &i))) bad = 1; }
+        INTFLAG("--port", 0, 65535, so.port)
+        INTFLAG("--max-body-bytes", 1, 1LL << 32, so.max_body)
+        INTFLAG("--max-waiting", 1, 1 << 20, so.max_waiting)
+        INTFLAG("--max-seqs", 1, 4096, o.max_seqs)
+        INTFLAG("--max-conns", 1, 1 << 16, so.max_conns)
+        INTFLAG("--default-max-tokens", 1, 1LL << 31, so.default_max_tokens)
+        INTFLAG("--drain-seconds", 0, 3600, so.drain_s)
+        else { fprintf(stderr, "g4tp serve: unknown option %s (see --help)\n", a); bad = 1; }
+#undef INTFLAG
+    }
+    if (bad) return 2;
+    char base[256] = "";
+    if (!o.model_dir) {
+        o.model_dir = cli_default_model();
+        if (!so.model_id) so.model_id = "g4tp-demo";
+    } else {
+        size_t n = strlen(o.model_dir);
+        while (n > 1 && o.model_dir[n - 1] == '/') n--;
+        size_t b = n;
+        while (b > 0 && o.model_dir[b - 1] != '/') b--;
+        snprintf(base, sizeof base, "%.*s", (int)(n - b), o.model_dir + b);
+        if (!so.model_id) so.model_id = base;
+        else so.model_alias = base;
+    }
+
+    /* signals: SIGTERM/SIGINT are taken by sigwait below (blocked in every thread we start) */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    g4_err err = {0};
+    g4_server *srv = NULL;
+    int mpi = o.comm && !strcmp(o.comm, "mpi");
+    if (!mpi || mpi_launch_rank() == 0) {
+        if (g4_server_start(&so, &srv, &err)) { cli_error("serve", &err); return 1; }
+        fprintf(stderr, "g4tp serve: listening on http://%s:%d (loading %s)\n", so.host, g4_server_port(srv), o.model_dir);
+    }
+    const char *delay = getenv("G4_SERVE_TEST_LOAD_DELAY_MS"); /* tests: observe /health during loading */
+    if (srv && delay && *delay) {
+        long ms = atol(delay);
+        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    g4_engine *e;
+    if (g4_engine_open(&o, &e, &err)) { cli_error("serve", &err); g4_server_stop(srv); return 1; }
+    if (g4_engine_rank(e) != 0) {
+        g4_server_stop(srv);
+        int rc = g4_engine_follow(e, &err);
+        if (rc) cli_error("serve", &err);
+        g4_engine_close(e);
+        return rc ? 1 : 0;
+    }
+    if (!srv) { /* the launcher's rank variable disagreed with the engine: serve anyway */
+        if (g4_server_start(&so, &srv, &err)) { cli_error("serve", &err); g4_engine_close(e); return 1; }
+    }
+    if (g4_server_attach(srv, e, &err)) {
+        cli_error("serve", &err);
+        g4_server_stop(srv);
+        g4_engine_close(e);
+        return 1;
+    }
+    fprintf(stderr, "g4tp serve: ready: model \"%s\", tp %d, context %lld, isa %s\n", so.model_id, g4_engine_tp(e),
+            (long long)g4_engine_max_ctx(e), g4_engine_isa(e));
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "g4tp serve: %s: draining (up to %.0f s), then stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM", so.drain_s);
+    g4_server_stop(srv);
+    g4_engine_close(e);
+    fprintf(stderr, "g4tp serve: stopped\n");
+    return 0;
+}

@@ -1,0 +1,224 @@
+/* http.c — libmicrohttpd behind the small interface of http.h: binds the listener (one thread
+ * per connection), collects request bodies up to the limit, calls the handler once per
+ * request, and turns its answers into MHD responses (fixed or chunked streaming). Owns no
+ * routing, JSON or engine knowledge. */
+#include "server/http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+struct g4_http {
+    struct MHD_Daemon *d;
+    g4_http_opts o;
+    int port;
+};
+
+struct g4_http_req {
+    g4_http *h;
+    struct MHD_Connection *conn;
+    const char *method, *url;
+    char *body;
+    size_t len, cap;
+    int too_large, answered;
+};
+
+typedef struct {
+    g4_http_read_fn read;
+    g4_http_done_fn done;
+    void *user;
+} stream_ctx;
+
+const char *g4_http_method(const g4_http_req *r) { return r->method; }
+const char *g4_http_path(const g4_http_req *r) { return r->url; }
+const char *g4_http_header(const g4_http_req *r, const char *name) {
+    return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+const char *g4_http_body(const g4_http_req *r, size_t *len) {
+    *len = r->len;
+    return r->body ? r->body : "";
+}
+int g4_http_body_too_large(const g4_http_req *r) { return r->too_large; }
+
+int g4_http_client_gone(const g4_http_req *r) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return 0;
+    char c;
+    ssize_t n = recv(ci->connect_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0) return 1;
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return 1;
+    return 0;
+}
+
+static int add_headers(struct MHD_Response *resp, const char *ctype, const char *const *headers) {
+    if (ctype && MHD_add_response_header(resp, "Content-Type", ctype) != MHD_YES) return 0;
+    for (size_t i = 0; headers && headers[i] && headers[i + 1]; i += 2)
+        if (MHD_add_response_header(resp, headers[i], headers[i + 1]) != MHD_YES) return 0;
+    return 1;
+}
+
+int g4_http_send(g4_http_req *r, int status, const char *content_type, const char *body, size_t len,
+                 const char *const *headers) {
+    if (r->answered) return G4_EINVAL;
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (!resp) return G4_ENOMEM;
+    int ok = add_headers(resp, content_type, headers);
+    if (ok) ok = MHD_queue_response(r->conn, (unsigned)status, resp) == MHD_YES;
+    MHD_destroy_response(resp);
+    r->answered = 1;
+    return ok ? G4_OK : G4_EIO;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    stream_ctx *s = cls;
+    long n = s->read(s->user, buf, max);
+    if (n == G4_HTTP_END) return MHD_CONTENT_READER_END_OF_STREAM;
+    if (n <= 0) return MHD_CONTENT_READER_END_WITH_ERROR;
+    return (ssize_t)n;
+}
+
+static void stream_free(void *cls) {
+    stream_ctx *s = cls;
+    if (s->done) s->done(s->user);
+    free(s);
+}
+
+int g4_http_send_stream(g4_http_req *r, int status, const char *content_type, g4_http_read_fn read,
+                        g4_http_done_fn done, void *user, const char *const *headers) {
+    if (r->answered) return G4_EINVAL;
+    stream_ctx *s = malloc(sizeof *s);
+    if (!s) { if (done) done(user); return G4_ENOMEM; }
+    s->read = read;
+    s->done = done;
+    s->user = user;
+    r->answered = 1;
+    /* from here on the response owns s: stream_free runs when MHD is done with it */
+    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, s, stream_free);
+    if (!resp) { stream_free(s); return G4_ENOMEM; }
+    int ok = add_headers(resp, content_type, headers);
+    if (ok) ok = MHD_queue_response(r->conn, (unsigned)status, resp) == MHD_YES;
+    MHD_destroy_response(resp); /* frees s (calls done) when it was not queued */
+    return ok ? G4_OK : G4_EIO;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls) {
+    (void)version;
+    g4_http *h = cls;
+    g4_http_req *r = *con_cls;
+    if (!r) {
+        r = calloc(1, sizeof *r);
+        if (!r) return MHD_NO;
+        r->h = h;
+        r->conn = conn;
+        r->method = method;
+        r->url = url;
+        *con_cls = r;
+        /* a declared length over the limit is refused before reading the body */
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+        if (cl) {
+            char *end;
+            unsigned long long v = strtoull(cl, &end, 10);
+            if (end != cl && v > h->o.max_body) {
+                r->too_large = 1;
+                h->o.handler(h->o.user, r);
+                if (!r->answered) g4_http_send(r, 413, "text/plain", "request body too large\n", 23, NULL);
+                return MHD_YES;
+            }
+        }
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (r->answered || r->too_large) return MHD_YES; /* discard */
+        if (r->len + n > h->o.max_body) {
+            r->too_large = 1;
+            free(r->body);
+            r->body = NULL;
+            r->len = r->cap = 0;
+            return MHD_YES;
+        }
+        if (r->len + n + 1 > r->cap) {
+            size_t c = r->cap ? r->cap : 4096;
+            while (c < r->len + n + 1) c *= 2;
+            char *b = realloc(r->body, c);
+            if (!b) return MHD_NO;
+            r->body = b;
+            r->cap = c;
+        }
+        memcpy(r->body + r->len, upload_data, n);
+        r->len += n;
+        r->body[r->len] = 0;
+        return MHD_YES;
+    }
+    if (r->answered) return MHD_YES;
+    h->o.handler(h->o.user, r);
+    if (!r->answered) g4_http_send(r, 500, "text/plain", "no response\n", 12, NULL);
+    return MHD_YES;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    (void)cls; (void)conn; (void)toe;
+    g4_http_req *r = *con_cls;
+    if (!r) return;
+    free(r->body);
+    free(r);
+    *con_cls = NULL;
+}
+
+int g4_http_start(const g4_http_opts *o, g4_http **out, g4_err *err) {
+    *out = NULL;
+    if (!o->handler) return g4_err_set(err, G4_EINVAL, "no request handler");
+    if (o->port < 0 || o->port > 65535) return g4_err_set(err, G4_EINVAL, "port %d is out of range", o->port);
+    const char *host = o->host && *o->host ? o->host : "127.0.0.1";
+    struct addrinfo hints = {0}, *ai = NULL;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    char port[16];
+    snprintf(port, sizeof port, "%d", o->port);
+    int gr = getaddrinfo(host, port, &hints, &ai);
+    if (gr || !ai) return g4_err_set(err, G4_EINVAL, "cannot resolve host \"%s\": %s", host, gai_strerror(gr));
+    struct sockaddr_storage sa;
+    memcpy(&sa, ai->ai_addr, ai->ai_addrlen);
+    int v6 = ai->ai_family == AF_INET6;
+    freeaddrinfo(ai);
+    g4_http *h = calloc(1, sizeof *h);
+    if (!h) return g4_err_set(err, G4_ENOMEM, "out of memory");
+    h->o = *o;
+    if (!h->o.max_body) h->o.max_body = 4u << 20;
+    if (h->o.max_conns <= 0) h->o.max_conns = 256;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL | MHD_USE_ERROR_LOG;
+    if (v6) flags |= MHD_USE_IPv6;
+    h->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, h,
+                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)h->o.max_conns,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
+                            MHD_OPTION_END);
+    if (!h->d) {
+        free(h);
+        return g4_err_set(err, G4_EIO, "cannot listen on %s:%d (address in use or not available)", host, o->port);
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+    h->port = di && di->port ? di->port : o->port;
+    *out = h;
+    return G4_OK;
+}
+
+int g4_http_port(const g4_http *h) { return h->port; }
+
+void g4_http_stop(g4_http *h) {
+    if (!h) return;
+    MHD_stop_daemon(h->d);
+    free(h);
+}

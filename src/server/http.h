@@ -1,0 +1,55 @@
+/* http.h — the HTTP adapter: a small request/response interface over libmicrohttpd, so the
+ * routes never see MHD. One thread per connection: a handler may block (a non-streaming
+ * generation), and a streaming body's read callback may block until it has bytes. */
+#ifndef G4_SERVER_HTTP_H
+#define G4_SERVER_HTTP_H
+
+#include <stddef.h>
+
+#include "base/error.h"
+
+typedef struct g4_http g4_http;
+typedef struct g4_http_req g4_http_req;
+
+/* Called once per request, after the whole body arrived (or the body went over the limit:
+ * g4_http_body_too_large). It must answer with g4_http_send or g4_http_send_stream. */
+typedef void (*g4_http_handler)(void *user, g4_http_req *req);
+
+typedef struct g4_http_opts {
+    const char *host;         /* numeric address or name to bind (default 127.0.0.1) */
+    int port;                 /* 0: any free port (g4_http_port tells which) */
+    size_t max_body;          /* bytes; larger bodies are not read (413) */
+    int max_conns;            /* concurrent connections (threads) */
+    g4_http_handler handler;
+    void *user;
+} g4_http_opts;
+
+int g4_http_start(const g4_http_opts *o, g4_http **out, g4_err *err);
+int g4_http_port(const g4_http *h);
+/* Closes the listener and every connection; waits for the connection threads. */
+void g4_http_stop(g4_http *h);
+
+const char *g4_http_method(const g4_http_req *r);
+const char *g4_http_path(const g4_http_req *r);
+const char *g4_http_header(const g4_http_req *r, const char *name);
+const char *g4_http_body(const g4_http_req *r, size_t *len);
+int g4_http_body_too_large(const g4_http_req *r);
+/* 1 when the client closed its side of the connection (checked without reading). */
+int g4_http_client_gone(const g4_http_req *r);
+
+/* Extra headers: a NULL-terminated list of name, value pairs (may be NULL). */
+int g4_http_send(g4_http_req *r, int status, const char *content_type, const char *body, size_t len,
+                 const char *const *headers);
+
+/* Streaming body (chunked). read: fills buf with up to max bytes and returns the count (> 0;
+ * it may block until it has some), G4_HTTP_END at the end of the stream, G4_HTTP_ABORT to
+ * drop the connection. done: called exactly once when the response is over, whether it was
+ * sent completely or the client went away (cancel the work there). */
+#define G4_HTTP_END (-1L)
+#define G4_HTTP_ABORT (-2L)
+typedef long (*g4_http_read_fn)(void *user, char *buf, size_t max);
+typedef void (*g4_http_done_fn)(void *user);
+int g4_http_send_stream(g4_http_req *r, int status, const char *content_type, g4_http_read_fn read,
+                        g4_http_done_fn done, void *user, const char *const *headers);
+
+#endif

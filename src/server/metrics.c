@@ -1,0 +1,172 @@
+/* metrics.c — Prometheus metrics of the server (see metrics.h and docs/server.md for names):
+ * request counts by route and status, token counters, latency histograms, and the scheduler's
+ * gauges (running/waiting sequences, KV cache). Knows nothing about HTTP or JSON. */
+#include "server/metrics.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_SERIES 96
+#define MAX_BUCKETS 20
+
+typedef struct {
+    const double *le;
+    int n;
+    uint64_t counts[MAX_BUCKETS + 1]; /* per bucket (not cumulative); last = +Inf */
+    double sum;
+    uint64_t total;
+} histo;
+
+static const double ttft_le[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80};
+static const double itl_le[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 10};
+static const double e2e_le[] = {0.01, 0.05, 0.1, 0.3, 0.5, 1, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480};
+
+struct g4_metrics {
+    pthread_mutex_t mu;
+    struct { char endpoint[48]; int status; uint64_t n; } req[MAX_SERIES];
+    int n_req;
+    histo ttft, itl, e2e;
+    uint64_t fin_stop, fin_length, fin_tool, fin_cancel, fin_other;
+    uint64_t req_prompt_tokens, req_completion_tokens;
+};
+
+static void histo_init(histo *h, const double *le, int n) {
+    memset(h, 0, sizeof *h);
+    h->le = le;
+    h->n = n;
+}
+
+static void histo_add(histo *h, double v) {
+    int i = 0;
+    while (i < h->n && v > h->le[i]) i++;
+    h->counts[i]++;
+    h->sum += v;
+    h->total++;
+}
+
+g4_metrics *g4_metrics_create(void) {
+    g4_metrics *m = calloc(1, sizeof *m);
+    if (!m) return NULL;
+    pthread_mutex_init(&m->mu, NULL);
+    histo_init(&m->ttft, ttft_le, (int)(sizeof ttft_le / sizeof *ttft_le));
+    histo_init(&m->itl, itl_le, (int)(sizeof itl_le / sizeof *itl_le));
+    histo_init(&m->e2e, e2e_le, (int)(sizeof e2e_le / sizeof *e2e_le));
+    return m;
+}
+
+void g4_metrics_free(g4_metrics *m) {
+    if (!m) return;
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+}
+
+void g4_metrics_request(g4_metrics *m, const char *endpoint, int status) {
+    pthread_mutex_lock(&m->mu);
+    int i;
+    for (i = 0; i < m->n_req; i++)
+        if (m->req[i].status == status && !strcmp(m->req[i].endpoint, endpoint)) break;
+    if (i == m->n_req && m->n_req < MAX_SERIES) {
+        snprintf(m->req[i].endpoint, sizeof m->req[i].endpoint, "%s", endpoint);
+        m->req[i].status = status;
+        m->req[i].n = 0;
+        m->n_req++;
+    }
+    if (i < m->n_req) m->req[i].n++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+#define LOCKED_ADD(field) do { pthread_mutex_lock(&m->mu); histo_add(&m->field, s); pthread_mutex_unlock(&m->mu); } while (0)
+void g4_metrics_ttft(g4_metrics *m, double s) { LOCKED_ADD(ttft); }
+void g4_metrics_itl(g4_metrics *m, double s) { LOCKED_ADD(itl); }
+void g4_metrics_e2e(g4_metrics *m, double s) { LOCKED_ADD(e2e); }
+
+void g4_metrics_finished(g4_metrics *m, const char *reason, size_t prompt_tokens, size_t completion_tokens) {
+    pthread_mutex_lock(&m->mu);
+    if (!strcmp(reason, "stop")) m->fin_stop++;
+    else if (!strcmp(reason, "length")) m->fin_length++;
+    else if (!strcmp(reason, "tool_calls")) m->fin_tool++;
+    else if (!strcmp(reason, "cancelled")) m->fin_cancel++;
+    else m->fin_other++;
+    m->req_prompt_tokens += prompt_tokens;
+    m->req_completion_tokens += completion_tokens;
+    pthread_mutex_unlock(&m->mu);
+}
+
+typedef struct { char *s; size_t len, cap; int oom; } buf;
+
+static void bprintf(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void bprintf(buf *b, const char *fmt, ...) {
+    if (b->oom) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) { b->oom = 1; return; }
+        if ((size_t)n < b->cap - b->len) { b->len += (size_t)n; return; }
+        size_t c = b->cap * 2 + (size_t)n + 1;
+        char *p = realloc(b->s, c);
+        if (!p) { b->oom = 1; return; }
+        b->s = p;
+        b->cap = c;
+    }
+}
+
+static void histo_render(buf *b, const char *name, const char *help, const histo *h) {
+    bprintf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    uint64_t cum = 0;
+    for (int i = 0; i < h->n; i++) {
+        cum += h->counts[i];
+        bprintf(b, "%s_bucket{le=\"%g\"} %llu\n", name, h->le[i], (unsigned long long)cum);
+    }
+    cum += h->counts[h->n];
+    bprintf(b, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.6f\n%s_count %llu\n", name, (unsigned long long)cum, name, h->sum, name,
+            (unsigned long long)h->total);
+}
+
+char *g4_metrics_render(g4_metrics *m, const g4_sched_stats *st, int ready, size_t *len) {
+    buf b = {malloc(8192), 0, 8192, 0};
+    if (!b.s) return NULL;
+    b.s[0] = 0;
+    pthread_mutex_lock(&m->mu);
+    bprintf(&b, "# HELP g4tp_model_ready 1 when the model is loaded and requests are served.\n# TYPE g4tp_model_ready gauge\ng4tp_model_ready %d\n", ready);
+    bprintf(&b, "# HELP g4tp_http_requests_total HTTP requests answered, by route and status code.\n# TYPE g4tp_http_requests_total counter\n");
+    for (int i = 0; i < m->n_req; i++)
+        bprintf(&b, "g4tp_http_requests_total{endpoint=\"%s\",code=\"%d\"} %llu\n", m->req[i].endpoint, m->req[i].status,
+                (unsigned long long)m->req[i].n);
+    bprintf(&b, "# HELP g4tp_request_finished_total Finished generations by finish reason.\n# TYPE g4tp_request_finished_total counter\n");
+    bprintf(&b, "g4tp_request_finished_total{finish_reason=\"stop\"} %llu\n", (unsigned long long)m->fin_stop);
+    bprintf(&b, "g4tp_request_finished_total{finish_reason=\"length\"} %llu\n", (unsigned long long)m->fin_length);
+    bprintf(&b, "g4tp_request_finished_total{finish_reason=\"tool_calls\"} %llu\n", (unsigned long long)m->fin_tool);
+    bprintf(&b, "g4tp_request_finished_total{finish_reason=\"cancelled\"} %llu\n", (unsigned long long)m->fin_cancel);
+    bprintf(&b, "g4tp_request_finished_total{finish_reason=\"other\"} %llu\n", (unsigned long long)m->fin_other);
+    bprintf(&b, "# HELP g4tp_request_prompt_tokens_total Prompt tokens of finished generations.\n# TYPE g4tp_request_prompt_tokens_total counter\ng4tp_request_prompt_tokens_total %llu\n",
+            (unsigned long long)m->req_prompt_tokens);
+    bprintf(&b, "# HELP g4tp_request_generation_tokens_total Generated tokens of finished generations.\n# TYPE g4tp_request_generation_tokens_total counter\ng4tp_request_generation_tokens_total %llu\n",
+            (unsigned long long)m->req_completion_tokens);
+    histo_render(&b, "g4tp_time_to_first_token_seconds", "Time from submission to the first generated token.", &m->ttft);
+    histo_render(&b, "g4tp_inter_token_latency_seconds", "Time between consecutive generated tokens as the server received them.", &m->itl);
+    histo_render(&b, "g4tp_request_duration_seconds", "Time from submission to the end of a generation.", &m->e2e);
+    pthread_mutex_unlock(&m->mu);
+    g4_sched_stats z = {0};
+    if (!st) st = &z;
+    bprintf(&b, "# HELP g4tp_prompt_tokens_total Prompt tokens prefilled by the scheduler.\n# TYPE g4tp_prompt_tokens_total counter\ng4tp_prompt_tokens_total %llu\n",
+            (unsigned long long)st->prompt_tokens);
+    bprintf(&b, "# HELP g4tp_generation_tokens_total Tokens generated by the scheduler.\n# TYPE g4tp_generation_tokens_total counter\ng4tp_generation_tokens_total %llu\n",
+            (unsigned long long)st->generated_tokens);
+    bprintf(&b, "# HELP g4tp_scheduler_steps_total Forward steps run by the scheduler.\n# TYPE g4tp_scheduler_steps_total counter\ng4tp_scheduler_steps_total %llu\n",
+            (unsigned long long)st->steps);
+    bprintf(&b, "# HELP g4tp_num_requests_running Sequences admitted (prefilling or decoding).\n# TYPE g4tp_num_requests_running gauge\ng4tp_num_requests_running %d\n", st->running);
+    bprintf(&b, "# HELP g4tp_num_requests_waiting Requests queued for admission.\n# TYPE g4tp_num_requests_waiting gauge\ng4tp_num_requests_waiting %d\n", st->waiting);
+    bprintf(&b, "# HELP g4tp_kv_cache_used_bytes KV cache bytes reserved by open sequences (per rank).\n# TYPE g4tp_kv_cache_used_bytes gauge\ng4tp_kv_cache_used_bytes %zu\n", st->kv_used);
+    bprintf(&b, "# HELP g4tp_kv_cache_budget_bytes KV cache budget (per rank).\n# TYPE g4tp_kv_cache_budget_bytes gauge\ng4tp_kv_cache_budget_bytes %zu\n", st->kv_budget);
+    bprintf(&b, "# HELP g4tp_kv_cache_usage_ratio Used fraction of the KV cache budget.\n# TYPE g4tp_kv_cache_usage_ratio gauge\ng4tp_kv_cache_usage_ratio %.6f\n",
+            st->kv_budget ? (double)st->kv_used / (double)st->kv_budget : 0.0);
+    if (b.oom) { free(b.s); return NULL; }
+    *len = b.len;
+    return b.s;
+}

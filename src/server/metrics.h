@@ -1,0 +1,26 @@
+/* metrics.h — the server's counters and histograms, rendered in the Prometheus text format
+ * (version 0.0.4) together with the scheduler's live numbers. Thread-safe. */
+#ifndef G4_SERVER_METRICS_H
+#define G4_SERVER_METRICS_H
+
+#include <stddef.h>
+
+#include "engine/scheduler.h"
+
+typedef struct g4_metrics g4_metrics;
+
+g4_metrics *g4_metrics_create(void);
+void g4_metrics_free(g4_metrics *m);
+
+/* One answered request: the route ("/v1/chat/completions", or "other") and the HTTP status. */
+void g4_metrics_request(g4_metrics *m, const char *endpoint, int status);
+void g4_metrics_ttft(g4_metrics *m, double seconds);
+void g4_metrics_itl(g4_metrics *m, double seconds);
+void g4_metrics_e2e(g4_metrics *m, double seconds);
+/* A finished generation: its finish reason and token counts. */
+void g4_metrics_finished(g4_metrics *m, const char *finish_reason, size_t prompt_tokens, size_t completion_tokens);
+
+/* The exposition text (malloc'd); st may be NULL while the model loads. */
+char *g4_metrics_render(g4_metrics *m, const g4_sched_stats *st, int ready, size_t *len);
+
+#endif

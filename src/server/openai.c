@@ -1,0 +1,456 @@
+/* openai.c — OpenAI-compatible bodies (see openai.h): validation of every field the server
+ * reads, with 400 errors naming the field, and the response objects of /generate,
+ * /v1/completions and /v1/chat/completions. Knows JSON and the output parser's result; knows
+ * nothing about HTTP, the tokenizer or the scheduler. */
+#include "server/openai.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "text/utf8.h"
+
+#define BAD(ae, param, ...) g4_api_err_status(ae, G4_EINVAL, param, __VA_ARGS__)
+#define UNSUPPORTED(ae, param, ...) g4_api_err_status(ae, G4_EUNSUPPORTED, param, __VA_ARGS__)
+
+/* ---- body ---------------------------------------------------------------------------------- */
+
+int g4_api_parse_object(const char *body, size_t len, json_t **out, g4_api_err *ae) {
+    *out = NULL;
+    size_t bad = g4_utf8_invalid_at(body, len);
+    if (bad < len) {
+        g4_api_err_status(ae, G4_EFORMAT, NULL, "the request body is not valid UTF-8 (byte offset %zu)", bad);
+        ae->code = "invalid_utf8";
+        return ae->status;
+    }
+    if (len == 0) return g4_api_err_refuse(ae, G4_API_INVALID_JSON, NULL, "the request body is empty; a JSON object is expected");
+    json_error_t je;
+    json_t *j = json_loadb(body, len, 0, &je);
+    if (!j) {
+        int utf = strstr(je.text, "Unicode") || strstr(je.text, "UTF-8") || strstr(je.text, "\\u0000");
+        g4_api_err_refuse(ae, G4_API_INVALID_JSON, NULL, "malformed JSON at line %d, column %d: %s", je.line, je.column, je.text);
+        if (utf) ae->code = "invalid_utf8";
+        return ae->status;
+    }
+    if (!json_is_object(j)) {
+        json_decref(j);
+        return g4_api_err_refuse(ae, G4_API_INVALID_JSON, NULL, "the request body must be a JSON object");
+    }
+    *out = j;
+    return 0;
+}
+
+/* ---- field readers: absent or null leaves *has 0; a wrong type or range is a 400 -------------- */
+
+static int get_number(const json_t *o, const char *k, double lo, double hi, int *has, double *out, g4_api_err *ae) {
+    json_t *v = json_object_get(o, k);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_number(v)) return BAD(ae, k, "'%s' must be a number", k);
+    double x = json_number_value(v);
+    if (!isfinite(x) || x < lo || x > hi) return BAD(ae, k, "'%s' must be between %g and %g (got %g)", k, lo, hi, x);
+    *has = 1;
+    *out = x;
+    return 0;
+}
+
+static int get_int(const json_t *o, const char *k, long long lo, long long hi, int *has, long long *out, g4_api_err *ae) {
+    json_t *v = json_object_get(o, k);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_integer(v)) return BAD(ae, k, "'%s' must be an integer", k);
+    long long x = json_integer_value(v);
+    if (x < lo || x > hi) return BAD(ae, k, "'%s' must be between %lld and %lld (got %lld)", k, lo, hi, x);
+    *has = 1;
+    *out = x;
+    return 0;
+}
+
+static int get_bool(const json_t *o, const char *k, int *out, g4_api_err *ae) {
+    json_t *v = json_object_get(o, k);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_boolean(v)) return BAD(ae, k, "'%s' must be true or false", k);
+    *out = json_is_true(v);
+    return 0;
+}
+
+static int get_string(const json_t *o, const char *k, const char **out, g4_api_err *ae) {
+    json_t *v = json_object_get(o, k);
+    *out = NULL;
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_string(v)) return BAD(ae, k, "'%s' must be a string", k);
+    *out = json_string_value(v);
+    return 0;
+}
+
+/* ---- shared sampling / length / stop fields -------------------------------------------------- */
+
+static int parse_common(const json_t *o, g4_api_request *r, g4_api_err *ae) {
+    int rc, has = 0;
+    long long x;
+    if ((rc = get_number(o, "temperature", 0, 100, &r->has_temperature, &r->temperature, ae))) return rc;
+    if ((rc = get_number(o, "top_p", 0, 1, &r->has_top_p, &r->top_p, ae))) return rc;
+    if ((rc = get_number(o, "min_p", 0, 1, &r->has_min_p, &r->min_p, ae))) return rc;
+    if ((rc = get_int(o, "top_k", -1, 1 << 30, &r->has_top_k, &x, ae))) return rc;
+    if (r->has_top_k) r->top_k = x < 0 ? 0 : (int)x; /* -1 means off, as in vLLM */
+    if ((rc = get_int(o, "seed", INT64_MIN, INT64_MAX, &r->has_seed, &x, ae))) return rc;
+    if (r->has_seed) r->seed = (uint64_t)x;
+    /* the length field: max_completion_tokens wins over max_tokens; /generate says max_new_tokens */
+    const char *lk[] = {"max_completion_tokens", "max_tokens", "max_new_tokens"};
+    for (int i = 0; i < 3; i++) {
+        has = 0;
+        if ((rc = get_int(o, lk[i], 1, INT64_MAX / 2, &has, &x, ae))) return rc;
+        if (has && r->max_tokens < 0) r->max_tokens = x;
+    }
+    json_t *st = json_object_get(o, "stop");
+    if (st && !json_is_null(st)) {
+        if (json_is_string(st)) {
+            if (!json_string_length(st)) return BAD(ae, "stop", "'stop' must not be an empty string");
+            r->stops[r->n_stops++] = strdup(json_string_value(st));
+        } else if (json_is_array(st)) {
+            if (json_array_size(st) > G4_API_MAX_STOPS) return BAD(ae, "stop", "'stop' may hold at most %d strings", G4_API_MAX_STOPS);
+            size_t i;
+            json_t *v;
+            json_array_foreach(st, i, v) {
+                if (!json_is_string(v) || !json_string_length(v)) return BAD(ae, "stop", "'stop' must be a string or a list of non-empty strings");
+                if (strlen(json_string_value(v)) != json_string_length(v)) return BAD(ae, "stop", "'stop' strings must not contain U+0000");
+                r->stops[r->n_stops++] = strdup(json_string_value(v));
+            }
+        } else return BAD(ae, "stop", "'stop' must be a string or a list of strings");
+    }
+    if ((rc = get_bool(o, "stream", &r->stream, ae))) return rc;
+    json_t *so = json_object_get(o, "stream_options");
+    if (so && !json_is_null(so)) {
+        if (!json_is_object(so)) return BAD(ae, "stream_options", "'stream_options' must be an object");
+        json_t *iu = json_object_get(so, "include_usage");
+        if (iu && !json_is_null(iu) && !json_is_boolean(iu)) return BAD(ae, "stream_options.include_usage", "'stream_options.include_usage' must be true or false");
+        r->include_usage = iu && json_is_true(iu);
+    }
+    const char *model;
+    if ((rc = get_string(o, "model", &model, ae))) return rc;
+    if (model) r->model = strdup(model);
+    /* features we do not implement are refused, not ignored */
+    long long n = 1;
+    has = 0;
+    if ((rc = get_int(o, "n", 1, 1 << 20, &has, &n, ae))) return rc;
+    if (n != 1) return UNSUPPORTED(ae, "n", "only n = 1 is supported");
+    int lp = 0;
+    json_t *lpv = json_object_get(o, "logprobs");
+    if (lpv && !json_is_null(lpv) && !(json_is_boolean(lpv) && !json_is_true(lpv)) && !(json_is_integer(lpv) && json_integer_value(lpv) == 0))
+        lp = 1;
+    if (lp) return UNSUPPORTED(ae, "logprobs", "logprobs are not supported");
+    const char *pen[] = {"presence_penalty", "frequency_penalty"};
+    for (int i = 0; i < 2; i++) {
+        double p = 0;
+        has = 0;
+        if ((rc = get_number(o, pen[i], -2, 2, &has, &p, ae))) return rc;
+        if (p != 0) return UNSUPPORTED(ae, pen[i], "'%s' is not supported (only 0)", pen[i]);
+    }
+    return 0;
+}
+
+/* ---- chat messages ------------------------------------------------------------------------- */
+
+int g4_api_messages(const json_t *messages, json_t **out, g4_api_err *ae) {
+    *out = NULL;
+    if (!messages || json_is_null(messages)) return BAD(ae, "messages", "'messages' is required");
+    if (!json_is_array(messages)) return BAD(ae, "messages", "'messages' must be an array");
+    if (json_array_size(messages) == 0) return BAD(ae, "messages", "'messages' must not be empty");
+    json_t *copy = json_deep_copy(messages);
+    if (!copy) return g4_api_err_status(ae, G4_ENOMEM, NULL, "out of memory");
+    size_t i;
+    json_t *m;
+    char param[128];
+    json_array_foreach(copy, i, m) {
+        snprintf(param, sizeof param, "messages[%zu]", i);
+        if (!json_is_object(m)) { int st_ = BAD(ae, param, "%s must be an object", param); json_decref(copy); return st_; }
+        json_t *role = json_object_get(m, "role");
+        snprintf(param, sizeof param, "messages[%zu].role", i);
+        if (!json_is_string(role)) { int st_ = BAD(ae, param, "%s must be a string", param); json_decref(copy); return st_; }
+        const char *rs = json_string_value(role);
+        if (strcmp(rs, "system") && strcmp(rs, "developer") && strcmp(rs, "user") && strcmp(rs, "assistant") && strcmp(rs, "tool")) {
+            int st_ = BAD(ae, param, "%s must be one of system, developer, user, assistant, tool (got \"%s\")", param, rs);
+            json_decref(copy);
+            return st_;
+        }
+        json_t *content = json_object_get(m, "content");
+        snprintf(param, sizeof param, "messages[%zu].content", i);
+        if (content && !json_is_null(content) && !json_is_string(content) && !json_is_array(content)) {
+            json_decref(copy);
+            return g4_api_err_status(ae, G4_EINVAL, param, "%s must be a string, an array of content parts or null", param);
+        }
+        if (json_is_array(content)) {
+            size_t k;
+            json_t *part;
+            json_array_foreach(content, k, part) {
+                json_t *type = json_is_object(part) ? json_object_get(part, "type") : NULL;
+                if (!json_is_string(type)) { int st_ = BAD(ae, param, "%s[%zu] must be an object with a 'type'", param, k); json_decref(copy); return st_; }
+                if (strcmp(json_string_value(type), "text") != 0) {
+                    int st_ = UNSUPPORTED(ae, param, "%s[%zu]: content parts of type \"%s\" are not supported (text only)", param, k, json_string_value(type));
+                    json_decref(copy);
+                    return st_;
+                }
+                if (!json_is_string(json_object_get(part, "text"))) { int st_ = BAD(ae, param, "%s[%zu].text must be a string", param, k); json_decref(copy); return st_; }
+            }
+        }
+        json_t *calls = json_object_get(m, "tool_calls");
+        if (calls && !json_is_null(calls)) {
+            snprintf(param, sizeof param, "messages[%zu].tool_calls", i);
+            if (!json_is_array(calls)) { int st_ = BAD(ae, param, "%s must be an array", param); json_decref(copy); return st_; }
+            size_t k;
+            json_t *c;
+            json_array_foreach(calls, k, c) {
+                json_t *fn = json_is_object(c) ? json_object_get(c, "function") : NULL;
+                snprintf(param, sizeof param, "messages[%zu].tool_calls[%zu].function", i, k);
+                if (!json_is_object(fn) || !json_is_string(json_object_get(fn, "name"))) {
+                    json_decref(copy);
+                    return BAD(ae, param, "%s must be an object with a string 'name'", param);
+                }
+                json_t *args = json_object_get(fn, "arguments");
+                if (json_is_string(args)) {
+                    json_error_t je;
+                    json_t *obj = json_loads(json_string_value(args), 0, &je);
+                    if (!json_is_object(obj)) {
+                        json_decref(obj);
+                        json_decref(copy);
+                        snprintf(param, sizeof param, "messages[%zu].tool_calls[%zu].function.arguments", i, k);
+                        return BAD(ae, param, "%s must be a JSON object (as a string or an object)", param);
+                    }
+                    json_object_set_new(fn, "arguments", obj);
+                } else if (args && !json_is_object(args) && !json_is_null(args)) {
+                    json_decref(copy);
+                    snprintf(param, sizeof param, "messages[%zu].tool_calls[%zu].function.arguments", i, k);
+                    return BAD(ae, param, "%s must be a JSON object (as a string or an object)", param);
+                }
+            }
+        }
+    }
+    *out = copy;
+    return 0;
+}
+
+static int parse_tools(const json_t *o, json_t *chat, g4_api_err *ae) {
+    json_t *tools = json_object_get(o, "tools");
+    const char *choice = NULL;
+    json_t *tc = json_object_get(o, "tool_choice");
+    if (tc && !json_is_null(tc)) {
+        if (!json_is_string(tc)) return UNSUPPORTED(ae, "tool_choice", "'tool_choice' naming a function is not supported (use \"auto\" or \"none\")");
+        choice = json_string_value(tc);
+        if (strcmp(choice, "auto") && strcmp(choice, "none")) {
+            if (!strcmp(choice, "required")) return UNSUPPORTED(ae, "tool_choice", "'tool_choice' \"required\" is not supported (use \"auto\" or \"none\")");
+            return BAD(ae, "tool_choice", "'tool_choice' must be \"auto\" or \"none\"");
+        }
+    }
+    if (!tools || json_is_null(tools)) return 0;
+    if (!json_is_array(tools)) return BAD(ae, "tools", "'tools' must be an array");
+    size_t i;
+    json_t *t;
+    char param[48];
+    json_array_foreach(tools, i, t) {
+        snprintf(param, sizeof param, "tools[%zu]", i);
+        json_t *type = json_is_object(t) ? json_object_get(t, "type") : NULL;
+        if (!json_is_string(type) || strcmp(json_string_value(type), "function"))
+            return BAD(ae, param, "%s must be an object with \"type\": \"function\"", param);
+        json_t *fn = json_object_get(t, "function");
+        if (!json_is_object(fn) || !json_is_string(json_object_get(fn, "name")))
+            return BAD(ae, param, "%s.function must be an object with a string 'name'", param);
+        json_t *params = json_object_get(fn, "parameters");
+        if (params && !json_is_null(params) && !json_is_object(params)) return BAD(ae, param, "%s.function.parameters must be an object", param);
+    }
+    if (json_array_size(tools) && !(choice && !strcmp(choice, "none"))) json_object_set(chat, "tools", tools);
+    return 0;
+}
+
+static int parse_chat(const json_t *o, g4_api_request *r, g4_api_err *ae) {
+    json_t *msgs;
+    int rc = g4_api_messages(json_object_get(o, "messages"), &msgs, ae);
+    if (rc) return rc;
+    json_t *chat = json_object();
+    r->chat = chat;
+    /* chat_template_kwargs first: the request's own fields below win over it */
+    json_t *kw = json_object_get(o, "chat_template_kwargs");
+    if (kw && !json_is_null(kw)) {
+        if (!json_is_object(kw)) { json_decref(msgs); return BAD(ae, "chat_template_kwargs", "'chat_template_kwargs' must be an object"); }
+        const char *k;
+        json_t *v;
+        json_object_foreach(kw, k, v) if (strcmp(k, "messages") && strcmp(k, "tools")) json_object_set(chat, k, v);
+        json_t *et = json_object_get(kw, "enable_thinking");
+        if (et && !json_is_boolean(et) && !json_is_null(et)) { json_decref(msgs); return BAD(ae, "chat_template_kwargs.enable_thinking", "'enable_thinking' must be true or false"); }
+    }
+    json_object_set_new(chat, "messages", msgs);
+    int think = -1;
+    if ((rc = get_bool(o, "enable_thinking", &think, ae))) return rc;
+    if (think >= 0) json_object_set_new(chat, "enable_thinking", json_boolean(think));
+    if (!json_object_get(chat, "add_generation_prompt")) json_object_set_new(chat, "add_generation_prompt", json_true());
+    if ((rc = parse_tools(o, chat, ae))) return rc;
+    json_t *rf = json_object_get(o, "response_format");
+    if (rf && !json_is_null(rf)) {
+        json_t *type = json_is_object(rf) ? json_object_get(rf, "type") : NULL;
+        if (!json_is_string(type)) return BAD(ae, "response_format", "'response_format' must be an object with a 'type'");
+        if (strcmp(json_string_value(type), "text"))
+            return UNSUPPORTED(ae, "response_format", "response_format \"%s\" is not supported (only \"text\")", json_string_value(type));
+    }
+    r->parse_output = 1;
+    return 0;
+}
+
+static int parse_completion_prompt(const json_t *o, g4_api_request *r, g4_api_err *ae) {
+    json_t *p = json_object_get(o, "prompt");
+    if (!p || json_is_null(p)) return BAD(ae, "prompt", "'prompt' is required");
+    if (json_is_array(p) && json_array_size(p) == 1 && (json_is_string(json_array_get(p, 0)) || json_is_array(json_array_get(p, 0))))
+        p = json_array_get(p, 0); /* a batch of one */
+    if (json_is_string(p)) {
+        r->prompt_len = json_string_length(p);
+        r->prompt = malloc(r->prompt_len + 1);
+        if (!r->prompt) return g4_api_err_status(ae, G4_ENOMEM, NULL, "out of memory");
+        memcpy(r->prompt, json_string_value(p), r->prompt_len + 1);
+        return 0;
+    }
+    if (json_is_array(p)) {
+        size_t n = json_array_size(p), i;
+        json_t *v;
+        if (n == 0) return BAD(ae, "prompt", "'prompt' must not be empty");
+        json_array_foreach(p, i, v) {
+            if (json_is_string(v) || json_is_array(v)) return UNSUPPORTED(ae, "prompt", "a batch of several prompts is not supported");
+            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
+                return BAD(ae, "prompt", "'prompt' must be a string or a list of token ids");
+        }
+        r->prompt_ids = malloc(sizeof(int32_t) * n);
+        if (!r->prompt_ids) return g4_api_err_status(ae, G4_ENOMEM, NULL, "out of memory");
+        json_array_foreach(p, i, v) r->prompt_ids[i] = (int32_t)json_integer_value(v);
+        r->n_prompt_ids = n;
+        return 0;
+    }
+    return BAD(ae, "prompt", "'prompt' must be a string or a list of token ids");
+}
+
+int g4_api_parse(g4_api_kind kind, const char *body, size_t len, g4_api_request *r, g4_api_err *ae) {
+    memset(r, 0, sizeof *r);
+    r->kind = kind;
+    r->max_tokens = -1;
+    json_t *o;
+    int rc = g4_api_parse_object(body, len, &o, ae);
+    if (rc) return rc;
+    rc = parse_common(o, r, ae);
+    if (!rc && kind == G4_API_CHAT) rc = parse_chat(o, r, ae);
+    if (!rc && kind == G4_API_COMPLETIONS) {
+        rc = parse_completion_prompt(o, r, ae);
+        int echo = 0;
+        if (!rc) rc = get_bool(o, "echo", &echo, ae);
+        if (!rc && echo) rc = UNSUPPORTED(ae, "echo", "'echo' is not supported");
+        if (!rc && json_object_get(o, "suffix") && !json_is_null(json_object_get(o, "suffix"))) rc = UNSUPPORTED(ae, "suffix", "'suffix' is not supported");
+        r->add_special = 1;
+        if (!rc) rc = get_bool(o, "add_special_tokens", &r->add_special, ae);
+    }
+    if (!rc && kind == G4_API_GENERATE) {
+        const char *prompt;
+        int raw = 0, think = -1;
+        rc = get_string(o, "prompt", &prompt, ae);
+        if (!rc && !prompt) rc = BAD(ae, "prompt", "'prompt' is required (a string)");
+        if (!rc) rc = get_bool(o, "raw", &raw, ae);
+        if (!rc) rc = get_bool(o, "enable_thinking", &think, ae);
+        if (!rc && r->stream) rc = UNSUPPORTED(ae, "stream", "/generate does not stream; use /v1/chat/completions or /v1/completions with \"stream\": true");
+        if (!rc && raw) {
+            r->prompt_len = json_string_length(json_object_get(o, "prompt"));
+            r->prompt = malloc(r->prompt_len + 1);
+            if (r->prompt) memcpy(r->prompt, prompt, r->prompt_len + 1);
+            r->add_special = 1;
+            rc = get_bool(o, "add_special_tokens", &r->add_special, ae);
+        } else if (!rc) {
+            json_t *msg = json_object();
+            json_object_set_new(msg, "role", json_string("user"));
+            json_object_set(msg, "content", json_object_get(o, "prompt"));
+            r->chat = json_object();
+            json_object_set_new(r->chat, "messages", json_pack("[o]", msg));
+            json_object_set_new(r->chat, "add_generation_prompt", json_true());
+            if (think >= 0) json_object_set_new(r->chat, "enable_thinking", json_boolean(think));
+            r->parse_output = 1;
+        }
+    }
+    json_decref(o);
+    if (rc) g4_api_request_free(r);
+    return rc;
+}
+
+void g4_api_request_free(g4_api_request *r) {
+    json_decref(r->chat);
+    free(r->prompt);
+    free(r->prompt_ids);
+    for (size_t i = 0; i < r->n_stops; i++) free(r->stops[i]);
+    free(r->model);
+    memset(r, 0, sizeof *r);
+    r->max_tokens = -1;
+}
+
+/* ---- responses ------------------------------------------------------------------------------ */
+
+const char *g4_api_finish_reason(const g4_api_result *r) {
+    if (r->parsed && r->parsed->n_calls && !strcmp(r->finish_reason, "stop")) return "tool_calls";
+    return r->finish_reason;
+}
+
+json_t *g4_api_usage(size_t prompt_tokens, size_t completion_tokens) {
+    return json_pack("{s:I,s:I,s:I}", "prompt_tokens", (json_int_t)prompt_tokens, "completion_tokens", (json_int_t)completion_tokens,
+                     "total_tokens", (json_int_t)(prompt_tokens + completion_tokens));
+}
+
+json_t *g4_api_tool_call(const char *resp_id, size_t k, const g4_tool_call *c) {
+    char id[96];
+    const char *tail = strchr(resp_id, '-');
+    snprintf(id, sizeof id, "call_%s_%zu", tail ? tail + 1 : resp_id, k);
+    return json_pack("{s:s,s:s,s:{s:s,s:s}}", "id", id, "type", "function", "function", "name", c->name, "arguments",
+                     c->arguments_json ? c->arguments_json : "{}");
+}
+
+static json_t *envelope(const g4_api_result *r, const char *object) {
+    return json_pack("{s:s,s:s,s:I,s:s}", "id", r->id, "object", object, "created", (json_int_t)r->created, "model", r->model);
+}
+
+json_t *g4_api_chat_response(const g4_api_result *r) {
+    json_t *j = envelope(r, "chat.completion");
+    json_t *msg = json_object();
+    json_object_set_new(msg, "role", json_string("assistant"));
+    const g4_parsed_output *po = r->parsed;
+    const char *content = po ? po->content : r->text;
+    if (po && po->n_calls && !*content) json_object_set_new(msg, "content", json_null());
+    else json_object_set_new(msg, "content", json_string(content ? content : ""));
+    if (po && po->reasoning && *po->reasoning) json_object_set_new(msg, "reasoning_content", json_string(po->reasoning));
+    if (po && po->n_calls) {
+        json_t *calls = json_array();
+        for (size_t k = 0; k < po->n_calls; k++) json_array_append_new(calls, g4_api_tool_call(r->id, k, &po->calls[k]));
+        json_object_set_new(msg, "tool_calls", calls);
+    }
+    json_t *choice = json_pack("{s:i,s:o,s:s,s:n}", "index", 0, "message", msg, "finish_reason", g4_api_finish_reason(r), "logprobs");
+    json_object_set_new(j, "choices", json_pack("[o]", choice));
+    json_object_set_new(j, "usage", g4_api_usage(r->prompt_tokens, r->completion_tokens));
+    return j;
+}
+
+json_t *g4_api_completion_response(const g4_api_result *r) {
+    json_t *j = envelope(r, "text_completion");
+    json_t *choice = json_pack("{s:i,s:s%,s:s,s:n}", "index", 0, "text", r->text ? r->text : "", r->text ? r->text_len : 0,
+                               "finish_reason", r->finish_reason, "logprobs");
+    json_object_set_new(j, "choices", json_pack("[o]", choice));
+    json_object_set_new(j, "usage", g4_api_usage(r->prompt_tokens, r->completion_tokens));
+    return j;
+}
+
+json_t *g4_api_generate_response(const g4_api_result *r) {
+    const g4_parsed_output *po = r->parsed;
+    json_t *j = json_object();
+    if (po) json_object_set_new(j, "response", json_string(po->content));
+    else json_object_set_new(j, "response", json_stringn(r->text ? r->text : "", r->text ? r->text_len : 0));
+    json_object_set_new(j, "prompt_tokens", json_integer((json_int_t)r->prompt_tokens));
+    json_object_set_new(j, "completion_tokens", json_integer((json_int_t)r->completion_tokens));
+    json_object_set_new(j, "finish_reason", json_string(g4_api_finish_reason(r)));
+    json_object_set_new(j, "time_to_first_token_ms", json_real(r->ttft_ms));
+    json_object_set_new(j, "tokens_per_second", json_real(r->tokens_per_s));
+    if (po && po->reasoning && *po->reasoning) json_object_set_new(j, "reasoning", json_string(po->reasoning));
+    if (po && po->n_calls) {
+        json_t *calls = json_array();
+        for (size_t k = 0; k < po->n_calls; k++)
+            json_array_append_new(calls, json_pack("{s:s,s:O}", "name", po->calls[k].name, "arguments",
+                                                   po->calls[k].arguments ? po->calls[k].arguments : json_object()));
+        json_object_set_new(j, "tool_calls", calls);
+    }
+    return j;
+}

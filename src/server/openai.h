@@ -1,0 +1,72 @@
+/* openai.h — the OpenAI-compatible request and response shapes: parsing and validating the
+ * bodies of /generate, /v1/completions and /v1/chat/completions into one request struct, and
+ * building the response objects from a finished generation. Pure functions of JSON and text:
+ * no HTTP, no engine. Streaming chunks are built by sse.h on top of these. */
+#ifndef G4_SERVER_OPENAI_H
+#define G4_SERVER_OPENAI_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/errors.h"
+#include "text/output_parser.h"
+
+typedef enum { G4_API_GENERATE = 0, G4_API_COMPLETIONS, G4_API_CHAT } g4_api_kind;
+
+#define G4_API_MAX_STOPS 16
+
+typedef struct g4_api_request {
+    g4_api_kind kind;
+    json_t *chat;             /* to render with the chat template (NULL: prompt text or ids) */
+    char *prompt;             /* raw prompt text (completions, raw /generate) */
+    size_t prompt_len;
+    int32_t *prompt_ids;      /* completions given as token ids */
+    size_t n_prompt_ids;
+    int add_special;          /* encode the raw prompt with the tokenizer's post-processor */
+    int parse_output;         /* split reasoning / content / tool calls (chat, templated /generate) */
+    int64_t max_tokens;       /* -1: not given */
+    int has_temperature, has_top_p, has_top_k, has_min_p, has_seed;
+    double temperature, top_p, min_p;
+    int top_k;
+    uint64_t seed;
+    char *stops[G4_API_MAX_STOPS];
+    size_t n_stops;
+    int stream, include_usage;
+    char *model;              /* NULL when absent */
+} g4_api_request;
+
+/* Parses and validates a body. 400-class errors name the field in ae->param. */
+int g4_api_parse(g4_api_kind kind, const char *body, size_t len, g4_api_request *out, g4_api_err *ae);
+void g4_api_request_free(g4_api_request *r);
+
+/* Parses a JSON body that must be an object (for /tokenize, /detokenize). *out: new ref. */
+int g4_api_parse_object(const char *body, size_t len, json_t **out, g4_api_err *ae);
+
+/* Checks an OpenAI `messages` array and returns a copy ready for the chat template (tool call
+ * arguments given as JSON strings become objects, as the template wants). *out: new ref. */
+int g4_api_messages(const json_t *messages, json_t **out, g4_api_err *ae);
+
+/* One finished generation, as the renderers need it. */
+typedef struct g4_api_result {
+    const char *id;           /* "chatcmpl-…", "cmpl-…" */
+    const char *model;
+    long long created;
+    const char *text;         /* the generated text (completions, /generate raw) */
+    size_t text_len;
+    const g4_parsed_output *parsed; /* chat and templated /generate: parsed output */
+    const char *finish_reason;/* "stop", "length" (tool_calls is derived) */
+    size_t prompt_tokens, completion_tokens;
+    double ttft_ms, tokens_per_s;
+} g4_api_result;
+
+/* "tool_calls" when the output has calls and generation stopped, else finish_reason. */
+const char *g4_api_finish_reason(const g4_api_result *r);
+json_t *g4_api_chat_response(const g4_api_result *r);
+json_t *g4_api_completion_response(const g4_api_result *r);
+json_t *g4_api_generate_response(const g4_api_result *r);
+/* {"id","type","function":{"name","arguments"}} for call k of a response. */
+json_t *g4_api_tool_call(const char *resp_id, size_t k, const g4_tool_call *c);
+json_t *g4_api_usage(size_t prompt_tokens, size_t completion_tokens);
+
+#endif

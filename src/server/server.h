@@ -1,0 +1,36 @@
+/* server.h — the g4tp HTTP server: OpenAI-compatible endpoints over the continuous-batching
+ * scheduler. Lifecycle: start (the listener answers /health with 503 while the model loads),
+ * attach a loaded engine (ready), stop (drain or cancel in-flight requests, close). */
+#ifndef G4_SERVER_SERVER_H
+#define G4_SERVER_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "g4.h"
+
+typedef struct g4_server g4_server;
+
+typedef struct g4_server_opts {
+    const char *host;           /* default 127.0.0.1 */
+    int port;                   /* default 8080; 0: any free port */
+    const char *api_key;        /* NULL/"": no authentication */
+    const char *model_id;       /* the id /v1/models lists and requests may name */
+    const char *model_alias;    /* a second accepted name (e.g. the folder's basename); may be NULL */
+    size_t max_body;            /* request body limit in bytes (default 4 MiB) */
+    int max_waiting;            /* scheduler queue length before 503 (default 64) */
+    int max_conns;              /* concurrent connections (default 256) */
+    int64_t default_max_tokens; /* when a request gives none (default 4096, capped by the context) */
+    double drain_s;             /* on stop: seconds to let running requests finish (default 10) */
+} g4_server_opts;
+
+int g4_server_start(const g4_server_opts *o, g4_server **out, g4_err *err);
+int g4_server_port(const g4_server *s);
+/* Opens the model's text pieces and the scheduler on e; from then on requests are served.
+ * The engine stays the caller's (close it after g4_server_stop). */
+int g4_server_attach(g4_server *s, g4_engine *e, g4_err *err);
+/* Stops admitting, lets running requests finish for up to drain_s, cancels the rest, closes
+ * the listener and frees the server. */
+void g4_server_stop(g4_server *s);
+
+#endif
