@@ -355,12 +355,12 @@ void g4__q8_quantize_act_avx512(const float *x, int64_t K, void *dst) {
     for (int64_t b = nb; b < nbp; b++) d[b] = 0;
 }
 
-/* f16 scales of 16 consecutive blocks as fp32 */
+/* f16 scales of 16 consecutive blocks as fp32 (scalar loads: gathers are slow on some cores) */
 AI __m512 q8_scales(const g4_block_q8_0 *w) {
-    const __m512i offs = _mm512_setr_epi32(0, 34, 68, 102, 136, 170, 204, 238, 272, 306, 340, 374,
-                                           408, 442, 476, 510);
-    __m512i dwi = _mm512_i32gather_epi32(offs, (const void *)w, 1);
-    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dwi));
+    uint16_t h[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) h[i] = w[i].d;
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h));
 }
 
 /* The last nb % 16 blocks of a row, zero-padded to a whole group (zero weights, zero scales). */
@@ -446,6 +446,50 @@ AI void q8_wt(const g4_block_q8_0 *w, __m512i *v) {
     v[7] = _mm512_shuffle_i32x4(F, F2, 0xDD); /* 7 */
 }
 
+/* T = 1 (decode) VNNI path: the activations stay signed, rearranged so that pair i (blocks
+ * lo_i = i + 4*(i/4) and lo_i + 4) is one 64-byte load; |w| * (x * sign w) with vpdpbusd and one
+ * reduction tree per group (the transpose above only pays when shared by several tokens). */
+static void q8_prepare_pairs(char *rec, int64_t K) {
+    const int64_t ngroups = g4__q8_act_nb_pad(K) / 16;
+    int8_t tmp[512];
+    for (int64_t g = 0; g < ngroups; g++) {
+        int8_t *q = (int8_t *)rec + g * 512;
+        memcpy(tmp, q, 512);
+        for (int i = 0; i < 8; i++) {
+            const int lo = i + 4 * (i / 4);
+            memcpy(q + i * 64, tmp + lo * 32, 32);
+            memcpy(q + i * 64 + 32, tmp + (lo + 4) * 32, 32);
+        }
+    }
+}
+
+AI __m512 q8_group_t1(const g4_block_q8_0 *w, const __m512i *xp, const float *xd, __m512 acc) {
+    const __m512i zero = _mm512_setzero_si512();
+    __m512i p[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) {
+        const int lo = i + 4 * (i / 4);
+        __m512i wv = ldpair(w[lo].qs, w[lo + 4].qs), xv = _mm512_load_si512(xp + i);
+        __m512i sx = _mm512_mask_sub_epi8(xv, _mm512_movepi8_mask(wv), zero, xv);
+        p[i] = _mm512_dpbusd_epi32(zero, _mm512_abs_epi8(wv), sx);
+    }
+    __m512 isum = _mm512_cvtepi32_ps(Q8_REDUCE(p));
+    return _mm512_fmadd_ps(isum, _mm512_mul_ps(q8_scales(w), _mm512_loadu_ps(xd)), acc);
+}
+
+static float dot_q8_t1(const g4_block_q8_0 *w, const char *rec, int64_t qsb, int64_t nb) {
+    const __m512i *xp = (const __m512i *)rec;
+    const float *xd = (const float *)(rec + qsb);
+    __m512 acc = _mm512_setzero_ps();
+    int64_t g = 0;
+    for (; g + 16 <= nb; g += 16) acc = q8_group_t1(w + g, xp + g / 2, xd + g, acc);
+    if (g < nb) {
+        g4_block_q8_0 tmp[16];
+        acc = q8_group_t1(q8_tail(w, nb, tmp), xp + g / 2, xd + g, acc);
+    }
+    return hsum16(acc);
+}
+
 /* One group of 16 blocks of one weight row times NT prepared tokens. */
 AI void q8_group_vnni(const int NT, const g4_block_q8_0 *w, const char *const *rec, int64_t g,
                       int64_t qsb, __m512 *acc) {
@@ -498,7 +542,12 @@ static void matmul_q8(const g4_mat *W, const float *x, int64_t ldx, int T, float
     const int vnni = g4__avx512_vnni;
     for (int t = 0; t < T; t++) {
         g4__q8_quantize_act_avx512(x + t * ldx, K, xq + t * qstride);
-        if (vnni) q8_prepare_vnni(xq + t * qstride, K);
+        if (vnni) (T == 1 ? q8_prepare_pairs : q8_prepare_vnni)(xq + t * qstride, K);
+    }
+    if (vnni && T == 1) {
+        for (int64_t r = r0; r < r1; r++)
+            y[r] = dot_q8_t1((const void *)((const char *)W->data + r * W->ld_bytes), xq, qsb, nb);
+        return;
     }
     for (int64_t r = r0; r < r1; r++) {
         const g4_block_q8_0 *row = (const void *)((const char *)W->data + r * W->ld_bytes);
