@@ -1,0 +1,78 @@
+# Helpers for the server end-to-end scripts (sourced after _lib.sh; not a test itself).
+# srv_start ARGS...  starts `$G4TP serve --port 0 ARGS` on 127.0.0.1, waits for /health 200;
+#                    sets SRV_PID, SRV_LOG, URL. srv_stop sends SIGTERM and waits (sets SRV_RC).
+SRV_PID=; SRV_LOG=; URL=
+SRV_TMP=$(mktemp -d /tmp/g4tp-srv-test.XXXXXX)
+# under ASan everything is several times slower
+SLOW=1; [ "${G4_SAN:-0}" = 1 ] && SLOW=4
+srv_cleanup() { [ -n "$SRV_PID" ] && kill -KILL "$SRV_PID" 2>/dev/null; rm -rf "$SRV_TMP"; }
+trap srv_cleanup EXIT
+
+srv_launch() { # like srv_start without waiting for /health (returns once the port is known)
+  SRV_LOG=$(mktemp "$SRV_TMP/log.XXXXXX")
+  "$G4TP" serve --port 0 "$@" 2>"$SRV_LOG" &
+  SRV_PID=$!
+  local port="" i
+  for i in $(seq 1 $((300 * SLOW))); do
+    port=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9][0-9]*\).*/\1/p' "$SRV_LOG" | head -1)
+    [ -n "$port" ] && break
+    kill -0 "$SRV_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [ -z "$port" ]; then echo "server did not start:"; cat "$SRV_LOG"; return 1; fi
+  URL=http://127.0.0.1:$port
+}
+
+srv_wait_ready() {
+  local i
+  for i in $(seq 1 $((600 * SLOW))); do
+    [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$URL/health")" = 200 ] && return 0
+    kill -0 "$SRV_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "server not ready:"; cat "$SRV_LOG"; return 1
+}
+
+srv_start() { srv_launch "$@" && srv_wait_ready; }
+
+srv_stop() {
+  kill -TERM "$SRV_PID" 2>/dev/null
+  local i
+  for i in $(seq 1 $((300 * SLOW))); do kill -0 "$SRV_PID" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$SRV_PID" 2>/dev/null; then kill -KILL "$SRV_PID"; SRV_RC=137; else wait "$SRV_PID"; SRV_RC=$?; fi
+  SRV_PID=
+}
+
+# post PATH JSON [curl args...]: prints the body, then sets CODE
+post() {
+  local path=$1 body=$2; shift 2
+  local out; out=$(curl -s --max-time $((60 * SLOW)) -w '\n%{http_code}' -H 'Content-Type: application/json' "$@" -d "$body" "$URL$path")
+  CODE=${out##*$'\n'}
+  BODY=${out%$'\n'*}
+}
+
+# jq-like checks in Python: pyck 'EXPR' evaluates EXPR with d = json of $BODY
+pyck() { printf '%s' "$BODY" | python3 -c "import json,sys; d=json.load(sys.stdin); sys.exit(0 if ($1) else 1)" 2>/dev/null; }
+pyget() { printf '%s' "$BODY" | python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+
+# expect_error STATUS CODE_STRING WHAT: checks $CODE and the OpenAI error shape in $BODY
+expect_error() {
+  if [ "$CODE" = "$1" ] && pyck "set(d['error'].keys())=={'message','type','param','code'} and d['error']['message'] and (d['error']['code']=='$2' or '$2'=='*')"; then
+    ok "$3"
+  else bad "$3: got $CODE $BODY"; fi
+}
+
+metric() { curl -s --max-time 10 "$URL/metrics" | awk -v n="$1" '$1==n {print $2}'; }
+
+# A slow random-weight model (demo tokenizer and template, wider layers): long generations
+# that do not stop early, for cancellation and queueing tests.
+make_slow_model() {
+  local d=$SRV_TMP/slow
+  mkdir -p "$d/cfg"
+  python3 -c "
+import json,sys;c=json.load(open('models/demo/config.json'));c['hidden_size']=512;c['intermediate_size']=2048;c['num_attention_heads']=8
+json.dump(c,open(sys.argv[1],'w'))" "$d/cfg/config.json"
+  "$G4TP" synth --like "$d/cfg/config.json" --out "$d/m" >/dev/null || return 1
+  cp models/demo/tokenizer.json models/demo/tokenizer_config.json models/demo/chat_template.jinja models/demo/generation_config.json "$d/m/"
+  SLOW_MODEL=$d/m
+}
