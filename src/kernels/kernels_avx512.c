@@ -225,6 +225,13 @@ static void matmul_tiled(const g4_mat *W, const float *x, int64_t ldx, int T, fl
                             unpack_row(dt, row, kb, n, panel + i * KC);
                             wp[i] = panel + i * KC;
                         }
+                        /* this row's next K block is needed one row-block pass from now */
+                        if (!last) {
+                            const int64_t esz = dt == G4_DT_F32 ? 4 : 2;
+                            const char *nx = row + (kb + KC) * esz;
+                            const int64_t nbytes = (K - kb - KC < KC ? K - kb - KC : KC) * esz;
+                            for (int64_t o = 0; o < nbytes; o += 64) _mm_prefetch(nx + o, _MM_HINT_T1);
+                        }
                     }
                     for (int tt = tb; tt < tb + nt; tt += NR) {
                         const int nr = tb + nt - tt < NR ? tb + nt - tt : NR;
