@@ -54,6 +54,25 @@ static int barrier(g4_comm *c) {
     return atomic_load(&w->failed) ? G4_ECOMM : G4_OK;
 }
 
+#define TREE_CHUNK 512
+
+/* out[0..len) = the pairwise tree over ranks of src[r][off..off+len), the order of
+ * g4_tree_sum ((r0+r1)+(r2+r3))+…, written as whole-chunk vector loops; tmp: one chunk per level. */
+static void tree_sum(const float *const *src, int n, size_t off, size_t len, float *out, float (*tmp)[TREE_CHUNK]) {
+    if (n == 1) {
+        memcpy(out, src[0] + off, len * sizeof(float));
+        return;
+    }
+    if (n == 2) {
+        const float *x = src[0] + off, *y = src[1] + off;
+        for (size_t i = 0; i < len; i++) out[i] = x[i] + y[i];
+        return;
+    }
+    tree_sum(src, n / 2, off, len, out, tmp + 1);
+    tree_sum(src + n / 2, n / 2, off, len, tmp[0], tmp + 1);
+    for (size_t i = 0; i < len; i++) out[i] = out[i] + tmp[0][i];
+}
+
 static int allreduce_sum(g4_comm *c, float *buf, size_t n) {
     world *w = c->impl;
     if (w->n == 1) return G4_OK;
@@ -67,10 +86,12 @@ static int allreduce_sum(g4_comm *c, float *buf, size_t n) {
     int rc = barrier(c);
     if (rc) return rc;
     size_t a = n * (size_t)c->rank / (size_t)w->n, b = n * (size_t)(c->rank + 1) / (size_t)w->n;
-    float vals[64];
-    for (size_t i = a; i < b; i++) {
-        for (int r = 0; r < w->n; r++) vals[r] = ((float *)w->ptrs[r])[i];
-        w->result[i] = g4_tree_sum(vals, w->n);
+    const float *src[64];
+    for (int r = 0; r < w->n; r++) src[r] = w->ptrs[r];
+    for (size_t off = a; off < b; off += TREE_CHUNK) {
+        size_t len = b - off < TREE_CHUNK ? b - off : TREE_CHUNK;
+        float tmp[7][TREE_CHUNK];
+        tree_sum(src, w->n, off, len, w->result + off, tmp);
     }
     if ((rc = barrier(c))) return rc;
     memcpy(buf, w->result, n * sizeof(float));
