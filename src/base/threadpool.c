@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct g4_pool {
     int n;
@@ -21,10 +22,20 @@ struct g4_pool {
     pthread_mutex_t mu;
     pthread_cond_t cv_start, cv_done;
     atomic_int sleepers;
+    int counted;            /* added to threads_live */
 };
 
 static atomic_long threads_created;
+static atomic_int threads_live; /* threads of all pools, callers included */
 long g4_pool_threads_created(void) { return atomic_load(&threads_created); }
+
+/* Spinning only pays when every waiting thread has a core; oversubscribed (e.g. TP 8 on 2
+ * cores), waiters sleep almost at once so the threads doing work get the CPU. */
+int g4_spin_budget(void) {
+    static int ncpu;
+    if (!ncpu) ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    return atomic_load(&threads_live) > ncpu ? 50 : 20000;
+}
 
 typedef struct { g4_pool *p; int i; } worker_arg;
 
@@ -36,7 +47,6 @@ static void pin(int cpu) {
     pthread_setaffinity_np(pthread_self(), sizeof set, &set);
 }
 
-#define SPIN_ITERS 20000
 
 static void *worker(void *arg) {
     worker_arg wa = *(worker_arg *)arg;
@@ -48,7 +58,7 @@ static void *worker(void *arg) {
         long g;
         int spins = 0;
         while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen && !atomic_load(&p->stop)) {
-            if (++spins < SPIN_ITERS) {
+            if (++spins < g4_spin_budget()) {
 #if defined(__x86_64__)
                 __builtin_ia32_pause();
 #endif
@@ -98,6 +108,8 @@ int g4_pool_create(int n, const int *cpus, g4_pool **out, g4_err *err) {
         }
         atomic_fetch_add(&threads_created, 1);
     }
+    atomic_fetch_add(&threads_live, n);
+    p->counted = 1;
     *out = p;
     return G4_OK;
 }
@@ -118,7 +130,7 @@ void g4_pool_run(g4_pool *p, g4_pool_fn fn, void *ctx) {
     fn(ctx, 0, p->n);
     int spins = 0;
     while (atomic_load_explicit(&p->remaining, memory_order_acquire) > 0) {
-        if (++spins < SPIN_ITERS) {
+        if (++spins < g4_spin_budget()) {
 #if defined(__x86_64__)
             __builtin_ia32_pause();
 #endif
@@ -137,6 +149,7 @@ void g4_pool_free(g4_pool *p) {
     pthread_cond_broadcast(&p->cv_start);
     pthread_mutex_unlock(&p->mu);
     for (int i = 1; i < p->n; i++) pthread_join(p->threads[i], NULL);
+    if (p->counted) atomic_fetch_sub(&threads_live, p->n);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv_start);
     pthread_cond_destroy(&p->cv_done);

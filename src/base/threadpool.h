@@ -25,6 +25,9 @@ static inline void g4_split_range(long n, int ith, int nth, long *a, long *b) {
     *b = *a + base + (ith < extra ? 1 : 0);
 }
 
+/* How many times a waiting thread spins before it sleeps (small when oversubscribed). */
+int g4_spin_budget(void);
+
 /* Threads created by all pools so far (a test asserts the decode loop creates none). */
 long g4_pool_threads_created(void);
 

@@ -40,7 +40,7 @@ static int barrier(g4_comm *c) {
     } else {
         int spins = 0;
         while (atomic_load(&w->phase) == ph && !atomic_load(&w->failed)) {
-            if (++spins < 20000) {
+            if (++spins < g4_spin_budget()) {
 #if defined(__x86_64__)
                 __builtin_ia32_pause();
 #endif
