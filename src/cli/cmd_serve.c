@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "server/server.h"
@@ -105,7 +106,7 @@ int cmd_serve(int argc, char **argv) {
     int mpi = o.comm && !strcmp(o.comm, "mpi");
     if (!mpi || mpi_launch_rank() == 0) {
         if (g4_server_start(&so, &srv, &err)) { cli_error("serve", &err); return 1; }
-        fprintf(stderr, "g4tp serve: listening on http://%s:%d (loading %s)\n", so.host, g4_server_port(srv), o.model_dir);
+        fprintf(stderr, "g4tp serve: listening on http://%s:%d (pid %d, loading %s)\n", so.host, g4_server_port(srv), (int)getpid(), o.model_dir);
     }
     const char *delay = getenv("G4_SERVE_TEST_LOAD_DELAY_MS"); /* tests: observe /health during loading */
     if (srv && delay && *delay) {

@@ -10,7 +10,9 @@ trap srv_cleanup EXIT
 
 srv_launch() { # like srv_start without waiting for /health (returns once the port is known)
   SRV_LOG=$(mktemp "$SRV_TMP/log.XXXXXX")
-  "$G4TP" serve --port 0 "$@" 2>"$SRV_LOG" &
+  local pf=(--port 0)
+  [ -n "${SRV_PORT_FROM_ENV:-}" ] && pf=()  # let PORT from the environment decide
+  "$G4TP" serve "${pf[@]}" "$@" 2>"$SRV_LOG" &
   SRV_PID=$!
   local port="" i
   for i in $(seq 1 $((300 * SLOW))); do
