@@ -550,6 +550,26 @@ static void test_q8_vnni_paths(void **state) {
     }
 }
 
+/* Degenerate calls: an empty row range or no tokens writes nothing. */
+static void test_matmul_empty(void **state) {
+    (void)state;
+    const g4_kernels *ks[3];
+    int nk = all_sets(ks);
+    for (int s = 0; s < nk; s++)
+        for (int dt = 0; dt < G4_DT_COUNT; dt++) {
+            wmat m;
+            wmat_make(&m, dt, 5, 64, 0);
+            g4_mat W = wmat_view(&m);
+            float x[64 * 3], y[15];
+            fill(x, 64 * 3);
+            for (int i = 0; i < 15; i++) y[i] = 123.0f;
+            run_mm(ks[s], &W, x, 64, 3, y, 5, 2, 2);
+            run_mm(ks[s], &W, x, 64, 0, y, 5, 0, 5);
+            for (int i = 0; i < 15; i++) assert_true(y[i] == 123.0f);
+            wmat_free(&m);
+        }
+}
+
 /* Different sets give (slightly) different bits, but the scalar set is a fixed function of K:
  * check a known output so a change of the reference order cannot go unnoticed. */
 static void test_matmul_scalar_order(void **state) {
@@ -608,13 +628,15 @@ static void test_attention(void **state) {
                                  (long)d, (long)n, (long)i, out[i], ref[i]);
                 }
                 /* the same keys cut into segments (separate buffers, other strides): same bits */
-                for (int cut = 0; cut < 3; cut++) {
+                for (int cut = 0; cut < 4; cut++) {
                     g4_kv_seg segs[8];
                     float *bufs[8];
                     int ns_ = 0;
                     int64_t j0 = 0;
                     while (j0 < n) {
-                        int64_t len = cut == 0 ? 1 : cut == 1 ? 16 : 1 + (int64_t)(rnd() % 37);
+                        /* cut 3: empty segments between non-empty ones */
+                        int64_t len = cut == 0 ? 1 : cut == 1 ? 16 : cut == 2 ? 1 + (int64_t)(rnd() % 37)
+                                                                           : (ns_ % 2 ? 0 : 1 + (int64_t)(rnd() % 50));
                         if (ns_ == 7 || j0 + len > n) len = n - j0;
                         int64_t st = d + (int64_t)(rnd() % 5);
                         float *b = malloc((size_t)(2 * len * st + 1) * 4 + 4);
@@ -834,6 +856,7 @@ int main(void) {
         cmocka_unit_test(test_quantize_act),
         cmocka_unit_test(test_scalar_vs_double),
         cmocka_unit_test(test_matmul_scalar_order),
+        cmocka_unit_test(test_matmul_empty),
         cmocka_unit_test(test_q8_vnni_paths),
         cmocka_unit_test(test_matmul_vs_scalar),
         cmocka_unit_test(test_matmul_invariance),
