@@ -8,6 +8,8 @@
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +20,7 @@ struct g4_http {
     struct MHD_Daemon *d;
     g4_http_opts o;
     int port;
+    atomic_int inflight;      /* requests begun and not yet completed */
 };
 
 struct g4_http_req {
@@ -119,6 +122,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (!r) return MHD_NO;
         r->h = h;
         r->conn = conn;
+        atomic_fetch_add(&h->inflight, 1);
         r->method = method;
         r->url = url;
         *con_cls = r;
@@ -170,6 +174,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     (void)cls; (void)conn; (void)toe;
     g4_http_req *r = *con_cls;
     if (!r) return;
+    atomic_fetch_sub(&r->h->inflight, 1);
     free(r->body);
     free(r);
     *con_cls = NULL;
@@ -217,8 +222,13 @@ int g4_http_start(const g4_http_opts *o, g4_http **out, g4_err *err) {
 
 int g4_http_port(const g4_http *h) { return h->port; }
 
-void g4_http_stop(g4_http *h) {
+void g4_http_stop(g4_http *h, int wait_ms) {
     if (!h) return;
+    /* let answers already being written reach their clients before the sockets close */
+    for (int waited = 0; waited < wait_ms && atomic_load(&h->inflight) > 0; waited += 20) {
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
     MHD_stop_daemon(h->d);
     free(h);
 }

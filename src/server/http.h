@@ -26,8 +26,9 @@ typedef struct g4_http_opts {
 
 int g4_http_start(const g4_http_opts *o, g4_http **out, g4_err *err);
 int g4_http_port(const g4_http *h);
-/* Closes the listener and every connection; waits for the connection threads. */
-void g4_http_stop(g4_http *h);
+/* Waits up to wait_ms for requests in progress to complete (their answers sent), then closes
+ * the listener and every connection and waits for the connection threads. */
+void g4_http_stop(g4_http *h, int wait_ms);
 
 const char *g4_http_method(const g4_http_req *r);
 const char *g4_http_path(const g4_http_req *r);

@@ -64,7 +64,7 @@ void g4_server_stop(g4_server *s) {
         }
         g4_sched_shutdown(s->sched, 0); /* cancel what is left: each request gets its DONE */
     }
-    g4_http_stop(s->http); /* waits for the connection threads */
+    g4_http_stop(s->http, 5000); /* answers in flight (the cancelled ones too) get out first */
     atomic_store(&s->ready, 0);
     g4_sched_free(s->sched);
     if (s->tg_open) g4_textgen_close(&s->tg);
