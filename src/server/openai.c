@@ -26,9 +26,9 @@ int g4_api_parse_object(const char *body, size_t len, json_t **out, g4_api_err *
     }
     if (len == 0) return g4_api_err_refuse(ae, G4_API_INVALID_JSON, NULL, "the request body is empty; a JSON object is expected");
     json_error_t je;
-    json_t *j = json_loadb(body, len, 0, &je);
+    json_t *j = json_loadb(body, len, JSON_ALLOW_NUL, &je); /* U+0000 is a character like any other */
     if (!j) {
-        int utf = strstr(je.text, "Unicode") || strstr(je.text, "UTF-8") || strstr(je.text, "\\u0000");
+        int utf = strstr(je.text, "Unicode") || strstr(je.text, "UTF-8");
         g4_api_err_refuse(ae, G4_API_INVALID_JSON, NULL, "malformed JSON at line %d, column %d: %s", je.line, je.column, je.text);
         if (utf) ae->code = "invalid_utf8";
         return ae->status;
@@ -165,7 +165,11 @@ int g4_api_messages(const json_t *messages, json_t **out, g4_api_err *ae) {
         if (!json_is_object(m)) { int st_ = BAD(ae, param, "%s must be an object", param); json_decref(copy); return st_; }
         json_t *role = json_object_get(m, "role");
         snprintf(param, sizeof param, "messages[%zu].role", i);
-        if (!json_is_string(role)) { int st_ = BAD(ae, param, "%s must be a string", param); json_decref(copy); return st_; }
+        if (!json_is_string(role) || strlen(json_string_value(role)) != json_string_length(role)) {
+            int st_ = BAD(ae, param, "%s must be a string", param);
+            json_decref(copy);
+            return st_;
+        }
         const char *rs = json_string_value(role);
         if (strcmp(rs, "system") && strcmp(rs, "developer") && strcmp(rs, "user") && strcmp(rs, "assistant") && strcmp(rs, "tool")) {
             int st_ = BAD(ae, param, "%s must be one of system, developer, user, assistant, tool (got \"%s\")", param, rs);
