@@ -141,6 +141,24 @@ static void rank_free(rank_state *rs) {
     free(rs->payload);
 }
 
+/* MPI ranks may run on hosts with different CPUs; each kernel set has its own arithmetic order,
+ * so all ranks use the best set every one of them runs (else TP results would depend on which
+ * host holds which heads). */
+static int agree_on_isa(g4_engine *e, g4_comm *c, g4_err *err) {
+    static const char *const order[] = {"scalar", "avx2", "avx512"};
+    int32_t mine = 0, all[64] = {0};
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(e->K->name, order[i])) mine = i;
+    if (g4_comm_gather(c, &mine, sizeof mine, e->my_rank == 0 ? all : NULL, 0)) return g4_err_set(err, G4_ECOMM, "ISA agreement failed");
+    int32_t common = mine;
+    if (e->my_rank == 0)
+        for (int r = 0; r < e->tp; r++) common = all[r] < common ? all[r] : common;
+    if (g4_comm_broadcast(c, &common, sizeof common, 0)) return g4_err_set(err, G4_ECOMM, "ISA agreement failed");
+    const g4_kernels *K = g4_kernels_by_name(order[common]);
+    if (K) e->K = K;
+    return G4_OK;
+}
+
 /* Local backend: rank 0 initialises in the caller's thread, the others in their own threads
  * (so their memory is touched first by the thread that uses it). */
 typedef struct { g4_engine *e; int rank; g4_comm *comm; int dtype; } init_arg;
@@ -230,6 +248,7 @@ int g4_engine_open(const g4_engine_opts *opts, g4_engine **out, g4_err *err) {
     if (e->my_rank == 0) e->gathered = malloc(sizeof(float) * (size_t)e->tp * (size_t)e->o.max_batch * (size_t)e->max_nv + 64);
     if (!e->ranks || !e->seq_used || !e->seq_cap || (e->my_rank == 0 && !e->gathered)) { rc = g4_err_set(err, G4_ENOMEM, "out of memory"); goto fail; }
     if (e->mpi) {
+        if (!(opts->isa && *opts->isa) && (rc = agree_on_isa(e, comms[0], err))) goto fail;
         if ((rc = rank_init(e, &e->ranks[0], e->my_rank, comms[0], dtype, err))) { g4_comm_fail(comms[0], err->msg); goto fail; }
         e->ranks[0].rank = e->my_rank;
     } else {

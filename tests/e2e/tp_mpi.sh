@@ -16,6 +16,14 @@ for m in tiny_tp8:2,4,8 tiny_default:2,4 tiny_wide:2; do
     cmp -s $tmp/ref.bin $tmp/mpi$n.bin && ok "$name MPI np=$n logits byte-identical to TP=1" || { bad "$name MPI np=$n logits differ"; cat $tmp/err; }
   done
 done
+# ranks on CPUs with different kernel sets agree on the best common one (rank 1 limited to AVX2)
+if grep -q avx2 /proc/cpuinfo; then
+  p=$(golden_ids $D/tiny_tp8__p16.json prompt_ids)
+  isa=$(timeout 120 $MPIRUN -np 1 $G4TP generate --comm mpi --model $D/tiny_tp8 --prompt-ids "$p" --max-new-tokens 2 --json : \
+        -np 1 -x G4_ISA=avx2 $G4TP generate --comm mpi --model $D/tiny_tp8 --prompt-ids "$p" --max-new-tokens 2 --json 2>/dev/null \
+        | python3 -c "import json,sys;print(json.loads(sys.stdin.read().strip().splitlines()[-1])['isa'])")
+  expect_eq "$isa" "avx2" "mixed-CPU ranks use the best kernel set all of them run"
+fi
 # a rank that cannot start (bad model) ends the job with an error, not a hang
 out=$(timeout 120 $MPIRUN -np 2 $G4TP generate --comm mpi --model /nonexistent --prompt-ids 2 2>&1); rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] && ok "failing ranks end the job (rc=$rc)" || bad "failing ranks: rc=$rc $out"
