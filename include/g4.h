@@ -27,6 +27,7 @@ typedef struct g4_engine_opts {
     int verify;              /* artifacts: check every byte's checksum, not only headers */
     int mutation;            /* test-only: a deliberate spec mistake (forward.h G4_MUT_*) */
     const char *isa;         /* kernel set "scalar", "avx2", "avx512"; NULL: $G4_ISA or the best */
+    int load_copy;           /* 1: copy weights into process memory instead of reading the map */
 } g4_engine_opts;
 
 /* One forward step: n tokens, each with its absolute position and sequence. */

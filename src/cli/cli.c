@@ -19,7 +19,9 @@ const char *cli_engine_help =
     "  --max-batch N       tokens per forward step (prefill chunk; default 128)\n"
     "  --max-ctx N         longest sequence in tokens (default min(config, 8192))\n"
     "  --kv-budget-mb N    KV cache memory per rank (default: a quarter of RAM)\n"
-    "  --verify            check every byte of artifact checksums at load\n";
+    "  --verify            check every byte of artifact checksums at load\n"
+    "  --load mmap|copy    read weights in place from the file map (default), or copy them into\n"
+    "                      process memory (huge pages; faster where mapped pages read slowly)\n";
 
 const char *cli_value(int argc, char **argv, int *i) {
     if (*i + 1 >= argc) {
@@ -76,6 +78,12 @@ int cli_engine_flag(int argc, char **argv, int *i, g4_engine_opts *o, int *bad) 
     else if (!strcmp(a, "--max-ctx")) { VAL(); if (!cli_int(a, v, 1, 1LL << 31, &x)) *bad = 1; else o->max_ctx = x; }
     else if (!strcmp(a, "--kv-budget-mb")) { VAL(); if (!cli_int(a, v, 1, 1LL << 40, &x)) *bad = 1; else o->kv_budget_bytes = x << 20; }
     else if (!strcmp(a, "--verify")) o->verify = 1;
+    else if (!strcmp(a, "--load")) {
+        VAL();
+        if (!strcmp(v, "copy")) o->load_copy = 1;
+        else if (!strcmp(v, "mmap")) o->load_copy = 0;
+        else { fprintf(stderr, "g4tp: --load must be mmap or copy (got \"%s\")\n", v); *bad = 1; }
+    }
     else return 0;
 #undef VAL
     return 1;

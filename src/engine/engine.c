@@ -118,7 +118,7 @@ static int rank_init(g4_engine *e, rank_state *rs, int rank, g4_comm *comm, int 
     rs->comm = comm;
     int rc = g4_tp_plan_make(e->cfg, e->tp, rank, &rs->plan, err);
     if (rc) return rc;
-    if ((rc = g4_model_source_bind(&e->src, &rs->plan, dtype, &rs->w, err))) return rc;
+    if ((rc = g4_model_source_bind(&e->src, &rs->plan, dtype, e->o.load_copy, &rs->w, err))) return rc;
     int cpus[64], ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
     int pin = e->o.threads * e->n_ranks_here <= ncpu && e->o.threads <= 64 && !e->mpi;
     for (int i = 0; pin && i < e->o.threads; i++) cpus[i] = rank * e->o.threads + i;

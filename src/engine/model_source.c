@@ -77,15 +77,15 @@ int g4_model_source_open(g4_model_source *s, const char *dir, int only_rank, int
     return G4_OK;
 }
 
-int g4_model_source_bind(g4_model_source *s, const g4_tp_plan *plan, int dtype, g4_rank_weights *w, g4_err *err) {
+int g4_model_source_bind(g4_model_source *s, const g4_tp_plan *plan, int dtype, int copy, g4_rank_weights *w, g4_err *err) {
     if (s->is_artifact) {
         if (plan->tp != s->art->tp)
             return g4_err_set(err, G4_EINVAL, "%s holds artifacts for TP %d, not TP %d", s->art->dir, s->art->tp, plan->tp);
         art_ctx ac = {s->art, plan->rank};
-        return g4_weights_bind(&s->cfg, plan, s->art->specs, s->art->n_specs, art_get, &ac, dtype, w, err);
+        return g4_weights_bind(&s->cfg, plan, s->art->specs, s->art->n_specs, art_get, &ac, dtype, copy, w, err);
     }
     hf_ctx c = {s, plan};
-    return g4_weights_bind(&s->cfg, plan, s->ck.specs, s->ck.n_specs, hf_get, &c, dtype, w, err);
+    return g4_weights_bind(&s->cfg, plan, s->ck.specs, s->ck.n_specs, hf_get, &c, dtype, copy, w, err);
 }
 
 void g4_model_source_close(g4_model_source *s) {

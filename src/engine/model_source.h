@@ -26,7 +26,7 @@ int g4_model_source_tp(const char *dir);
  * XXH3, not only the headers. HF folders ignore both.
  * only_rank >= 0: this process needs only that rank's data (MPI); -1: all ranks (threads). */
 int g4_model_source_open(g4_model_source *s, const char *dir, int only_rank, int tp, int verify, g4_err *err);
-int g4_model_source_bind(g4_model_source *s, const g4_tp_plan *plan, int dtype, g4_rank_weights *w, g4_err *err);
+int g4_model_source_bind(g4_model_source *s, const g4_tp_plan *plan, int dtype, int copy, g4_rank_weights *w, g4_err *err);
 void g4_model_source_close(g4_model_source *s);
 
 #endif

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/bigalloc.h"
+
 static int own(g4_rank_weights *w, void *p, g4_err *err) {
     if (w->n_owned == w->cap_owned) {
         int cap = w->cap_owned ? w->cap_owned * 2 : 64;
@@ -16,16 +18,19 @@ static int own(g4_rank_weights *w, void *p, g4_err *err) {
     return G4_OK;
 }
 
-int g4_mat_convert(const g4_mat *src, int dt, void **out, size_t *bytes, g4_err *err) {
+static int check_convert(const g4_mat *src, int dt, g4_err *err) {
     if (dt == G4_DT_Q8_0 && src->cols % G4_Q8_BLOCK)
         return g4_err_set(err, G4_EUNSUPPORTED, "q8_0 needs rows whose length is a multiple of 32 (got %lld)", (long long)src->cols);
     if (src->dtype == G4_DT_Q8_0 && dt != G4_DT_Q8_0)
         return g4_err_set(err, G4_EUNSUPPORTED, "cannot convert q8_0 weights back to %s", g4_dtype_name(dt));
+    return G4_OK;
+}
+
+/* dst: rows × row_bytes(dt, cols), dense. */
+static int convert_into(const g4_mat *src, int dt, uint8_t *dst, g4_err *err) {
     size_t rb = g4_dtype_row_bytes(dt, src->cols);
-    size_t total = rb * (size_t)src->rows;
-    uint8_t *dst = aligned_alloc(64, (total + 63) / 64 * 64 + 64);
-    float *row = malloc(sizeof(float) * (size_t)(src->cols ? src->cols : 1));
-    if (!dst || !row) { free(dst); free(row); return g4_err_set(err, G4_ENOMEM, "out of memory converting a %lldx%lld matrix", (long long)src->rows, (long long)src->cols); }
+    float *row = src->dtype == dt ? NULL : malloc(sizeof(float) * (size_t)(src->cols ? src->cols : 1));
+    if (src->dtype != dt && !row) return g4_err_set(err, G4_ENOMEM, "out of memory");
     const g4_kernels *K = &g4_kernels_scalar;
     for (int64_t r = 0; r < src->rows; r++) {
         const void *s = (const uint8_t *)src->data + r * src->ld_bytes;
@@ -40,8 +45,30 @@ int g4_mat_convert(const g4_mat *src, int dt, void **out, size_t *bytes, g4_err 
         }
     }
     free(row);
+    return G4_OK;
+}
+
+int g4_mat_convert(const g4_mat *src, int dt, void **out, size_t *bytes, g4_err *err) {
+    int rc = check_convert(src, dt, err);
+    if (rc) return rc;
+    size_t total = g4_dtype_row_bytes(dt, src->cols) * (size_t)src->rows;
+    uint8_t *dst = aligned_alloc(64, (total + 63) / 64 * 64 + 64);
+    if (!dst) return g4_err_set(err, G4_ENOMEM, "out of memory converting a %lldx%lld matrix", (long long)src->rows, (long long)src->cols);
+    if ((rc = convert_into(src, dt, dst, err))) { free(dst); return rc; }
     *out = dst;
     *bytes = total;
+    return G4_OK;
+}
+
+static int own_big(g4_rank_weights *w, void *p, g4_err *err) {
+    if (w->n_big == w->cap_big) {
+        int cap = w->cap_big ? w->cap_big * 2 : 64;
+        void **n = realloc(w->big, sizeof(void *) * (size_t)cap);
+        if (!n) return g4_err_set(err, G4_ENOMEM, "out of memory");
+        w->big = n;
+        w->cap_big = cap;
+    }
+    w->big[w->n_big++] = p;
     return G4_OK;
 }
 
@@ -57,12 +84,14 @@ static int vec_f32(g4_rank_weights *w, const g4_mat *v, int64_t n, float **out, 
 static int matrix(g4_rank_weights *w, const g4_mat *v, int convert, g4_mat *out, g4_err *err) {
     *out = *v;
     convert = g4_tensor_dtype_for(w->binding_kind, v->dtype, convert);
-    if (convert >= 0 && convert != v->dtype) {
-        void *data;
-        size_t bytes;
-        int rc = g4_mat_convert(v, convert, &data, &bytes, err);
+    if ((convert >= 0 && convert != v->dtype) || (w->copy && g4_tensor_kind_is_matrix(w->binding_kind))) {
+        if (convert < 0) convert = v->dtype;
+        int rc = check_convert(v, convert, err);
         if (rc) return rc;
-        if ((rc = own(w, data, err))) { free(data); return rc; }
+        size_t bytes = g4_dtype_row_bytes(convert, v->cols) * (size_t)v->rows;
+        void *data = g4_big_alloc(bytes);
+        if (!data) return g4_err_set(err, G4_ENOMEM, "out of memory for a %lldx%lld matrix", (long long)v->rows, (long long)v->cols);
+        if ((rc = convert_into(v, convert, data, err)) || (rc = own_big(w, data, err))) { g4_big_free(data); return rc; }
         out->data = data;
         out->dtype = convert;
         out->ld_bytes = (int64_t)g4_dtype_row_bytes(convert, v->cols);
@@ -72,8 +101,9 @@ static int matrix(g4_rank_weights *w, const g4_mat *v, int convert, g4_mat *out,
 }
 
 int g4_weights_bind(const g4_config *cfg, const g4_tp_plan *plan, const g4_tensor_spec *specs, int n_specs,
-                    g4_tensor_getter get, void *src, int convert, g4_rank_weights *w, g4_err *err) {
+                    g4_tensor_getter get, void *src, int convert, int copy, g4_rank_weights *w, g4_err *err) {
     memset(w, 0, sizeof *w);
+    w->copy = copy;
     w->layers = calloc((size_t)cfg->n_layers, sizeof *w->layers);
     if (!w->layers) return g4_err_set(err, G4_ENOMEM, "out of memory");
     int rc = g4_tp_check_dtype(cfg, convert, err);
@@ -122,6 +152,8 @@ int g4_weights_bind(const g4_config *cfg, const g4_tp_plan *plan, const g4_tenso
 void g4_weights_free(g4_rank_weights *w) {
     for (int i = 0; i < w->n_owned; i++) free(w->owned[i]);
     free(w->owned);
+    for (int i = 0; i < w->n_big; i++) g4_big_free(w->big[i]);
+    free(w->big);
     free(w->layers);
     memset(w, 0, sizeof *w);
 }

@@ -29,16 +29,22 @@ typedef struct g4_rank_weights {
     g4_layer_weights *layers;
     void **owned;            /* allocations made here */
     int n_owned, cap_owned;
+    void **big;              /* matrices copied or converted here (g4_big_alloc) */
+    int n_big, cap_big;
     size_t matrix_bytes;     /* bytes of the matrices as the kernels read them */
     int binding_kind;        /* while binding: the kind of the tensor being bound */
+    int copy;                /* copy matrices into process memory instead of reading the map */
 } g4_rank_weights;
 
 /* Returns the rank's rectangle of tensor spec (index idx of the table) as a view. */
 typedef int (*g4_tensor_getter)(void *src, const g4_tensor_spec *spec, int idx, g4_mat *view, g4_err *err);
 
 /* convert_dtype: -1 keeps each matrix as stored; else G4_DT_F32/BF16/F16/Q8_0 for all matrices. */
+/* copy: 1 = copy the matrices into this process's memory (huge pages where the OS gives them)
+ * instead of reading them through the file map — faster where mapped file pages are slow to
+ * read (some VMs), at the cost of load time and of sharing the page cache. */
 int g4_weights_bind(const g4_config *cfg, const g4_tp_plan *plan, const g4_tensor_spec *specs, int n_specs,
-                    g4_tensor_getter get, void *src, int convert_dtype, g4_rank_weights *w, g4_err *err);
+                    g4_tensor_getter get, void *src, int convert_dtype, int copy, g4_rank_weights *w, g4_err *err);
 void g4_weights_free(g4_rank_weights *w);
 
 /* Converts a view into a new dense matrix of dtype dt (rows × row_bytes(cols)); q8_0 needs
