@@ -8,6 +8,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define TJ_MAX_DEPTH 256
 
@@ -18,8 +19,8 @@ typedef struct tj_block {
 } tj_block;
 
 struct tj_doc {
-    char *strings;      /* all decoded strings */
-    size_t str_used;
+    char *strings;      /* all decoded strings; NULL once taken by tj_take_strings */
+    size_t str_used, str_cap;
     tj_block *blocks;
     tj_val root;
 };
@@ -289,7 +290,8 @@ int tj_parse(const char *buf, size_t len, tj_doc **doc, const tj_val **root, g4_
     *root = NULL;
     tj_doc *d = calloc(1, sizeof *d);
     if (!d) return g4_err_set(err, G4_ENOMEM, "JSON: out of memory");
-    d->strings = malloc(len + 1);
+    d->str_cap = len + 1;
+    d->strings = tj_big_alloc(d->str_cap);
     if (!d->strings) { free(d); return g4_err_set(err, G4_ENOMEM, "JSON: out of memory"); }
     tj_parser ps = { .p = buf, .end = buf + len, .start = buf, .doc = d, .err = err };
     int rc = parse_value(&ps, &d->root);
@@ -302,6 +304,25 @@ int tj_parse(const char *buf, size_t len, tj_doc **doc, const tj_val **root, g4_
     *doc = d;
     *root = &d->root;
     return G4_OK;
+}
+
+void *tj_big_alloc(size_t n) {
+    const size_t huge = (size_t)2 << 20;
+    if (n < 2 * huge) return malloc(n ? n : 1);
+    void *p;
+    if (posix_memalign(&p, huge, n)) return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(p, n & ~(huge - 1), MADV_HUGEPAGE); /* a hint: failure is harmless */
+#endif
+    return p;
+}
+
+char *tj_take_strings(tj_doc *doc, size_t *used, size_t *cap) {
+    char *s = doc->strings;
+    *used = doc->str_used;
+    *cap = doc->str_cap;
+    doc->strings = NULL;
+    return s;
 }
 
 const tj_val *tj_get(const tj_val *obj, const char *key) {

@@ -28,6 +28,15 @@ typedef struct tj_doc tj_doc;
  * G4_EFORMAT with the byte offset, or G4_ENOMEM. */
 int tj_parse(const char *buf, size_t len, tj_doc **doc, const tj_val **root, g4_err *err);
 void tj_free(tj_doc *doc);
+/* Hands over the buffer holding every decoded string (the u.s pointers point into it), so a
+ * caller can keep the strings without copying them: *used bytes are filled, *cap allocated
+ * (cap >= used + 1). The values stay readable until tj_free, which then leaves the buffer alone;
+ * the caller frees it (or reallocs it once it no longer reads the values). */
+char *tj_take_strings(tj_doc *doc, size_t *used, size_t *cap);
+
+/* malloc for big buffers (free with free): from 4 MB on, 2 MB-aligned and marked for transparent
+ * huge pages, which makes faulting it in and random access (hash tables) much cheaper. */
+void *tj_big_alloc(size_t n);
 
 /* Member of an object by key (the last one when repeated), NULL when absent or not an object. */
 const tj_val *tj_get(const tj_val *obj, const char *key);

@@ -11,9 +11,13 @@
 #include "text/tok_json.h"
 #include "text/utf8.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
@@ -40,11 +44,19 @@ int tk_buf_put(tk_buf *s, const void *p, size_t n) {
 
 static uint32_t shash(const char *s, size_t len) { return (uint32_t)XXH3_64bits(s, len); }
 
-static int strmap_init(tk_strmap *m, size_t expect) {
+/* Tables hold at most 7 entries per 10 slots (linear probing stays short); sized once from the
+ * JSON array lengths, so loading never rehashes. */
+static size_t table_cap(size_t expect) {
     size_t cap = 16;
-    while (cap < (expect + 1) * 2) cap *= 2;
-    m->slots = calloc(cap, sizeof *m->slots);
+    while (cap * 7 < (expect + 1) * 10) cap *= 2;
+    return cap;
+}
+
+static int strmap_init(tk_strmap *m, size_t expect) {
+    size_t cap = table_cap(expect);
+    m->slots = tj_big_alloc(cap * sizeof *m->slots);
     if (!m->slots) return G4_ENOMEM;
+    memset(m->slots, 0, cap * sizeof *m->slots);
     m->cap = cap;
     m->n = 0;
     return G4_OK;
@@ -68,7 +80,7 @@ static int strmap_grow(const g4_tokenizer *t, tk_strmap *m) {
 
 /* Inserts or overwrites (HashMap semantics: the last insert of a key wins). */
 static int strmap_put(const g4_tokenizer *t, tk_strmap *m, uint32_t off, uint32_t len, int32_t id) {
-    if ((m->n + 1) * 2 > m->cap && strmap_grow(t, m)) return G4_ENOMEM;
+    if ((m->n + 1) * 10 > m->cap * 7 && strmap_grow(t, m)) return G4_ENOMEM;
     const char *s = tk_str(t, off);
     uint32_t h = shash(s, len);
     size_t j = h & (m->cap - 1);
@@ -104,17 +116,17 @@ static inline size_t mhash(uint64_t k) {
 }
 
 static int mergemap_init(tk_mergemap *m, size_t expect) {
-    size_t cap = 16;
-    while (cap < (expect + 1) * 2) cap *= 2;
-    m->slots = calloc(cap, sizeof *m->slots);
+    size_t cap = table_cap(expect);
+    m->slots = tj_big_alloc(cap * sizeof *m->slots);
     if (!m->slots) return G4_ENOMEM;
+    memset(m->slots, 0, cap * sizeof *m->slots);
     m->cap = cap;
     m->n = 0;
     return G4_OK;
 }
 
 static int mergemap_put(tk_mergemap *m, uint64_t key, uint32_t rank, int32_t new_id) {
-    if ((m->n + 1) * 2 > m->cap) {
+    if ((m->n + 1) * 10 > m->cap * 7) {
         tk_mergemap nm;
         if (mergemap_init(&nm, m->cap)) return G4_ENOMEM;
         for (size_t i = 0; i < m->cap; i++) {
@@ -208,6 +220,11 @@ typedef struct {
     g4_err *err;
 } loader;
 
+/* Offset of a string of the parsed JSON: the parser's string buffer is the pool (no copy). */
+static uint32_t pool_ref(const g4_tokenizer *t, const char *s) { return (uint32_t)(s - t->pool.b); }
+
+/* Appends a string that is not in the JSON. Only after the JSON values are no longer read: the
+ * pool may move. */
 static int pool_add(g4_tokenizer *t, const char *s, size_t len, uint32_t *off) {
     if (t->pool.n + len + 1 > UINT32_MAX) return G4_ENOMEM;
     *off = (uint32_t)t->pool.n;
@@ -290,20 +307,20 @@ static int load_bpe(g4_tokenizer *t, const tj_val *model, g4_err *err) {
     const tj_val *unk = tj_get(model, "unk_token");
     if (unk && unk->type != TJ_NULL) {
         if ((rc = want(err, unk, TJ_STR, "model.unk_token"))) return rc;
-        if (pool_add(t, unk->u.s, unk->n, &t->unk_off)) return oom(err);
+        t->unk_off = pool_ref(t, unk->u.s);
         t->unk_len = unk->n;
         t->has_unk = 1;
     }
     const tj_val *pre = tj_get(model, "continuing_subword_prefix"), *suf = tj_get(model, "end_of_word_suffix");
     if (pre && pre->type != TJ_NULL) {
         if ((rc = want(err, pre, TJ_STR, "model.continuing_subword_prefix"))) return rc;
-        if (pool_add(t, pre->u.s, pre->n, &t->prefix_off)) return oom(err);
+        t->prefix_off = pool_ref(t, pre->u.s);
         t->prefix_len = pre->n;
         t->has_prefix = 1;
     }
     if (suf && suf->type != TJ_NULL) {
         if ((rc = want(err, suf, TJ_STR, "model.end_of_word_suffix"))) return rc;
-        if (pool_add(t, suf->u.s, suf->n, &t->suffix_off)) return oom(err);
+        t->suffix_off = pool_ref(t, suf->u.s);
         t->suffix_len = suf->n;
         t->has_suffix = 1;
     }
@@ -316,8 +333,7 @@ static int load_bpe(g4_tokenizer *t, const tj_val *model, g4_err *err) {
         if (v->type != TJ_NUM || v->u.num < 0 || v->u.num > 2147483646.0 || v->u.num != (double)(int32_t)v->u.num)
             return g4_err_set(err, G4_EFORMAT, "tokenizer.json: model.vocab[\"%.60s\"] must be a non-negative integer id",
                               k->u.s);
-        uint32_t off;
-        if (pool_add(t, k->u.s, k->n, &off) || strmap_put(t, &t->vocab, off, k->n, (int32_t)v->u.num)) return oom(err);
+        if (strmap_put(t, &t->vocab, pool_ref(t, k->u.s), k->n, (int32_t)v->u.num)) return oom(err);
         if ((int32_t)v->u.num > max_id) max_id = (int32_t)v->u.num;
     }
     t->model_vocab_size = t->vocab.n;
@@ -389,8 +405,8 @@ static int load_added(g4_tokenizer *t, const tj_val *arr, g4_err *err) {
     /* HF: tokens are added in file order; special ones also enter special_tokens. An entry equal
      * (content and flags) to one already present is ignored. */
     int32_t max_added = -1;
-    tk_strmap by_id; /* id (4 bytes in the pool) -> index in t->added */
-    if (strmap_init(&by_id, arr->n)) return oom(err);
+    tk_mergemap by_id; /* id -> index in t->added */
+    if (mergemap_init(&by_id, arr->n)) return oom(err);
     for (uint32_t i = 0; i < arr->n; i++) {
         const tj_val *o = &arr->u.items[i];
         char what[48];
@@ -407,14 +423,14 @@ static int load_added(g4_tokenizer *t, const tj_val *arr, g4_err *err) {
         if (!idv || idv->type != TJ_NUM) { free(by_id.slots); return want(err, idv, TJ_NUM, "added_tokens[].id"); }
         if (c->n == 0) continue;
         tk_added a = { 0, c->n, -1, (uint8_t)sp, (uint8_t)nz, (uint8_t)ls, (uint8_t)rs, (uint8_t)sw };
-        if (pool_add(t, c->u.s, c->n, &a.off)) { free(by_id.slots); return oom(err); }
+        a.off = pool_ref(t, c->u.s);
         if (sp && tk_strmap_get(t, &t->special_set, c->u.s, c->n) < 0 &&
             strmap_put(t, &t->special_set, a.off, a.len, 1))
             { free(by_id.slots); return oom(err); }
         /* an equal token can only sit at the id its content already maps to */
         int32_t id = tk_strmap_get(t, &t->added_map, c->u.s, c->n);
-        int32_t at = id >= 0 ? tk_strmap_get(t, &by_id, (const char *)&id, sizeof id) : -1;
-        if (at >= 0 && added_eq(t, &t->added[at], &a)) continue;
+        int32_t at = -1;
+        if (id >= 0 && tk_mergemap_get(&by_id, (uint64_t)id, NULL, &at) && added_eq(t, &t->added[at], &a)) continue;
         if (id < 0) id = tk_strmap_get(t, &t->vocab, c->u.s, c->n);
         if (id < 0) {
             size_t vs = t->model_vocab_size;
@@ -426,14 +442,10 @@ static int load_added(g4_tokenizer *t, const tj_val *arr, g4_err *err) {
         if (id > max_added) max_added = id;
         a.id = id;
         /* added_tokens_map_r[id] = token: the latest entry for an id wins */
-        int32_t k = tk_strmap_get(t, &by_id, (const char *)&id, sizeof id);
-        if (k < 0) {
+        int32_t k;
+        if (!tk_mergemap_get(&by_id, (uint64_t)id, NULL, &k)) {
             k = (int32_t)t->n_added++;
-            uint32_t koff;
-            if (pool_add(t, (const char *)&id, sizeof id, &koff) || strmap_put(t, &by_id, koff, sizeof id, k)) {
-                free(by_id.slots);
-                return oom(err);
-            }
+            if (mergemap_put(&by_id, (uint64_t)id, 0, k)) { free(by_id.slots); return oom(err); }
         }
         t->added[k] = a;
     }
@@ -535,14 +547,15 @@ static int add_norm(g4_tokenizer *t, const tj_val *n, g4_err *err, int depth) {
         if ((rc = get_pattern(err, n, "normalizer Replace", &p))) return rc;
         if ((rc = want(err, c, TJ_STR, "normalizer Replace.content"))) return rc;
         op.type = TN_REPLACE;
-        if (pool_add(t, p->u.s, p->n, &op.a_off) || pool_add(t, c->u.s, c->n, &op.b_off)) return oom(err);
+        op.a_off = pool_ref(t, p->u.s);
+        op.b_off = pool_ref(t, c->u.s);
         op.a_len = p->n;
         op.b_len = c->n;
     } else if (!strcmp(ty, "Prepend")) {
         const tj_val *p = tj_get(n, "prepend");
         if ((rc = want(err, p, TJ_STR, "normalizer Prepend.prepend"))) return rc;
         op.type = TN_PREPEND;
-        if (pool_add(t, p->u.s, p->n, &op.a_off)) return oom(err);
+        op.a_off = pool_ref(t, p->u.s);
         op.a_len = p->n;
     } else if (!strcmp(ty, "Strip")) {
         op.type = TN_STRIP;
@@ -586,7 +599,7 @@ static int add_pretok(g4_tokenizer *t, const tj_val *n, g4_err *err, int depth) 
     if (op.behavior < 0)
         return g4_err_set(err, G4_EFORMAT, "tokenizer.json: pre_tokenizer Split.behavior '%s' is unknown", b->u.s);
     if ((rc = get_bool(err, n, "invert", 0, &op.invert, "pre_tokenizer Split"))) return rc;
-    if (pool_add(t, p->u.s, p->n, &op.pat_off)) return oom(err);
+    op.pat_off = pool_ref(t, p->u.s);
     op.pat_len = p->n;
     tk_split *ns = realloc(t->split, (t->n_split + 1) * sizeof *ns);
     if (!ns) return oom(err);
@@ -614,7 +627,8 @@ static int add_dec(g4_tokenizer *t, const tj_val *n, g4_err *err, int depth) {
         if ((rc = get_pattern(err, n, "decoder Replace", &p))) return rc;
         if ((rc = want(err, c, TJ_STR, "decoder Replace.content"))) return rc;
         op.type = TD_REPLACE;
-        if (pool_add(t, p->u.s, p->n, &op.a_off) || pool_add(t, c->u.s, c->n, &op.b_off)) return oom(err);
+        op.a_off = pool_ref(t, p->u.s);
+        op.b_off = pool_ref(t, c->u.s);
         op.a_len = p->n;
         op.b_len = c->n;
     } else if (!strcmp(ty, "ByteFallback")) {
@@ -726,7 +740,9 @@ int g4_tokenizer_load_json(const char *json, size_t len, g4_tokenizer **out, g4_
     int rc = tj_parse(json ? json : "", len, &doc, &root, err);
     if (rc) { g4_err_prefix(err, "tokenizer.json: "); return rc; }
     g4_tokenizer *t = calloc(1, sizeof *t);
-    if (!t || tk_buf_reserve(&t->pool, len)) { free(t); tj_free(doc); return oom(err); }
+    if (!t) { tj_free(doc); return oom(err); }
+    t->pool.b = tj_take_strings(doc, &t->pool.n, &t->pool.cap);
+    if (t->pool.cap > UINT32_MAX) { rc = g4_err_set(err, G4_EUNSUPPORTED, "tokenizer.json: larger than 4 GB"); goto done; }
     if (root->type != TJ_OBJ) { rc = want(err, root, TJ_OBJ, "the top level"); goto done; }
     const tj_val *trunc = tj_get(root, "truncation"), *pad = tj_get(root, "padding");
     if (trunc && trunc->type != TJ_NULL) { rc = g4_err_set(err, G4_EUNSUPPORTED, "tokenizer.json: truncation is not supported"); goto done; }
@@ -745,6 +761,9 @@ int g4_tokenizer_load_json(const char *json, size_t len, g4_tokenizer **out, g4_
     }
     if ((rc = load_post(t, tj_get(root, "post_processor"), err))) goto done;
     if ((rc = load_added(t, tj_get(root, "added_tokens"), err))) goto done;
+    /* the JSON values are read; from here the pool may grow */
+    tj_free(doc);
+    doc = NULL;
     if ((rc = build_id_tables(t, err))) goto done;
     if ((rc = build_tries(t, err))) goto done;
 done:
@@ -757,6 +776,20 @@ done:
 int g4_tokenizer_load(const char *path, g4_tokenizer **out, g4_err *err) {
     if (!path || !out) return g4_err_set(err, G4_EINVAL, "tokenizer: NULL argument");
     *out = NULL;
+    /* A regular file is mapped (no 33 MB copy, no fresh pages to fault in); anything else is read. */
+    int fd = open(path, O_RDONLY);
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+        void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+        if (m != MAP_FAILED) {
+            close(fd);
+            int rc = g4_tokenizer_load_json(m, (size_t)st.st_size, out, err);
+            munmap(m, (size_t)st.st_size);
+            if (rc) g4_err_prefix(err, "%s: ", path);
+            return rc;
+        }
+    }
+    if (fd >= 0) close(fd);
     FILE *f = fopen(path, "rb");
     if (!f) return g4_err_set(err, G4_EIO, "cannot open tokenizer file %s", path);
     char *buf = NULL;
