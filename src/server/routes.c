@@ -68,7 +68,9 @@ static void route_metrics(g4_server *s, g4_http_req *r, const char *ep) {
     int ready = atomic_load(&s->ready);
     if (ready) {
         g4_sched_get_stats(s->sched, &st);
-        st.kv_used = g4_engine_kv_bytes_used(s->e); /* live, also when the loop is idle */
+        /* the scheduler refreshes kv_used before each step, so after the last sequence ended it
+         * still shows that step's value; with nothing admitted no sequence holds cache */
+        if (st.running == 0) st.kv_used = 0;
     }
     size_t len = 0;
     char *txt = g4_metrics_render(s->metrics, ready ? &st : NULL, ready, &len);
