@@ -445,6 +445,14 @@ void g4_srv_handle(void *user, g4_http_req *r) {
     size_t k, nr = sizeof routes / sizeof *routes;
     for (k = 0; k < nr; k++) if (!strcmp(path, routes[k].path)) break;
     const char *ep = k < nr ? routes[k].path : "other";
+    if (k == nr && !strncmp(path, "/v1/models/", 11)) { /* GET /v1/models/{id} */
+        ep = "/v1/models/{id}";
+        if (strcmp(method, "GET") && strcmp(method, "HEAD")) g4_api_err_refuse(&ae, G4_API_BAD_METHOD, NULL, "%s does not accept %s (use GET)", path, method);
+        else if (!key_ok(s, g4_http_header(r, "Authorization"))) g4_api_err_refuse(&ae, G4_API_UNAUTHORIZED, NULL, "a valid API key is required (Authorization: Bearer KEY)");
+        else if (model_check(s, path + 11, &ae) == 0) { answer_json(s, r, ep, 200, model_card(s)); return; }
+        answer_error(s, r, ep, &ae);
+        return;
+    }
     if (k == nr) { g4_api_err_refuse(&ae, G4_API_NO_ROUTE, NULL, "no route %s %s", method, path); answer_error(s, r, ep, &ae); return; }
     int head = !strcmp(method, "HEAD") && !strcmp(routes[k].method, "GET");
     if (strcmp(method, routes[k].method) && !head) {

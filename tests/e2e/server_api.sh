@@ -100,6 +100,10 @@ pyck "d['count']==len(d['tokens'])>0" && ok "/tokenize prompt" || bad "/tokenize
 
 BODY=$(curl -s "$URL/v1/models")
 pyck "d['object']=='list' and d['data'][0]['id']=='g4tp-demo' and d['data'][0]['object']=='model'" && ok "/v1/models lists g4tp-demo" || bad "/v1/models: $BODY"
+BODY=$(curl -s "$URL/v1/models/g4tp-demo")
+pyck "d['id']=='g4tp-demo' and d['object']=='model'" && ok "/v1/models/g4tp-demo" || bad "/v1/models/{id}: $BODY"
+out=$(curl -s -w '\n%{http_code}' "$URL/v1/models/other"); CODE=${out##*$'\n'}; BODY=${out%$'\n'*}
+expect_error 404 model_not_found "/v1/models/other -> 404"
 
 # ---- errors: status and OpenAI error shape ----
 post /v1/chat/completions '{"messages":[{"role":"user","content":"hi"}'

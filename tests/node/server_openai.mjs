@@ -22,6 +22,8 @@ test('models.list names the demo model', async () => {
   const models = [];
   for await (const m of client.models.list()) models.push(m.id);
   assert.deepEqual(models, ['g4tp-demo']);
+  assert.equal((await client.models.retrieve('g4tp-demo')).id, 'g4tp-demo');
+  await assert.rejects(client.models.retrieve('nope'), (e) => e instanceof OpenAI.NotFoundError);
 });
 
 test('chat completion, non-streaming', async () => {
