@@ -291,7 +291,6 @@ static tk_hent heap_pop(tk_ctx *c) {
     return top;
 }
 
-static inline uint64_t pkey(int32_t a, int32_t b) { return ((uint64_t)(uint32_t)a << 32) | (uint32_t)b; }
 
 static int bpe_word(tk_ctx *c, const char *s, size_t len) {
     const g4_tokenizer *t = c->t;
@@ -359,7 +358,7 @@ static int bpe_word(tk_ctx *c, const char *s, size_t len) {
     uint32_t rank;
     int32_t nid;
     for (size_t i = 0; i + 1 < n; i++)
-        if (tk_mergemap_get(&t->merges, pkey(sy[i].c, sy[i + 1].c), &rank, &nid) &&
+        if (tk_mergemap_get(&t->merges, tk_pair_key(sy[i].c, sy[i + 1].c), &rank, &nid) &&
             heap_push(c, rank, (uint32_t)i, nid))
             return nomem(c);
     while (c->heap_n) {
@@ -368,17 +367,17 @@ static int bpe_word(tk_ctx *c, const char *s, size_t len) {
         if (cur->len == 0 || cur->next == -1) continue;
         int32_t next_pos = cur->next;
         tk_sym right = sy[next_pos];
-        if (!tk_mergemap_get(&t->merges, pkey(cur->c, right.c), NULL, &nid) || nid != top.new_id) continue;
+        if (!tk_mergemap_get(&t->merges, tk_pair_key(cur->c, right.c), NULL, &nid) || nid != top.new_id) continue;
         cur->c = top.new_id;
         cur->len += right.len;
         cur->next = right.next;
         sy[next_pos].len = 0;
         if (right.next > -1 && (size_t)right.next < n) sy[right.next].prev = (int32_t)top.pos;
-        if (cur->prev >= 0 && tk_mergemap_get(&t->merges, pkey(sy[cur->prev].c, cur->c), &rank, &nid) &&
+        if (cur->prev >= 0 && tk_mergemap_get(&t->merges, tk_pair_key(sy[cur->prev].c, cur->c), &rank, &nid) &&
             heap_push(c, rank, (uint32_t)cur->prev, nid))
             return nomem(c);
         if (cur->next >= 0 && (size_t)cur->next < n &&
-            tk_mergemap_get(&t->merges, pkey(cur->c, sy[cur->next].c), &rank, &nid) &&
+            tk_mergemap_get(&t->merges, tk_pair_key(cur->c, sy[cur->next].c), &rank, &nid) &&
             heap_push(c, rank, top.pos, nid))
             return nomem(c);
     }

@@ -1,5 +1,6 @@
 /* tok_internal.h — the loaded tokenizer's tables, shared by tokenizer.c (load, lookups),
- * tok_encode.c (encode) and tok_decode.c (decode, streaming). Not a public header. */
+ * tok_merges.c (merges at load), tok_encode.c (encode) and tok_decode.c (decode, streaming).
+ * Not a public header. */
 #ifndef G4_TEXT_TOK_INTERNAL_H
 #define G4_TEXT_TOK_INTERNAL_H
 
@@ -76,8 +77,30 @@ struct g4_tokenizer {
 
 static inline const char *tk_str(const g4_tokenizer *t, uint32_t off) { return t->pool.b + off; }
 
+uint32_t tk_shash(const char *s, size_t len);
 int32_t tk_strmap_get(const g4_tokenizer *t, const tk_strmap *m, const char *s, size_t len);
+/* The same with the hash tk_shash(s, len) already computed. */
+int32_t tk_strmap_get_h(const g4_tokenizer *t, const tk_strmap *m, const char *s, size_t len, uint32_t h);
+
+static inline uint64_t tk_pair_key(int32_t a, int32_t b) { return ((uint64_t)(uint32_t)a << 32) | (uint32_t)b; }
+static inline size_t tk_mhash(uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ULL;
+    k ^= k >> 33;
+    return (size_t)k;
+}
+/* Sized for `expect` entries without rehashing. */
+int tk_mergemap_init(tk_mergemap *m, size_t expect);
+/* Inserts or overwrites. */
+int tk_mergemap_put(tk_mergemap *m, uint64_t key, uint32_t rank, int32_t new_id);
 int tk_mergemap_get(const tk_mergemap *m, uint64_t key, uint32_t *rank, int32_t *new_id);
+
+/* Fills t->merges from model.merges (an array, or NULL for none); t->vocab must be complete.
+ * Errors name the first bad merge (tok_merges.c). */
+struct tj_val;
+int tk_load_merges(g4_tokenizer *t, const struct tj_val *merges, g4_err *err);
 
 /* Encode stages used by tok_encode.c. */
 int tk_normalize(const g4_tokenizer *t, const char *s, size_t len, tk_buf *out, tk_buf *tmp);

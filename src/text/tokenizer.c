@@ -42,7 +42,7 @@ int tk_buf_put(tk_buf *s, const void *p, size_t n) {
     return G4_OK;
 }
 
-static uint32_t shash(const char *s, size_t len) { return (uint32_t)XXH3_64bits(s, len); }
+uint32_t tk_shash(const char *s, size_t len) { return (uint32_t)XXH3_64bits(s, len); }
 
 /* Tables hold at most 7 entries per 10 slots (linear probing stays short); sized once from the
  * JSON array lengths, so loading never rehashes. */
@@ -82,7 +82,7 @@ static int strmap_grow(const g4_tokenizer *t, tk_strmap *m) {
 static int strmap_put(const g4_tokenizer *t, tk_strmap *m, uint32_t off, uint32_t len, int32_t id) {
     if ((m->n + 1) * 10 > m->cap * 7 && strmap_grow(t, m)) return G4_ENOMEM;
     const char *s = tk_str(t, off);
-    uint32_t h = shash(s, len);
+    uint32_t h = tk_shash(s, len);
     size_t j = h & (m->cap - 1);
     while (m->slots[j].idp1) {
         tk_sslot *e = &m->slots[j];
@@ -95,8 +95,11 @@ static int strmap_put(const g4_tokenizer *t, tk_strmap *m, uint32_t off, uint32_
 }
 
 int32_t tk_strmap_get(const g4_tokenizer *t, const tk_strmap *m, const char *s, size_t len) {
+    return tk_strmap_get_h(t, m, s, len, tk_shash(s, len));
+}
+
+int32_t tk_strmap_get_h(const g4_tokenizer *t, const tk_strmap *m, const char *s, size_t len, uint32_t h) {
     if (!m->cap) return -1;
-    uint32_t h = shash(s, len);
     size_t j = h & (m->cap - 1);
     while (m->slots[j].idp1) {
         const tk_sslot *e = &m->slots[j];
@@ -106,16 +109,7 @@ int32_t tk_strmap_get(const g4_tokenizer *t, const tk_strmap *m, const char *s, 
     return -1;
 }
 
-static inline size_t mhash(uint64_t k) {
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdULL;
-    k ^= k >> 33;
-    k *= 0xc4ceb9fe1a85ec53ULL;
-    k ^= k >> 33;
-    return (size_t)k;
-}
-
-static int mergemap_init(tk_mergemap *m, size_t expect) {
+int tk_mergemap_init(tk_mergemap *m, size_t expect) {
     size_t cap = table_cap(expect);
     m->slots = tj_big_alloc(cap * sizeof *m->slots);
     if (!m->slots) return G4_ENOMEM;
@@ -125,13 +119,13 @@ static int mergemap_init(tk_mergemap *m, size_t expect) {
     return G4_OK;
 }
 
-static int mergemap_put(tk_mergemap *m, uint64_t key, uint32_t rank, int32_t new_id) {
+int tk_mergemap_put(tk_mergemap *m, uint64_t key, uint32_t rank, int32_t new_id) {
     if ((m->n + 1) * 10 > m->cap * 7) {
         tk_mergemap nm;
-        if (mergemap_init(&nm, m->cap)) return G4_ENOMEM;
+        if (tk_mergemap_init(&nm, m->cap)) return G4_ENOMEM;
         for (size_t i = 0; i < m->cap; i++) {
             if (!m->slots[i].keyp1) continue;
-            size_t j = mhash(m->slots[i].keyp1 - 1) & (nm.cap - 1);
+            size_t j = tk_mhash(m->slots[i].keyp1 - 1) & (nm.cap - 1);
             while (nm.slots[j].keyp1) j = (j + 1) & (nm.cap - 1);
             nm.slots[j] = m->slots[i];
         }
@@ -139,7 +133,7 @@ static int mergemap_put(tk_mergemap *m, uint64_t key, uint32_t rank, int32_t new
         free(m->slots);
         *m = nm;
     }
-    size_t j = mhash(key) & (m->cap - 1);
+    size_t j = tk_mhash(key) & (m->cap - 1);
     while (m->slots[j].keyp1) {
         if (m->slots[j].keyp1 == key + 1) { m->slots[j].rank = rank; m->slots[j].new_id = new_id; return G4_OK; }
         j = (j + 1) & (m->cap - 1);
@@ -151,7 +145,7 @@ static int mergemap_put(tk_mergemap *m, uint64_t key, uint32_t rank, int32_t new
 
 int tk_mergemap_get(const tk_mergemap *m, uint64_t key, uint32_t *rank, int32_t *new_id) {
     if (!m->cap) return 0;
-    size_t j = mhash(key) & (m->cap - 1);
+    size_t j = tk_mhash(key) & (m->cap - 1);
     while (m->slots[j].keyp1) {
         if (m->slots[j].keyp1 == key + 1) {
             if (rank) *rank = m->slots[j].rank;
@@ -171,7 +165,7 @@ static int trie_init(tk_trie *tr) {
     if (!tr->term) return G4_ENOMEM;
     tr->term[0] = -1;
     tr->n_nodes = 1;
-    return mergemap_init(&tr->edges, 64);
+    return tk_mergemap_init(&tr->edges, 64);
 }
 
 static void trie_free(tk_trie *tr) {
@@ -192,7 +186,7 @@ static int trie_add(tk_trie *tr, const char *s, size_t len, int32_t idx) {
             tr->term = nt;
             child = (int32_t)tr->n_nodes++;
             tr->term[child] = -1;
-            if (mergemap_put(&tr->edges, key, 0, child)) return G4_ENOMEM;
+            if (tk_mergemap_put(&tr->edges, key, 0, child)) return G4_ENOMEM;
         }
         node = (size_t)child;
     }
@@ -343,46 +337,10 @@ static int load_bpe(g4_tokenizer *t, const tj_val *model, g4_err *err) {
         snprintf(name, sizeof name, "<0x%02X>", b);
         t->byte_id[b] = tk_strmap_get(t, &t->vocab, name, 6);
     }
-    /* merges */
     const tj_val *merges = tj_get(model, "merges");
     if (!merges || merges->type == TJ_NULL) merges = NULL;
     else if ((rc = want(err, merges, TJ_ARR, "model.merges"))) return rc;
-    if (mergemap_init(&t->merges, merges ? merges->n : 0)) return oom(err);
-    tk_buf tmp = { 0 };
-    for (uint32_t i = 0; merges && i < merges->n; i++) {
-        const tj_val *m = &merges->u.items[i];
-        const char *a, *b;
-        size_t al, bl;
-        if (m->type == TJ_STR) {
-            const char *sp = memchr(m->u.s, ' ', m->n);
-            if (!sp) { free(tmp.b); return g4_err_set(err, G4_EFORMAT, "tokenizer.json: model.merges[%u] \"%.60s\" has no space", i, m->u.s); }
-            a = m->u.s; al = (size_t)(sp - m->u.s);
-            b = sp + 1; bl = m->n - al - 1;
-        } else if (m->type == TJ_ARR && m->n == 2 && m->u.items[0].type == TJ_STR && m->u.items[1].type == TJ_STR) {
-            a = m->u.items[0].u.s; al = m->u.items[0].n;
-            b = m->u.items[1].u.s; bl = m->u.items[1].n;
-        } else {
-            free(tmp.b);
-            return g4_err_set(err, G4_EFORMAT, "tokenizer.json: model.merges[%u] must be \"a b\" or [\"a\", \"b\"] (found %s)",
-                              i, tj_type_name(m));
-        }
-        int32_t ia = tk_strmap_get(t, &t->vocab, a, al), ib = tk_strmap_get(t, &t->vocab, b, bl);
-        tmp.n = 0;
-        size_t skip = t->has_prefix && bl >= t->prefix_len && !memcmp(b, tk_str(t, t->prefix_off), t->prefix_len)
-                      ? t->prefix_len : 0;
-        if (tk_buf_put(&tmp, a, al) || tk_buf_put(&tmp, b + skip, bl - skip)) { free(tmp.b); return oom(err); }
-        int32_t in = tk_strmap_get(t, &t->vocab, tmp.b, tmp.n);
-        if (ia < 0 || ib < 0 || in < 0) {
-            const char *bad = ia < 0 ? a : ib < 0 ? b : tmp.b;
-            int bl2 = (int)(ia < 0 ? al : ib < 0 ? bl : tmp.n);
-            if (bl2 > 60) bl2 = 60;
-            free(tmp.b);
-            return g4_err_set(err, G4_EFORMAT, "tokenizer.json: model.merges[%u] uses \"%.*s\", which is not in the vocab",
-                              i, bl2, bad);
-        }
-        if (mergemap_put(&t->merges, ((uint64_t)(uint32_t)ia << 32) | (uint32_t)ib, i, in)) { free(tmp.b); return oom(err); }
-    }
-    free(tmp.b);
+    if ((rc = tk_load_merges(t, merges, err))) return rc;
     t->n_ids = max_id + 1;
     return G4_OK;
 }
@@ -406,7 +364,7 @@ static int load_added(g4_tokenizer *t, const tj_val *arr, g4_err *err) {
      * (content and flags) to one already present is ignored. */
     int32_t max_added = -1;
     tk_mergemap by_id; /* id -> index in t->added */
-    if (mergemap_init(&by_id, arr->n)) return oom(err);
+    if (tk_mergemap_init(&by_id, arr->n)) return oom(err);
     for (uint32_t i = 0; i < arr->n; i++) {
         const tj_val *o = &arr->u.items[i];
         char what[48];
@@ -445,7 +403,7 @@ static int load_added(g4_tokenizer *t, const tj_val *arr, g4_err *err) {
         int32_t k;
         if (!tk_mergemap_get(&by_id, (uint64_t)id, NULL, &k)) {
             k = (int32_t)t->n_added++;
-            if (mergemap_put(&by_id, (uint64_t)id, 0, k)) { free(by_id.slots); return oom(err); }
+            if (tk_mergemap_put(&by_id, (uint64_t)id, 0, k)) { free(by_id.slots); return oom(err); }
         }
         t->added[k] = a;
     }
