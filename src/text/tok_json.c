@@ -119,19 +119,23 @@ static size_t utf8_valid_at(const unsigned char *p, const unsigned char *end) {
     return n;
 }
 
+/* The cursor lives in locals here: writes through `o` (a char *) could alias ps->p, which would
+ * make the compiler reload and store it for every byte. */
 static int parse_string(tj_parser *ps, tj_val *out) {
-    ps->p++; /* opening quote */
+    const char *p = ps->p + 1, *end = ps->end; /* past the opening quote */
     char *o = ps->doc->strings + ps->doc->str_used;
     char *o0 = o;
+#define SFAIL(msg) do { ps->p = p; return perr(ps, msg); } while (0)
     for (;;) {
-        if (ps->p >= ps->end) return perr(ps, "unterminated string");
-        unsigned char c = (unsigned char)*ps->p;
-        if (c == '"') { ps->p++; break; }
-        if (c < 0x20) return perr(ps, "control character in string");
+        if (p >= end) SFAIL("unterminated string");
+        unsigned char c = (unsigned char)*p;
+        if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') { *o++ = (char)c; p++; continue; }
+        if (c == '"') { p++; break; }
+        if (c < 0x20) SFAIL("control character in string");
         if (c == '\\') {
-            if (ps->end - ps->p < 2) return perr(ps, "unterminated escape");
-            char e = ps->p[1];
-            ps->p += 2;
+            if (end - p < 2) SFAIL("unterminated escape");
+            char e = p[1];
+            p += 2;
             switch (e) {
             case '"': *o++ = '"'; break;
             case '\\': *o++ = '\\'; break;
@@ -143,28 +147,28 @@ static int parse_string(tj_parser *ps, tj_val *out) {
             case 't': *o++ = '\t'; break;
             case 'u': {
                 unsigned cp, lo;
-                if (ps->end - ps->p < 4 || hex4(ps->p, &cp)) return perr(ps, "bad \\u escape");
-                ps->p += 4;
-                if (cp >= 0xDC00 && cp <= 0xDFFF) return perr(ps, "lone low surrogate in \\u escape");
+                if (end - p < 4 || hex4(p, &cp)) SFAIL("bad \\u escape");
+                p += 4;
+                if (cp >= 0xDC00 && cp <= 0xDFFF) SFAIL("lone low surrogate in \\u escape");
                 if (cp >= 0xD800 && cp <= 0xDBFF) {
-                    if (ps->end - ps->p < 6 || ps->p[0] != '\\' || ps->p[1] != 'u' || hex4(ps->p + 2, &lo) ||
-                        lo < 0xDC00 || lo > 0xDFFF)
-                        return perr(ps, "lone high surrogate in \\u escape");
-                    ps->p += 6;
+                    if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || hex4(p + 2, &lo) || lo < 0xDC00 || lo > 0xDFFF)
+                        SFAIL("lone high surrogate in \\u escape");
+                    p += 6;
                     cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
                 }
                 o += put_utf8(o, cp);
                 break;
             }
-            default: return perr(ps, "bad escape");
+            default: SFAIL("bad escape");
             }
             continue;
         }
-        if (c < 0x80) { *o++ = (char)c; ps->p++; continue; }
-        size_t n = utf8_valid_at((const unsigned char *)ps->p, (const unsigned char *)ps->end);
-        if (!n) return perr(ps, "invalid UTF-8 in string");
-        for (size_t i = 0; i < n; i++) *o++ = *ps->p++; /* 2-4 bytes: no memcpy call */
+        size_t n = utf8_valid_at((const unsigned char *)p, (const unsigned char *)end);
+        if (!n) SFAIL("invalid UTF-8 in string");
+        for (size_t i = 0; i < n; i++) *o++ = *p++; /* 2-4 bytes: no memcpy call */
     }
+#undef SFAIL
+    ps->p = p;
     *o++ = 0;
     size_t len = (size_t)(o - o0) - 1;
     if (len > UINT32_MAX) return perr(ps, "string too long");
@@ -182,6 +186,7 @@ static int parse_number(tj_parser *ps, tj_val *out) {
     if (*p == '0') p++;
     else if (*p >= '1' && *p <= '9') { while (p < e && *p >= '0' && *p <= '9') p++; }
     else return perr(ps, "bad number");
+    int frac_or_exp = p < e && (*p == '.' || *p == 'e' || *p == 'E');
     if (p < e && *p == '.') {
         p++;
         if (p >= e || *p < '0' || *p > '9') { ps->p = p; return perr(ps, "bad number"); }
@@ -192,6 +197,16 @@ static int parse_number(tj_parser *ps, tj_val *out) {
         if (p < e && (*p == '+' || *p == '-')) p++;
         if (p >= e || *p < '0' || *p > '9') { ps->p = p; return perr(ps, "bad number"); }
         while (p < e && *p >= '0' && *p <= '9') p++;
+    }
+    out->type = TJ_NUM;
+    out->n = 0;
+    if (!frac_or_exp && p - s <= 15) { /* an integer below 10^15: exact without strtod */
+        const char *q = s + (*s == '-');
+        double v = 0;
+        while (q < p) v = v * 10 + (*q++ - '0');
+        out->u.num = *s == '-' ? -v : v;
+        ps->p = p;
+        return G4_OK;
     }
     char tmp[64];
     size_t n = (size_t)(p - s);
