@@ -22,7 +22,10 @@ typedef struct { size_t off, len; int32_t id; } tk_piece;
 typedef struct { tk_piece *v; size_t n, cap; } tk_plist;
 
 typedef struct { int32_t c, prev, next; uint32_t len; } tk_sym;
-typedef struct { uint32_t rank, pos; int32_t new_id; } tk_hent;
+/* A candidate merge: the pair (left, right) at pos, pushed with its rank and merged id. The heap
+ * orders by (rank, pos), packed into one 64-bit key: one compare instead of two branches. */
+typedef struct { uint64_t key; int32_t new_id, left, right; } tk_hent;
+static inline uint32_t hent_pos(const tk_hent *e) { return (uint32_t)e->key; }
 
 typedef struct {
     const g4_tokenizer *t;
@@ -251,11 +254,7 @@ static int sym_add(tk_ctx *c, size_t *n, int32_t id, uint32_t len) {
     return G4_OK;
 }
 
-static inline int hless(const tk_hent *a, const tk_hent *b) {
-    return a->rank != b->rank ? a->rank < b->rank : a->pos < b->pos;
-}
-
-static int heap_push(tk_ctx *c, uint32_t rank, uint32_t pos, int32_t new_id) {
+static int heap_push(tk_ctx *c, uint32_t rank, uint32_t pos, int32_t new_id, int32_t left, int32_t right) {
     if (c->heap_n == c->heap_cap) {
         size_t nc = c->heap_cap ? c->heap_cap * 2 : 256;
         tk_hent *nh = realloc(c->heap, nc * sizeof *nh);
@@ -264,10 +263,10 @@ static int heap_push(tk_ctx *c, uint32_t rank, uint32_t pos, int32_t new_id) {
         c->heap_cap = nc;
     }
     size_t i = c->heap_n++;
-    tk_hent e = { rank, pos, new_id };
+    tk_hent e = { (uint64_t)rank << 32 | pos, new_id, left, right };
     while (i > 0) {
         size_t p = (i - 1) / 2;
-        if (!hless(&e, &c->heap[p])) break;
+        if (e.key >= c->heap[p].key) break;
         c->heap[i] = c->heap[p];
         i = p;
     }
@@ -279,11 +278,10 @@ static tk_hent heap_pop(tk_ctx *c) {
     tk_hent top = c->heap[0], last = c->heap[--c->heap_n];
     size_t i = 0, n = c->heap_n;
     for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = i;
-        const tk_hent *best = &last;
-        if (l < n && hless(&c->heap[l], best)) { m = l; best = &c->heap[l]; }
-        if (r < n && hless(&c->heap[r], best)) { m = r; }
-        if (m == i) break;
+        size_t l = 2 * i + 1;
+        if (l >= n) break;
+        size_t m = l + (l + 1 < n && c->heap[l + 1].key < c->heap[l].key);
+        if (c->heap[m].key >= last.key) break;
         c->heap[i] = c->heap[m];
         i = m;
     }
@@ -352,33 +350,46 @@ static int bpe_word(tk_ctx *c, const char *s, size_t len) {
     }
     if (pending && sym_add(c, &n, unk_id, (uint32_t)unk_len)) return nomem(c);
 
-    /* merge_all */
+    /* merge_all. The first lookups are independent: their table slots are prefetched a batch
+     * ahead so the cache misses overlap. */
     tk_sym *sy = c->sym;
+    const tk_mergemap *mm = &t->merges;
     c->heap_n = 0;
     uint32_t rank;
     int32_t nid;
-    for (size_t i = 0; i + 1 < n; i++)
-        if (tk_mergemap_get(&t->merges, tk_pair_key(sy[i].c, sy[i + 1].c), &rank, &nid) &&
-            heap_push(c, rank, (uint32_t)i, nid))
+    enum { AHEAD = 16 };
+    for (size_t i = 0; i + 1 < n && i < AHEAD; i++)
+        __builtin_prefetch(&mm->slots[tk_mhash(tk_pair_key(sy[i].c, sy[i + 1].c)) & (mm->cap - 1)]);
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (i + AHEAD + 1 < n)
+            __builtin_prefetch(&mm->slots[tk_mhash(tk_pair_key(sy[i + AHEAD].c, sy[i + AHEAD + 1].c)) & (mm->cap - 1)]);
+        if (tk_mergemap_get(mm, tk_pair_key(sy[i].c, sy[i + 1].c), &rank, &nid) &&
+            heap_push(c, rank, (uint32_t)i, nid, sy[i].c, sy[i + 1].c))
             return nomem(c);
+    }
     while (c->heap_n) {
         tk_hent top = heap_pop(c);
-        tk_sym *cur = &sy[top.pos];
+        uint32_t pos = hent_pos(&top);
+        tk_sym *cur = &sy[pos];
         if (cur->len == 0 || cur->next == -1) continue;
         int32_t next_pos = cur->next;
         tk_sym right = sy[next_pos];
-        if (!tk_mergemap_get(&t->merges, tk_pair_key(cur->c, right.c), NULL, &nid) || nid != top.new_id) continue;
+        /* HF re-looks up the pair and skips the entry unless it still merges to new_id; an
+         * unchanged pair needs no lookup for that */
+        if ((cur->c != top.left || right.c != top.right) &&
+            (!tk_mergemap_get(mm, tk_pair_key(cur->c, right.c), NULL, &nid) || nid != top.new_id))
+            continue;
         cur->c = top.new_id;
         cur->len += right.len;
         cur->next = right.next;
         sy[next_pos].len = 0;
-        if (right.next > -1 && (size_t)right.next < n) sy[right.next].prev = (int32_t)top.pos;
-        if (cur->prev >= 0 && tk_mergemap_get(&t->merges, tk_pair_key(sy[cur->prev].c, cur->c), &rank, &nid) &&
-            heap_push(c, rank, (uint32_t)cur->prev, nid))
+        if (right.next > -1 && (size_t)right.next < n) sy[right.next].prev = (int32_t)pos;
+        if (cur->prev >= 0 && tk_mergemap_get(mm, tk_pair_key(sy[cur->prev].c, cur->c), &rank, &nid) &&
+            heap_push(c, rank, (uint32_t)cur->prev, nid, sy[cur->prev].c, cur->c))
             return nomem(c);
         if (cur->next >= 0 && (size_t)cur->next < n &&
-            tk_mergemap_get(&t->merges, tk_pair_key(cur->c, sy[cur->next].c), &rank, &nid) &&
-            heap_push(c, rank, top.pos, nid))
+            tk_mergemap_get(mm, tk_pair_key(cur->c, sy[cur->next].c), &rank, &nid) &&
+            heap_push(c, rank, pos, nid, cur->c, sy[cur->next].c))
             return nomem(c);
     }
     for (size_t i = 0; i < n; i++)
