@@ -15,7 +15,8 @@ if not ev or ev[-1]!='[DONE]': print('FAIL: no [DONE]'); sys.exit()
 ch=[json.loads(e) for e in ev[:-1]]
 t=''.join((c['choices'][0]['delta'].get('content') or '') if 'delta' in c['choices'][0] else c['choices'][0]['text'] for c in ch if c.get('choices'))
 f=[c['choices'][0]['finish_reason'] for c in ch if c.get('choices') and c['choices'][0]['finish_reason']]
-print(json.dumps([t,f]))" "$1"
+u=[c['usage']['completion_tokens'] for c in ch if c.get('usage')]
+print(json.dumps([t,f,u]))" "$1"
 }
 
 run_clients() { # MODEL_TAG BODY_TEMPLATE_PY: runs solo then N concurrent, compares
@@ -49,7 +50,7 @@ srv_start || { bad "server starts"; finish; exit 1; }
 run_clients demo '
 import json,sys
 i=int(sys.argv[1]); c=["France","Japan","Peru","Chile","Italy","Spain","Kenya","Egypt","Norway","Canada","Brazil","India","Ghana","Nepal","Cuba","Fiji"][i]
-b={"messages":[{"role":"user","content":"What is the capital of %s?"%c}],"stream":True,"max_tokens":24}
+b={"messages":[{"role":"user","content":"What is the capital of %s?"%c}],"stream":True,"max_tokens":24,"stream_options":{"include_usage":True}}
 if i%2: b.update(temperature=1.0,seed=1000+i)
 else: b.update(temperature=0)
 print(json.dumps(b))'
@@ -63,7 +64,7 @@ srv_start --model "$SLOW_MODEL" --max-ctx 2048 || { bad "slow server starts"; fi
 run_clients slow '
 import json,sys
 i=int(sys.argv[1])
-b={"messages":[{"role":"user","content":"Tell me about number %d"%i}],"stream":True,"max_tokens":40}
+b={"messages":[{"role":"user","content":"Tell me about number %d"%i}],"stream":True,"max_tokens":40,"stream_options":{"include_usage":True}}
 if i%2: b.update(temperature=0.8,seed=7*i)
 else: b.update(temperature=0)
 print(json.dumps(b))'
