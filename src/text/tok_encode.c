@@ -22,10 +22,10 @@ typedef struct { size_t off, len; int32_t id; } tk_piece;
 typedef struct { tk_piece *v; size_t n, cap; } tk_plist;
 
 typedef struct { int32_t c, prev, next; uint32_t len; } tk_sym;
-/* A candidate merge: the pair (left, right) at pos, pushed with its rank and merged id. The heap
- * orders by (rank, pos), packed into one 64-bit key: one compare instead of two branches. */
-typedef struct { uint64_t key; int32_t new_id, left, right; } tk_hent;
-static inline uint32_t hent_pos(const tk_hent *e) { return (uint32_t)e->key; }
+/* A candidate merge at pos, with its rank and merged id (12 bytes: a 1 MB word makes a heap of
+ * ~1M entries, whose size is what costs). Ordered by (rank, pos) compared as one 64-bit key. */
+typedef struct { uint32_t rank, pos; int32_t new_id; } tk_hent;
+static inline uint64_t hkey(const tk_hent *e) { return (uint64_t)e->rank << 32 | e->pos; }
 
 typedef struct {
     const g4_tokenizer *t;
@@ -254,7 +254,7 @@ static int sym_add(tk_ctx *c, size_t *n, int32_t id, uint32_t len) {
     return G4_OK;
 }
 
-static int heap_push(tk_ctx *c, uint32_t rank, uint32_t pos, int32_t new_id, int32_t left, int32_t right) {
+static int heap_push(tk_ctx *c, uint32_t rank, uint32_t pos, int32_t new_id) {
     if (c->heap_n == c->heap_cap) {
         size_t nc = c->heap_cap ? c->heap_cap * 2 : 256;
         tk_hent *nh = realloc(c->heap, nc * sizeof *nh);
@@ -263,10 +263,11 @@ static int heap_push(tk_ctx *c, uint32_t rank, uint32_t pos, int32_t new_id, int
         c->heap_cap = nc;
     }
     size_t i = c->heap_n++;
-    tk_hent e = { (uint64_t)rank << 32 | pos, new_id, left, right };
+    tk_hent e = { rank, pos, new_id };
+    uint64_t k = hkey(&e);
     while (i > 0) {
         size_t p = (i - 1) / 2;
-        if (e.key >= c->heap[p].key) break;
+        if (k >= hkey(&c->heap[p])) break;
         c->heap[i] = c->heap[p];
         i = p;
     }
@@ -277,11 +278,12 @@ static int heap_push(tk_ctx *c, uint32_t rank, uint32_t pos, int32_t new_id, int
 static tk_hent heap_pop(tk_ctx *c) {
     tk_hent top = c->heap[0], last = c->heap[--c->heap_n];
     size_t i = 0, n = c->heap_n;
+    uint64_t k = hkey(&last);
     for (;;) {
         size_t l = 2 * i + 1;
         if (l >= n) break;
-        size_t m = l + (l + 1 < n && c->heap[l + 1].key < c->heap[l].key);
-        if (c->heap[m].key >= last.key) break;
+        size_t m = l + (l + 1 < n && hkey(&c->heap[l + 1]) < hkey(&c->heap[l]));
+        if (hkey(&c->heap[m]) >= k) break;
         c->heap[i] = c->heap[m];
         i = m;
     }
@@ -364,32 +366,29 @@ static int bpe_word(tk_ctx *c, const char *s, size_t len) {
         if (i + AHEAD + 1 < n)
             __builtin_prefetch(&mm->slots[tk_mhash(tk_pair_key(sy[i + AHEAD].c, sy[i + AHEAD + 1].c)) & (mm->cap - 1)]);
         if (tk_mergemap_get(mm, tk_pair_key(sy[i].c, sy[i + 1].c), &rank, &nid) &&
-            heap_push(c, rank, (uint32_t)i, nid, sy[i].c, sy[i + 1].c))
+            heap_push(c, rank, (uint32_t)i, nid))
             return nomem(c);
     }
     while (c->heap_n) {
         tk_hent top = heap_pop(c);
-        uint32_t pos = hent_pos(&top);
+        uint32_t pos = top.pos;
         tk_sym *cur = &sy[pos];
         if (cur->len == 0 || cur->next == -1) continue;
         int32_t next_pos = cur->next;
         tk_sym right = sy[next_pos];
-        /* HF re-looks up the pair and skips the entry unless it still merges to new_id; an
-         * unchanged pair needs no lookup for that */
-        if ((cur->c != top.left || right.c != top.right) &&
-            (!tk_mergemap_get(mm, tk_pair_key(cur->c, right.c), NULL, &nid) || nid != top.new_id))
-            continue;
+        /* like HF: skip the entry unless the pair there still merges to new_id */
+        if (!tk_mergemap_get(mm, tk_pair_key(cur->c, right.c), NULL, &nid) || nid != top.new_id) continue;
         cur->c = top.new_id;
         cur->len += right.len;
         cur->next = right.next;
         sy[next_pos].len = 0;
         if (right.next > -1 && (size_t)right.next < n) sy[right.next].prev = (int32_t)pos;
         if (cur->prev >= 0 && tk_mergemap_get(mm, tk_pair_key(sy[cur->prev].c, cur->c), &rank, &nid) &&
-            heap_push(c, rank, (uint32_t)cur->prev, nid, sy[cur->prev].c, cur->c))
+            heap_push(c, rank, (uint32_t)cur->prev, nid))
             return nomem(c);
         if (cur->next >= 0 && (size_t)cur->next < n &&
             tk_mergemap_get(mm, tk_pair_key(cur->c, sy[cur->next].c), &rank, &nid) &&
-            heap_push(c, rank, pos, nid, cur->c, sy[cur->next].c))
+            heap_push(c, rank, pos, nid))
             return nomem(c);
     }
     for (size_t i = 0; i < n; i++)
