@@ -734,36 +734,35 @@ done:
 int g4_tokenizer_load(const char *path, g4_tokenizer **out, g4_err *err) {
     if (!path || !out) return g4_err_set(err, G4_EINVAL, "tokenizer: NULL argument");
     *out = NULL;
-    /* A regular file is mapped (no 33 MB copy, no fresh pages to fault in); anything else is read. */
+    /* A regular file is mapped (no 33 MB copy, no fresh pages to fault in); anything else (a
+     * pipe, an empty file, a file mmap refuses) is read to its end. */
     int fd = open(path, O_RDONLY);
+    if (fd < 0) return g4_err_set(err, G4_EIO, "cannot open tokenizer file %s", path);
     struct stat st;
-    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+    if (fstat(fd, &st) != 0) { close(fd); return g4_err_set(err, G4_EIO, "cannot read %s", path); }
+    if (S_ISDIR(st.st_mode)) { close(fd); return g4_err_set(err, G4_EIO, "tokenizer file %s is a directory", path); }
+    int rc;
+    if (S_ISREG(st.st_mode) && st.st_size > 0) {
         void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
         if (m != MAP_FAILED) {
             close(fd);
-            int rc = g4_tokenizer_load_json(m, (size_t)st.st_size, out, err);
+            rc = g4_tokenizer_load_json(m, (size_t)st.st_size, out, err);
             munmap(m, (size_t)st.st_size);
             if (rc) g4_err_prefix(err, "%s: ", path);
             return rc;
         }
     }
-    if (fd >= 0) close(fd);
-    FILE *f = fopen(path, "rb");
-    if (!f) return g4_err_set(err, G4_EIO, "cannot open tokenizer file %s", path);
-    char *buf = NULL;
-    long n = -1;
-    if (fseek(f, 0, SEEK_END) == 0) n = ftell(f);
-    if (n < 0 || fseek(f, 0, SEEK_SET) != 0) { fclose(f); return g4_err_set(err, G4_EIO, "cannot read %s", path); }
-    buf = malloc((size_t)n + 1);
-    if (!buf) { fclose(f); return g4_err_set(err, G4_ENOMEM, "out of memory reading %s", path); }
-    if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        fclose(f);
-        free(buf);
-        return g4_err_set(err, G4_EIO, "cannot read %s", path);
+    tk_buf b = { 0 };
+    for (;;) {
+        if (tk_buf_reserve(&b, 1 << 16)) { close(fd); free(b.b); return g4_err_set(err, G4_ENOMEM, "out of memory reading %s", path); }
+        ssize_t got = read(fd, b.b + b.n, b.cap - b.n - 1);
+        if (got == 0) break;
+        if (got < 0) { close(fd); free(b.b); return g4_err_set(err, G4_EIO, "cannot read %s", path); }
+        b.n += (size_t)got;
     }
-    fclose(f);
-    int rc = g4_tokenizer_load_json(buf, (size_t)n, out, err);
-    free(buf);
+    close(fd);
+    rc = g4_tokenizer_load_json(b.b, b.n, out, err);
+    free(b.b);
     if (rc) g4_err_prefix(err, "%s: ", path);
     return rc;
 }
