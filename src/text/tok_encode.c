@@ -244,11 +244,7 @@ static int split_piece(const g4_tokenizer *t, const tk_split *op, const char *ba
 
 static int sym_add(tk_ctx *c, size_t *n, int32_t id, uint32_t len) {
     if (*n == c->sym_cap) {
-        size_t nc = c->sym_cap ? c->sym_cap * 2 : 256;
-        tk_sym *ns = realloc(c->sym, nc * sizeof *ns);
-        if (!ns) return G4_ENOMEM;
-        c->sym = ns;
-        c->sym_cap = nc;
+        if (tk_grow((void **)&c->sym, &c->sym_cap, sizeof *c->sym, 256)) return G4_ENOMEM;
     }
     if (*n) c->sym[*n - 1].next = (int32_t)*n;
     c->sym[*n] = (tk_sym){ id, *n ? (int32_t)*n - 1 : -1, -1, len };
@@ -258,11 +254,7 @@ static int sym_add(tk_ctx *c, size_t *n, int32_t id, uint32_t len) {
 
 static int heap_push(tk_ctx *c, uint32_t rank, uint32_t pos, int32_t new_id) {
     if (c->heap_n == c->heap_cap) {
-        size_t nc = c->heap_cap ? c->heap_cap * 2 : 256;
-        tk_hent *nh = realloc(c->heap, nc * sizeof *nh);
-        if (!nh) return G4_ENOMEM;
-        c->heap = nh;
-        c->heap_cap = nc;
+        if (tk_grow((void **)&c->heap, &c->heap_cap, sizeof *c->heap, 256)) return G4_ENOMEM;
     }
     size_t i = c->heap_n++;
     tk_hent e = { rank, pos, new_id };

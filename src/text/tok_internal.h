@@ -12,6 +12,10 @@
 typedef struct { char *b; size_t n, cap; } tk_buf;
 int tk_buf_reserve(tk_buf *s, size_t extra);
 int tk_buf_put(tk_buf *s, const void *p, size_t n);
+/* Doubles an array's capacity (to `first` elements when empty). From 4 MB on the new block comes
+ * from tj_big_alloc (huge pages): a 1 MB input needs ~30 MB of BPE work arrays, and faulting
+ * those in 4 KB at a time cost more than the merging. Free with free(). */
+int tk_grow(void **p, size_t *cap, size_t elem, size_t first);
 
 /* String -> id, open addressing; the strings live in the tokenizer's pool. */
 typedef struct { uint32_t off, len; int32_t idp1; uint32_t hash; } tk_sslot; /* idp1: id + 1, 0 = empty */

@@ -12,6 +12,7 @@
 #include "text/utf8.h"
 
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,23 @@ int tk_buf_put(tk_buf *s, const void *p, size_t n) {
     if (n) memcpy(s->b + s->n, p, n);
     s->n += n;
     s->b[s->n] = 0;
+    return G4_OK;
+}
+
+int tk_grow(void **p, size_t *cap, size_t elem, size_t first) {
+    size_t nc = *cap ? *cap * 2 : first;
+    if (nc > SIZE_MAX / elem) return G4_ENOMEM;
+    void *np;
+    if (nc * elem < ((size_t)4 << 20)) {
+        np = realloc(*p, nc * elem);
+    } else {
+        np = tj_big_alloc(nc * elem);
+        if (np && *cap) memcpy(np, *p, *cap * elem);
+        if (np) free(*p);
+    }
+    if (!np) return G4_ENOMEM;
+    *p = np;
+    *cap = nc;
     return G4_OK;
 }
 
