@@ -1,9 +1,10 @@
 /* tok_json.c — the arena JSON reader behind tokenizer loading (see tok_json.h).
  *
  * Owns: strict RFC 8259 parsing (no comments, no trailing commas, no lone surrogates), string
- * unescaping into one buffer sized by the input, and an arena of value nodes. Containers are
- * built on a scratch stack and copied into the arena when closed, so the parse is linear.
- * Knows nothing about tokenizers. */
+ * unescaping into one buffer sized by the input (which a caller may keep: tj_take_strings), and
+ * an arena of value nodes in 4 MB blocks. Containers are built on a scratch stack and copied
+ * into the arena when closed, so the parse is linear. Big buffers come from tj_big_alloc (huge
+ * pages). Knows nothing about tokenizers. */
 #include "text/tok_json.h"
 
 #include <stdlib.h>

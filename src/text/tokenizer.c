@@ -1,12 +1,14 @@
 /* tokenizer.c — loading a Hugging Face tokenizer.json and the lookups (token <-> id).
  *
- * Owns: reading the JSON (tok_json.c), building the hash tables (vocab string -> id, merge pair
- * -> rank/new id, added-token contents), the added-token tries, and the normalizer,
- * pre-tokenizer, decoder and post-processor descriptions, refusing what it does not implement.
- * Added-token ids follow HF's AddedVocabulary::add_tokens (the id stored in the file is not
- * trusted: a content found in the vocab takes the vocab id, a new one the next free id).
- * Encoding lives in tok_encode.c, decoding in tok_decode.c. Knows nothing about models or chat
- * templates. */
+ * Owns: reading the file (mapped when it is a regular file) and the JSON (tok_json.c, whose
+ * decoded-string buffer becomes the string pool, so no string is copied), the hash tables
+ * (vocab string -> id, merge pair -> rank/new id, added-token contents; sized once from the
+ * JSON lengths), the added-token tries, and the normalizer, pre-tokenizer, decoder and
+ * post-processor descriptions, refusing what it does not implement. The merges list itself is
+ * resolved in tok_merges.c. Added-token ids follow HF's AddedVocabulary::add_tokens (the id
+ * stored in the file is not trusted: a content found in the vocab takes the vocab id, a new one
+ * the next free id). Encoding lives in tok_encode.c, decoding in tok_decode.c. Knows nothing
+ * about models or chat templates. */
 #include "text/tok_internal.h"
 #include "text/tok_json.h"
 #include "text/utf8.h"
