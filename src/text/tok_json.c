@@ -60,14 +60,25 @@ static tj_val *arena_alloc(tj_parser *ps, size_t n) {
     return r;
 }
 
-static int push(tj_parser *ps, const tj_val *v) {
-    if (ps->sp == ps->scap) {
-        size_t nc = ps->scap ? ps->scap * 2 : 1024;
-        tj_val *ns = realloc(ps->stack, nc * sizeof *ns);
-        if (!ns) return g4_err_set(ps->err, G4_ENOMEM, "JSON: out of memory");
-        ps->stack = ns;
-        ps->scap = nc;
+/* The scratch stack reaches 8 MB for the Gemma merges list: from 4 MB on it gets huge pages. */
+static int stack_grow(tj_parser *ps) {
+    size_t nc = ps->scap ? ps->scap * 2 : 1024;
+    tj_val *ns;
+    if (nc * sizeof *ns < ((size_t)4 << 20)) {
+        ns = realloc(ps->stack, nc * sizeof *ns);
+    } else {
+        ns = tj_big_alloc(nc * sizeof *ns);
+        if (ns) memcpy(ns, ps->stack, ps->sp * sizeof *ns);
+        if (ns) free(ps->stack);
     }
+    if (!ns) return g4_err_set(ps->err, G4_ENOMEM, "JSON: out of memory");
+    ps->stack = ns;
+    ps->scap = nc;
+    return G4_OK;
+}
+
+static inline int push(tj_parser *ps, const tj_val *v) {
+    if (ps->sp == ps->scap && stack_grow(ps)) return G4_ENOMEM;
     ps->stack[ps->sp++] = *v;
     return G4_OK;
 }
