@@ -289,7 +289,6 @@ static tk_hent heap_pop(tk_ctx *c) {
     return top;
 }
 
-
 static int bpe_word(tk_ctx *c, const char *s, size_t len) {
     const g4_tokenizer *t = c->t;
     if (t->ignore_merges) {
