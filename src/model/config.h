@@ -4,7 +4,7 @@
  * "text_config") and the text-only form (Gemma4ForCausalLM / model_type gemma4_text). Every key
  * the 31B text_config has must be present — class defaults are never substituted (HF's default
  * hidden_size_per_layer_input = 256 would switch per-layer embeddings on). Features that are on
- * but not implemented are refused with a message naming the key. Per-layer geometry (type, head
+ * but unsupported here are refused with a message naming the key. Per-layer geometry (type, head
  * dim, KV heads, window, RoPE) is derived here once, from the config only. */
 #ifndef G4_MODEL_CONFIG_H
 #define G4_MODEL_CONFIG_H
