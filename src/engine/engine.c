@@ -174,6 +174,17 @@ static void *local_rank_main(void *arg) {
     return NULL;
 }
 
+/* The engine's own memory (ranks and comms are torn down by the caller first). */
+static void free_engine(g4_engine *e) {
+    g4_model_source_close(&e->src);
+    free(e->ranks);
+    free(e->seq_used);
+    free(e->seq_cap);
+    free(e->gathered);
+    free(e->model_dir);
+    free(e);
+}
+
 int g4_engine_open(const g4_engine_opts *opts, g4_engine **out, g4_err *err) {
     *out = NULL;
     g4_engine *e = calloc(1, sizeof *e);
@@ -298,13 +309,7 @@ fail_early:
         fprintf(stderr, "g4tp: rank %d: %s\n", e->my_rank, err->msg);
         g4_comm_mpi_abort(1);
     }
-    g4_model_source_close(&e->src);
-    free(e->ranks);
-    free(e->seq_used);
-    free(e->seq_cap);
-    free(e->gathered);
-    free(e->model_dir);
-    free(e);
+    free_engine(e);
     return rc;
 }
 
@@ -324,13 +329,7 @@ void g4_engine_close(g4_engine *e) {
     }
     for (int r = 0; r < e->n_ranks_here; r++) g4_comm_free(comms[r]);
     if (e->mpi) g4_comm_mpi_finalize();
-    g4_model_source_close(&e->src);
-    free(e->ranks);
-    free(e->seq_used);
-    free(e->seq_cap);
-    free(e->gathered);
-    free(e->model_dir);
-    free(e);
+    free_engine(e);
 }
 
 int g4_engine_follow(g4_engine *e, g4_err *err) {
