@@ -23,6 +23,12 @@ struct g4_pool {
     pthread_cond_t cv_start, cv_done;
     atomic_int sleepers;
     int counted;            /* added to threads_live */
+    /* Thread 0 is whichever thread calls g4_pool_run; it is pinned to cpus[0] on its first run
+     * (not at create: the thread that opens an engine goes on to start server threads, which
+     * would inherit the pin) and gets its old mask back at g4_pool_free. */
+    int caller_pinned;
+    pthread_t caller;
+    cpu_set_t caller_mask;
 };
 
 static atomic_long threads_created;
@@ -93,7 +99,6 @@ int g4_pool_create(int n, const int *cpus, g4_pool **out, g4_err *err) {
     if (cpus) {
         p->cpus = malloc(sizeof(int) * (size_t)n);
         memcpy(p->cpus, cpus, sizeof(int) * (size_t)n);
-        pin(cpus[0]);
     }
     p->threads = calloc((size_t)n, sizeof *p->threads);
     for (int i = 1; i < n; i++) {
@@ -116,7 +121,18 @@ int g4_pool_create(int n, const int *cpus, g4_pool **out, g4_err *err) {
 
 int g4_pool_size(const g4_pool *p) { return p->n; }
 
+static void pin_caller(g4_pool *p) {
+    pthread_t self = pthread_self();
+    if (p->caller_pinned && pthread_equal(p->caller, self)) return;
+    /* a new caller (e.g. a scheduler thread after the opener): pin it; the old one keeps its pin
+     * (it may have exited, so its mask cannot be restored from here) */
+    p->caller_pinned = pthread_getaffinity_np(self, sizeof p->caller_mask, &p->caller_mask) == 0;
+    p->caller = self;
+    if (p->caller_pinned) pin(p->cpus[0]);
+}
+
 void g4_pool_run(g4_pool *p, g4_pool_fn fn, void *ctx) {
+    if (p->cpus) pin_caller(p);
     if (p->n == 1) { fn(ctx, 0, 1); return; }
     p->fn = fn;
     p->ctx = ctx;
@@ -149,6 +165,8 @@ void g4_pool_free(g4_pool *p) {
     pthread_cond_broadcast(&p->cv_start);
     pthread_mutex_unlock(&p->mu);
     for (int i = 1; i < p->n; i++) pthread_join(p->threads[i], NULL);
+    if (p->caller_pinned && pthread_equal(p->caller, pthread_self()))
+        pthread_setaffinity_np(p->caller, sizeof p->caller_mask, &p->caller_mask);
     if (p->counted) atomic_fetch_sub(&threads_live, p->n);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv_start);

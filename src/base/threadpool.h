@@ -12,7 +12,10 @@
 typedef struct g4_pool g4_pool;
 typedef void (*g4_pool_fn)(void *ctx, int ith, int nth);
 
-/* n_threads >= 1. cpus: optional list of n_threads CPU ids to pin to (NULL: no pinning). */
+/* n_threads >= 1. cpus: optional list of n_threads CPU ids to pin to (NULL: no pinning); the
+ * thread calling g4_pool_run is thread 0, pinned to cpus[0] from its first run on (not at
+ * create, so threads the opener starts later do not inherit it); g4_pool_free, called from that
+ * thread, gives it its old mask back. */
 int g4_pool_create(int n_threads, const int *cpus, g4_pool **out, g4_err *err);
 void g4_pool_free(g4_pool *p);
 int g4_pool_size(const g4_pool *p);
