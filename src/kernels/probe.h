@@ -9,6 +9,14 @@
  * write-allocate traffic not counted). Returns <= 0 on failure (out of memory, threads). */
 double g4_probe_bandwidth_gbs(int threads);
 
+/* The same probe kept allocated, for measuring the bandwidth again and again (e.g. next to each
+ * decode step on a machine whose neighbours take a varying share of it). run: best of `passes`
+ * (~2 ms each); <= 0 on failure. new returns NULL on failure; free accepts NULL. */
+typedef struct g4_bw_probe g4_bw_probe;
+g4_bw_probe *g4_bw_probe_new(int threads);
+double g4_bw_probe_run(g4_bw_probe *p, int passes);
+void g4_bw_probe_free(g4_bw_probe *p);
+
 /* fp32 FMA peak in GFLOP/s (2 flops per lane per FMA) of the widest kernel set this CPU runs
  * (the one g4_kernels_get() picks), using independent FMA chains in `threads` pthreads. */
 double g4_probe_fma_gflops(int threads);
