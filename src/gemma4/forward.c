@@ -6,11 +6,15 @@
  * post-attention norm, residual → pre-FF norm → gate/up (column-parallel) → GELU-tanh·up →
  * down_proj (row-parallel, all-reduce) → post-FF norm, residual → × layer_scalar. Then the final
  * norm, the tied head over this rank's vocab rows and the 30·tanh(x/30) soft-cap.
- * Each parallel phase splits work statically between the pool's threads: over tokens, over
- * output rows, or over (token, head) pairs — never over a dot product's K. */
+ * Element-wise phases split tokens statically between the pool's threads; the matrix phases and
+ * attention hand out chunks of output rows or (token, head) pairs from a shared counter, so a
+ * thread that is held up (another process, an interrupt, a slower core) does not stall the
+ * others at the barrier. Which thread computes a row never changes its arithmetic: work is never
+ * split over a dot product's K. */
 #include "gemma4/forward.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,6 +48,7 @@ struct g4_rank_model {
     const float *rp_x;
     int64_t rp_ldx, rp_slice_cols;
     int rp_nslices;
+    atomic_long next_chunk; /* work counter of the current phase, reset by run() */
 };
 
 /* ---- helpers ---------------------------------------------------------------------------- */
@@ -61,14 +66,29 @@ static void phase_tramp(void *ctx, int ith, int nth) {
 }
 static void run(g4_rank_model *m, phase_fn fn) {
     phase_ctx p = {m, fn};
+    atomic_store(&m->next_chunk, 0);
     g4_pool_run(m->pool, phase_tramp, &p);
 }
 
-static void mm_rows(g4_rank_model *m, int ith, int nth, const g4_mat *W, const float *x, int64_t ldx, int T,
-                    float *y, int64_t ldy) {
-    long r0, r1;
-    g4_split_range((long)W->rows, ith, nth, &r0, &r1);
-    if (r1 > r0) m->K->matmul(W, x, ldx, T, y, ldy, r0, r1, m->mm_scratch[ith]);
+/* The next unit of dynamically shared work of this phase (0, 1, 2, ...). */
+static long grab(g4_rank_model *m) { return atomic_fetch_add_explicit(&m->next_chunk, 1, memory_order_relaxed); }
+
+/* Rows per chunk of a matrix phase: about 256 KiB of weights (L2-sized, so a prefill re-reads a
+ * chunk's rows from cache for each block of tokens), a multiple of 32 rows (the kernels' row
+ * blocks), and at least 8 chunks per thread where the matrix allows it. */
+static int64_t chunk_rows(const g4_rank_model *m, const g4_mat *W) {
+    int64_t rb = (int64_t)g4_dtype_row_bytes(W->dtype, W->cols);
+    int64_t c = ((256 << 10) / (rb > 0 ? rb : 1) + 31) / 32 * 32;
+    int64_t most = (W->rows / (8 * (int64_t)m->nth) + 31) / 32 * 32;
+    if (c > most) c = most;
+    return c < 32 ? 32 : c;
+}
+
+/* Chunk i of [0, rows): rows [*r0, *r1); 0 when i is past the end. */
+static int chunk_range(int64_t rows, int64_t per, long i, int64_t *r0, int64_t *r1) {
+    *r0 = (int64_t)i * per;
+    *r1 = *r0 + per < rows ? *r0 + per : rows;
+    return *r0 < rows;
 }
 
 /* ---- phases ----------------------------------------------------------------------------- */
@@ -100,12 +120,27 @@ static void ph_norm_in(g4_rank_model *m, int ith, int nth) {
         m->K->rmsnorm(m->xn + t * m->H, m->h + t * m->H, norm_w(m, L->ln_in, 0, m->layer), m->H, (float)m->cfg->rms_norm_eps);
 }
 
+/* q, k and v as one run of chunks: q's chunks first, then k's, then v's. */
 static void ph_qkv(g4_rank_model *m, int ith, int nth) {
     const g4_layer_weights *L = &m->w->layers[m->layer];
     const int T = m->b->n;
-    mm_rows(m, ith, nth, &L->q, m->xn, m->H, T, m->q, m->q_dim_max);
-    mm_rows(m, ith, nth, &L->k, m->xn, m->H, T, m->kb, m->kv_dim_max);
-    if (L->v.data) mm_rows(m, ith, nth, &L->v, m->xn, m->H, T, m->vb, m->kv_dim_max);
+    const g4_mat *W[3] = {&L->q, &L->k, &L->v};
+    float *y[3] = {m->q, m->kb, m->vb};
+    const int64_t ldy[3] = {m->q_dim_max, m->kv_dim_max, m->kv_dim_max};
+    int64_t per[3], nch[3];
+    for (int j = 0; j < 3; j++) {
+        per[j] = chunk_rows(m, W[j]);
+        nch[j] = W[j]->data ? (W[j]->rows + per[j] - 1) / per[j] : 0;
+    }
+    for (long i = grab(m);; i = grab(m)) {
+        long c = i;
+        int j = 0;
+        while (j < 3 && c >= nch[j]) c -= nch[j++];
+        if (j == 3) break;
+        int64_t r0, r1;
+        chunk_range(W[j]->rows, per[j], c, &r0, &r1);
+        m->K->matmul(W[j], m->xn, m->H, T, y[j], ldy[j], r0, r1, m->mm_scratch[ith]);
+    }
 }
 
 /* q/k norms, v_norm, RoPE; K and V go to the cache. */
@@ -155,9 +190,8 @@ static void ph_attention(g4_rank_model *m, int ith, int nth) {
     const int hd = lc->head_dim, nq = m->plan->n_q_local, nkv = m->plan->layers[l].n_kv_local;
     const int q_per_kv = m->cfg->n_heads / lc->n_kv;
     const int kv0 = m->plan->layers[l].kv0, q0 = m->plan->q0;
-    long a0, a1;
-    g4_split_range((long)b->n * nq, ith, nth, &a0, &a1);
-    for (long a = a0; a < a1; a++) {
+    const long n_pairs = (long)b->n * nq;
+    for (long a = grab(m); a < n_pairs; a = grab(m)) {
         int t = (int)(a / nq), h = (int)(a % nq);
         const g4_kv_seq *s = &m->seqs[b->seq[t]];
         int kvh = (q0 + h) / q_per_kv - kv0;
@@ -190,13 +224,10 @@ static void ph_attention(g4_rank_model *m, int ith, int nth) {
 /* Row-parallel product with the canonical slice tree: out rows [r0,r1) of every token =
  * tree-sum over this rank's slices of (W[:, slice] · x[slice]). The merge is a binary counter:
  * finished subtrees wait on a stack, so the adds happen in the pairwise tree order. */
-static void ph_rowpar(g4_rank_model *m, int ith, int nth) {
+static void rowpar_rows(g4_rank_model *m, int ith, int64_t r0, int64_t r1) {
     const g4_mat *W = m->rp_w;
     const int T = m->b->n;
     const int64_t H = m->H;
-    long r0, r1;
-    g4_split_range((long)W->rows, ith, nth, &r0, &r1);
-    if (r1 <= r0) return;
     for (int i = 0; i < m->rp_nslices; i++) {
         g4_mat Ws = *W;
         Ws.cols = m->rp_slice_cols;
@@ -212,6 +243,14 @@ static void ph_rowpar(g4_rank_model *m, int ith, int nth) {
         if (src != m->stack[lvl])
             for (int t = 0; t < T; t++) memcpy(m->stack[lvl] + t * H + r0, src + t * H + r0, sizeof(float) * (size_t)(r1 - r0));
     }
+}
+
+static void ph_rowpar(g4_rank_model *m, int ith, int nth) {
+    g4_mat slice = *m->rp_w;
+    slice.cols = m->rp_slice_cols;
+    const int64_t per = chunk_rows(m, &slice);
+    int64_t r0, r1;
+    for (long i = grab(m); chunk_range(m->rp_w->rows, per, i, &r0, &r1); i = grab(m)) rowpar_rows(m, ith, r0, r1);
 }
 
 static int rowpar(g4_rank_model *m, const g4_mat *W, const float *x, int64_t ldx, int64_t slice_cols, int nslices, float **result) {
@@ -245,13 +284,14 @@ static void ph_post_attn(g4_rank_model *m, int ith, int nth) {
 static void ph_gate_up(g4_rank_model *m, int ith, int nth) {
     const g4_layer_weights *L = &m->w->layers[m->layer];
     const int T = m->b->n;
-    long r0, r1;
-    g4_split_range((long)L->gate.rows, ith, nth, &r0, &r1);
-    if (r1 <= r0) return;
-    m->K->matmul(&L->gate, m->xn, m->H, T, m->gate, m->nf, r0, r1, m->mm_scratch[ith]);
-    m->K->matmul(&L->up, m->xn, m->H, T, m->up, m->nf, r0, r1, m->mm_scratch[ith]);
-    for (int t = 0; t < T; t++)
-        m->K->gelu_mul(m->gate + t * m->nf + r0, m->gate + t * m->nf + r0, m->up + t * m->nf + r0, r1 - r0);
+    const int64_t per = chunk_rows(m, &L->gate);
+    int64_t r0, r1;
+    for (long i = grab(m); chunk_range(L->gate.rows, per, i, &r0, &r1); i = grab(m)) {
+        m->K->matmul(&L->gate, m->xn, m->H, T, m->gate, m->nf, r0, r1, m->mm_scratch[ith]);
+        m->K->matmul(&L->up, m->xn, m->H, T, m->up, m->nf, r0, r1, m->mm_scratch[ith]);
+        for (int t = 0; t < T; t++)
+            m->K->gelu_mul(m->gate + t * m->nf + r0, m->gate + t * m->nf + r0, m->up + t * m->nf + r0, r1 - r0);
+    }
 }
 
 static void ph_post_mlp(g4_rank_model *m, int ith, int nth) {
@@ -284,14 +324,14 @@ static void ph_final_norm(g4_rank_model *m, int ith, int nth) {
 
 static void ph_head(g4_rank_model *m, int ith, int nth) {
     const g4_mat *E = &m->w->embed;
-    long r0, r1;
-    g4_split_range((long)E->rows, ith, nth, &r0, &r1);
-    if (r1 <= r0) return;
-    const int64_t nv = m->plan->n_v_local;
-    m->K->matmul(E, m->xn, m->H, m->n_logits, m->logits_out, nv, r0, r1, m->mm_scratch[ith]);
+    const int64_t nv = m->plan->n_v_local, per = chunk_rows(m, E);
     const float cap = (float)m->cfg->final_logit_softcapping;
-    if (cap > 0)
-        for (int k = 0; k < m->n_logits; k++) m->K->softcap(m->logits_out + k * nv + r0, m->logits_out + k * nv + r0, cap, r1 - r0);
+    int64_t r0, r1;
+    for (long i = grab(m); chunk_range(E->rows, per, i, &r0, &r1); i = grab(m)) {
+        m->K->matmul(E, m->xn, m->H, m->n_logits, m->logits_out, nv, r0, r1, m->mm_scratch[ith]);
+        if (cap > 0)
+            for (int k = 0; k < m->n_logits; k++) m->K->softcap(m->logits_out + k * nv + r0, m->logits_out + k * nv + r0, cap, r1 - r0);
+    }
 }
 
 /* ---- the pass --------------------------------------------------------------------------- */
