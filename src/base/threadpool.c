@@ -131,8 +131,16 @@ static void pin_caller(g4_pool *p) {
     if (p->caller_pinned) pin(p->cpus[0]);
 }
 
+static void run_team(g4_pool *p, g4_pool_fn fn, void *ctx);
+
 void g4_pool_run(g4_pool *p, g4_pool_fn fn, void *ctx) {
     if (p->cpus) pin_caller(p);
+    run_team(p, fn, ctx);
+}
+
+void g4_pool_run_unpinned(g4_pool *p, g4_pool_fn fn, void *ctx) { run_team(p, fn, ctx); }
+
+static void run_team(g4_pool *p, g4_pool_fn fn, void *ctx) {
     if (p->n == 1) { fn(ctx, 0, 1); return; }
     p->fn = fn;
     p->ctx = ctx;

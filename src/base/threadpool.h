@@ -20,6 +20,9 @@ int g4_pool_create(int n_threads, const int *cpus, g4_pool **out, g4_err *err);
 void g4_pool_free(g4_pool *p);
 int g4_pool_size(const g4_pool *p);
 void g4_pool_run(g4_pool *p, g4_pool_fn fn, void *ctx);
+/* The same without pinning the caller: for setup work done by a thread (an engine's opener)
+ * that is not the one that will run the pool later. */
+void g4_pool_run_unpinned(g4_pool *p, g4_pool_fn fn, void *ctx);
 
 /* Splits [0, n) into nth near-equal contiguous parts; part ith is [*a, *b). */
 static inline void g4_split_range(long n, int ith, int nth, long *a, long *b) {

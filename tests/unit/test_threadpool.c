@@ -1,6 +1,7 @@
 /* The thread pool and the file maps (src/base): every thread of a run gets its own (i, n) once;
  * pinning touches the calling thread only while it runs the pool, so threads it starts later
- * (the server's) are not confined to the pool's first core, and its old mask comes back at free;
+ * (the server's) are not confined to the pool's first core, and its old mask comes back at free
+ * (also through the engine: opening one leaves the opener's mask alone);
  * weight files are mapped at 2 MiB-aligned addresses (so the kernel can map them with huge
  * pages) and read back exactly. */
 #include <pthread.h>
@@ -10,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "testutil.h"
+#include "engine_util.h"
 #include "base/mapfile.h"
 #include "base/threadpool.h"
 
@@ -70,6 +71,33 @@ static void test_pinning_is_scoped_to_runs(void **state) {
     assert_true(CPU_EQUAL(&before, &now));
 }
 
+static void test_engine_open_leaves_caller_unpinned(void **state) {
+    (void)state;
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 2) skip();
+    cpu_set_t before, now;
+    assert_int_equal(pthread_getaffinity_np(pthread_self(), sizeof before, &before), 0);
+    if (!CPU_ISSET(0, &before) || !CPU_ISSET(1, &before)) skip();
+    g4_engine_opts o = {.tp = 1, .threads = 2, .model_dir = tu_path("golden/tiny_default")};
+    g4_engine *e;
+    g4_err err;
+    assert_int_equal(g4_engine_open(&o, &e, &err), 0);
+    assert_int_equal(pthread_getaffinity_np(pthread_self(), sizeof now, &now), 0);
+    assert_true(CPU_EQUAL(&before, &now));
+    int seq;
+    assert_int_equal(g4_engine_seq_open(e, 4, &seq, &err), 0);
+    int32_t id = 2, pos = 0;
+    uint8_t want = 1;
+    g4_batch b = {1, &id, &pos, &seq, &want};
+    float *logits = malloc(sizeof(float) * (size_t)g4_engine_vocab(e));
+    assert_int_equal(g4_engine_forward(e, &b, logits, &err), 0);
+    assert_int_equal(pthread_getaffinity_np(pthread_self(), sizeof now, &now), 0);
+    assert_int_equal(CPU_COUNT(&now), 1); /* running the pool pinned it */
+    g4_engine_close(e);
+    assert_int_equal(pthread_getaffinity_np(pthread_self(), sizeof now, &now), 0);
+    assert_true(CPU_EQUAL(&before, &now));
+    free(logits);
+}
+
 static void test_mapfile_aligned_and_exact(void **state) {
     (void)state;
     char path[] = "/tmp/g4test.mapXXXXXX";
@@ -95,6 +123,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_each_thread_runs_once),
         cmocka_unit_test(test_pinning_is_scoped_to_runs),
+        cmocka_unit_test(test_engine_open_leaves_caller_unpinned),
         cmocka_unit_test(test_mapfile_aligned_and_exact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
