@@ -20,20 +20,22 @@ try:
     d = json.loads(j)
 except Exception:
     print(f"| {label} | failed | | | | | |"); sys.exit()
+pf = d.get('decode_paired_bound_fraction')
+pf = f"{100*pf:.0f} %" if pf else "n/a"
 print(f"| {label} | {d['prefill_tok_s']:.1f} | {100*d['prefill_bound_fraction']:.0f} % of {d['fma_peak_gflops']:.0f} GFLOP/s | "
-      f"{d['decode_tok_s']:.2f} | {100*d['decode_bound_fraction']:.0f} % of {d['decode_bound_tok_s']:.2f} ({d['bandwidth_gb_s']:.1f} GB/s) | "
+      f"{d['decode_tok_s']:.2f} ({d['decode_median_tok_s']:.2f}) | {100*d['decode_bound_fraction']:.0f} % of {d['decode_bound_tok_s']:.2f} ({d['bandwidth_gb_s']:.1f} GB/s); paired {pf} | "
       f"{d['ttft_ms']/1000:.1f} s | {d['load_s']:.1f} s, {d['peak_rss_mb']:.0f} MB |")
 PY
 }
-echo "| configuration | prefill tok/s | prefill vs FMA peak | decode tok/s | decode vs bandwidth bound | TTFT | load, peak RSS |"
+echo "| configuration | prefill tok/s | prefill vs FMA peak | decode tok/s mean (median step) | decode vs bandwidth bound | TTFT | load, peak RSS |"
 echo "| --- | ---: | --- | ---: | --- | ---: | --- |"
 A="--model $M --prompt-len 512 --gen 16"
 for load in copy mmap; do
   row "bf16, TP 1 x 2 threads, --load $load" $G4TP bench $A --threads 2 --load $load
 done
 row "bf16, TP 2 x 1 thread (threads), --load copy" $G4TP bench $A --tp 2 --threads 1 --load copy
-row "q8_0, TP 1 x 2 threads, --load copy" $G4TP bench $A --threads 2 --dtype q8_0
-row "q8_0, TP 2 x 1 thread (threads)" $G4TP bench $A --tp 2 --threads 1 --dtype q8_0
+row "q8_0, TP 1 x 2 threads, --load copy" $G4TP bench $A --threads 2 --dtype q8_0 --load copy
+row "q8_0, TP 2 x 1 thread (threads), --load copy" $G4TP bench $A --tp 2 --threads 1 --dtype q8_0 --load copy
 row "bf16, TP 2 x 1 thread (MPI), --load copy" $MPIRUN -np 2 $G4TP bench $A --comm mpi --threads 1 --load copy
 echo
 $B/bench/bench_comm 2
