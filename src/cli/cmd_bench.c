@@ -17,9 +17,14 @@ static const char *help =
     "Measures load time, prefill tokens/s and time to first token for a P-token prompt (default\n"
     "512), decode tokens/s over G greedy tokens (default 32), peak RSS, and this machine's memory\n"
     "bandwidth and fp32 FMA peak; prints decode and prefill as fractions of those bounds.\n"
+    "The probes run after the engine is closed, on as many threads as all its ranks had. Decode is\n"
+    "also given as the median step, and (threaded ranks, models over 256 MB) as the median of each\n"
+    "step against a short bandwidth probe run right after it: on a shared host the bandwidth left\n"
+    "to this machine changes from second to second.\n"
     "  --json        one JSON object with prefill_tok_s, decode_tok_s, ttft_ms, load_s, peak_rss_mb,\n"
     "                weight_bytes_per_token, bandwidth_gb_s, decode_bound_fraction,\n"
-    "                fma_peak_gflops, prefill_bound_fraction (and more)\n"
+    "                fma_peak_gflops, prefill_bound_fraction, decode_median_tok_s,\n"
+    "                decode_paired_bound_fraction (null when not measured) and more\n"
     "%s";
 
 static int cmp_double(const void *a, const void *b) {
