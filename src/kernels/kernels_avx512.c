@@ -92,6 +92,13 @@ AI __m512 tanh16(__m512 x) {
 
 /* ---- matmul: f32 / bf16 / f16 ---- */
 
+/* The T = 1 matvec streams 8 rows at once; a non-temporal prefetch 1 KiB ahead in each row
+ * keeps enough reads in flight (the hardware prefetcher alone left a 2.8 GB bf16 matrix at
+ * 42-45 GB/s with 2 threads; with it 50-55 GB/s, against a ~59 GB/s read-only stream; 512 and
+ * 1536 bytes, or T0/T1 hints, were slower: bench/README.md). Prefetches never fault. */
+#ifndef G4_MV_PREFETCH
+#define G4_MV_PREFETCH 1024
+#endif
 /* T = 1: NRW rows at a time against one x. */
 AI void mv_rows(const int dt, const int NRW, const char *w, int64_t ldw_b, const float *x,
                 int64_t K, float *y) {
@@ -99,8 +106,12 @@ AI void mv_rows(const int dt, const int NRW, const char *w, int64_t ldw_b, const
 #pragma GCC unroll 8
     for (int i = 0; i < NRW; i++) acc[i] = _mm512_setzero_ps();
     int64_t k = 0;
+    const int64_t esz = dt == G4_DT_F32 ? 4 : 2;
     for (; k + 16 <= K; k += 16) {
         __m512 xv = _mm512_loadu_ps(x + k);
+        if (((k * esz) & 63) == 0) /* once per 64-byte line of each row */
+#pragma GCC unroll 8
+            for (int i = 0; i < NRW; i++) _mm_prefetch(w + i * ldw_b + k * esz + G4_MV_PREFETCH, _MM_HINT_NTA);
 #pragma GCC unroll 8
         for (int i = 0; i < NRW; i++) acc[i] = _mm512_fmadd_ps(ldw(dt, w + i * ldw_b, k), xv, acc[i]);
     }
