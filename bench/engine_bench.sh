@@ -8,7 +8,7 @@ set -u
 B=${1:-build}
 M=${2:-/tmp/g4tp-syn31b-2l}
 G4TP=$B/g4tp
-MPIRUN="mpirun --oversubscribe --allow-run-as-root --mca btl self,vader --mca plm_rsh_agent false"
+MPIRUN="mpirun --oversubscribe --allow-run-as-root --bind-to none --mca btl self,vader --mca plm_rsh_agent false"
 [ -f "$M/config.json" ] || $G4TP synth --like tests/data/spec/gemma-4-31B-it.config.json --layers 2 --out "$M" >/dev/null
 row() { # label, then g4tp bench args
   label=$1; shift

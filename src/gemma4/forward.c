@@ -264,8 +264,13 @@ static void ph_rowpar(g4_rank_model *m, int ith, int nth) {
     g4_mat slice = *m->rp_w;
     slice.cols = m->rp_slice_cols;
     const int64_t per = chunk_rows(m, &slice);
+    /* decode: walk the slices of 8 rows at a time, so each row is read front to back (the
+     * matvec's prefetch then runs ahead into the next slice's columns instead of a row that is
+     * only read a slice later) */
+    const int64_t step = m->b->n == 1 ? 8 : per;
     int64_t r0, r1;
-    for (long i = grab(m); chunk_range(m->rp_w->rows, per, i, &r0, &r1); i = grab(m)) rowpar_rows(m, ith, r0, r1);
+    for (long i = grab(m); chunk_range(m->rp_w->rows, per, i, &r0, &r1); i = grab(m))
+        for (int64_t s0 = r0; s0 < r1; s0 += step) rowpar_rows(m, ith, s0, s0 + step < r1 ? s0 + step : r1);
 }
 
 static int rowpar(g4_rank_model *m, const g4_mat *W, const float *x, int64_t ldx, int64_t slice_cols, int nslices, float **result) {
