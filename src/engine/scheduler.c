@@ -268,6 +268,7 @@ static void *loop(void *arg) {
             return NULL;
         }
         admit(s);
+        s->stats.kv_used = g4_engine_kv_bytes_used(s->e); /* also when going idle: 0 then */
         if (s->n_running == 0) {
             pthread_cond_wait(&s->cv, &s->mu);
             pthread_mutex_unlock(&s->mu);
@@ -275,7 +276,6 @@ static void *loop(void *arg) {
         }
         s->stats.running = s->n_running;
         s->stats.waiting = s->n_waiting;
-        s->stats.kv_used = g4_engine_kv_bytes_used(s->e);
         pthread_mutex_unlock(&s->mu);
 
         /* build the batch: decode tokens first (running streams keep flowing), then prefill */

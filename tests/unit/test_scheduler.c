@@ -133,11 +133,16 @@ static void test_cancel_and_limits(void **state) {
     free(t);
     assert_true(!strcmp(why, "cancelled") || !strcmp(why, "stop") || !strcmp(why, "length"));
     g4_sched_req_free(r);
-    /* the sequence is freed: KV use goes back to zero */
-    for (int i = 0; i < 100 && g4_engine_kv_bytes_used(e) != 0; i++) { struct timespec ts = {0, 10000000}; nanosleep(&ts, NULL); }
+    /* the sequence is freed: KV use goes back to zero, in the engine and in the stats (/metrics) */
     g4_sched_stats st;
-    g4_sched_get_stats(s, &st);
+    for (int i = 0; i < 200; i++) {
+        g4_sched_get_stats(s, &st);
+        if (g4_engine_kv_bytes_used(e) == 0 && st.kv_used == 0) break;
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
     assert_int_equal(st.running, 0);
+    assert_int_equal(st.kv_used, 0);
     /* too long for the context */
     p.max_new_tokens = 10000;
     assert_int_equal(g4_sched_submit(s, ids, n, &p, &r, &err), G4_ECONTEXT);
