@@ -197,7 +197,7 @@ static void accept(g4_sched *s, g4_sched_req *r, int32_t id, double t) {
     r->gen[r->n_gen++] = id;
     pthread_mutex_unlock(&r->mu);
     s->stats.generated_tokens++;
-    if (g4_gen_config_is_eos(&s->tg->gen, id)) { finish(s, r, "stop"); return; }
+    if (!r->p.ignore_eos && g4_gen_config_is_eos(&s->tg->gen, id)) { finish(s, r, "stop"); return; }
     char *piece = NULL;
     size_t plen = 0;
     g4_err err;

@@ -32,6 +32,7 @@ typedef struct g4_gen_params {
     const char *const *stop_strings;
     size_t n_stop_strings;
     int skip_special;         /* decode without special tokens (1) or keep markers for parsing (0) */
+    int ignore_eos;           /* end-of-sequence ids do not end the generation (benchmarks) */
 } g4_gen_params;
 
 /* Called with each newly decoded piece of text; return non-zero to cancel. */

@@ -118,6 +118,7 @@ static int parse_common(const json_t *o, g4_api_request *r, g4_api_err *ae) {
         } else return BAD(ae, "stop", "'stop' must be a string or a list of strings");
     }
     if ((rc = get_bool(o, "stream", &r->stream, ae))) return rc;
+    if ((rc = get_bool(o, "ignore_eos", &r->ignore_eos, ae))) return rc;
     json_t *so = json_object_get(o, "stream_options");
     if (so && !json_is_null(so)) {
         if (!json_is_object(so)) return BAD(ae, "stream_options", "'stream_options' must be an object");

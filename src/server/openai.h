@@ -33,6 +33,7 @@ typedef struct g4_api_request {
     char *stops[G4_API_MAX_STOPS];
     size_t n_stops;
     int stream, include_usage;
+    int ignore_eos;           /* vLLM's extension: keep generating past end-of-sequence ids */
     char *model;              /* NULL when absent */
 } g4_api_request;
 

@@ -316,6 +316,7 @@ static void route_generate(g4_server *s, g4_http_req *hr, const char *ep, g4_api
         gp.stop_strings = (const char *const *)q.stops;
         gp.n_stop_strings = q.n_stops;
         gp.skip_special = q.parse_output ? 0 : 1;
+        gp.ignore_eos = q.ignore_eos;
     }
     g4_sched_req *req = NULL;
     double t0 = now_s();

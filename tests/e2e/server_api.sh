@@ -14,6 +14,13 @@ pyck "d['response']=='The capital of France is Paris.' and d['finish_reason']=='
   && ok "/generate answers Paris with usage and timings" || bad "/generate: $BODY"
 GEN_PROMPT_TOKENS=$(pyget "d['prompt_tokens']")
 
+# ignore_eos: the answer above ends with an end-of-turn id; ignoring it, only the length stops
+post /generate "{\"prompt\":\"$Q\",\"temperature\":0,\"ignore_eos\":true,\"max_new_tokens\":24}"
+pyck "d['finish_reason']=='length' and d['completion_tokens']==24 and d['response'].startswith('The capital of France is Paris.')" \
+  && ok "/generate ignore_eos runs to the length" || bad "/generate ignore_eos: $BODY"
+post /v1/completions '{"prompt":"The capital of","max_tokens":3,"ignore_eos":"yes"}'
+expect_eq "$CODE" 400 "ignore_eos must be a boolean"
+
 # the issue's exact command (temperature from generation_config: sampled, so only the shape)
 BODY=$(curl -s --max-time 60 "$URL/generate" -d "{\"prompt\":\"$Q\"}")
 pyck "isinstance(d['response'],str) and d['finish_reason'] in ('stop','length')" && ok "/generate with default sampling" || bad "/generate default: $BODY"
