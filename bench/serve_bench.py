@@ -5,7 +5,7 @@ Starts the server on a model (or uses --url), then for each concurrency level ru
 client threads, each sending --rounds streaming requests back to back (OpenAI chat or
 completions with stream_options.include_usage), and reports:
   aggregate tok/s   all completion tokens / wall time of the level (decode throughput under load)
-  stream tok/s      mean per request of (tokens - 1) / (last chunk - first chunk)
+  stream tok/s      mean per request of (text chunks - 1) / (last chunk - first chunk)
   TTFT              client side: request sent -> first streamed chunk with text (p50 / p90);
                     server side: mean of g4tp_time_to_first_token_seconds over the level
 Standard library only. Example:
@@ -50,6 +50,8 @@ def metrics(host, port):
 def one_request(host, port, args, i):
     body = {"max_tokens": args.max_tokens, "stream": True, "stream_options": {"include_usage": True},
             "temperature": args.temperature, "seed": 1000 + i}
+    if args.ignore_eos:
+        body["ignore_eos"] = True
     if args.api == "chat":
         path = "/v1/chat/completions"
         body["messages"] = [{"role": "user", "content": args.prompt.replace("{i}", str(i))}]
@@ -63,7 +65,7 @@ def one_request(host, port, args, i):
     if r.status != 200:
         raise RuntimeError("HTTP %d: %s" % (r.status, r.read()[:300]))
     first = last = None
-    tokens = 0
+    tokens = chunks = 0
     for raw in r:
         line = raw.decode().strip()
         if not line.startswith("data: ") or line == "data: [DONE]":
@@ -76,8 +78,9 @@ def one_request(host, port, args, i):
             now = time.perf_counter()
             first = first or now
             last = now
+            chunks += 1
     t1 = time.perf_counter()
-    return {"t0": t0, "first": first, "last": last, "t1": t1, "tokens": tokens}
+    return {"t0": t0, "first": first, "last": last, "t1": t1, "tokens": tokens, "chunks": chunks}
 
 
 def run_level(host, port, args, conc):
@@ -107,7 +110,9 @@ def run_level(host, port, args, conc):
         print("# %d errors, first: %s" % (len(errors), errors[0]), file=sys.stderr)
     tokens = sum(r["tokens"] for r in results)
     ttft = sorted((r["first"] - r["t0"]) * 1e3 for r in results if r["first"])
-    per = [(r["tokens"] - 1) / (r["last"] - r["first"]) for r in results if r["first"] and r["last"] > r["first"] and r["tokens"] > 1]
+    # chunks that carried text (tokens that decode to nothing, e.g. special ones past an ignored
+    # end of sequence, send none)
+    per = [(r["chunks"] - 1) / (r["last"] - r["first"]) for r in results if r["first"] and r["last"] > r["first"] and r["chunks"] > 1]
     k_sum, k_cnt = "g4tp_time_to_first_token_seconds_sum", "g4tp_time_to_first_token_seconds_count"
     n_srv = m1.get(k_cnt, 0) - m0.get(k_cnt, 0)
     srv_ttft = (m1.get(k_sum, 0) - m0.get(k_sum, 0)) / n_srv * 1e3 if n_srv else float("nan")
@@ -127,6 +132,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=2, help="requests per client, back to back")
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--temperature", type=float, default=0.0)
+    ap.add_argument("--ignore-eos", action="store_true", help="every reply runs to --max-tokens (steady decode load)")
     ap.add_argument("--api", choices=["chat", "completions"], default="chat")
     ap.add_argument("--prompt", default="What is the capital of France?")
     ap.add_argument("--log", help="server stdout log")
