@@ -78,13 +78,16 @@ static long grab(g4_rank_model *m) { return atomic_fetch_add_explicit(&m->next_c
 /* Rows per chunk of a matrix phase: about 256 KiB of weights (L2-sized, so a prefill re-reads a
  * chunk's rows from cache for each block of tokens), a multiple of 32 rows (the kernels' row
  * blocks), and at least 8 chunks per thread where the matrix allows it. A q8_0 matmul quantizes
- * all T tokens' activations on every call, so for T > 1 its chunks are 8x larger (at T = 512 on
- * 5376 columns that is 0.9 ms per call, against ~3 ms of work in a 256 KiB chunk). */
+ * all T tokens' activations on every call (at T = 1 and 5376 columns a few microseconds, as
+ * long as streaming a 64-row chunk; at T = 512 0.9 ms), so q8_0 matrices get 2 chunks per
+ * thread: decode of the 31B-width model 10.8-11.4 -> tok/s, prefill 50-74 -> tok/s. */
 static int64_t chunk_rows(const g4_rank_model *m, const g4_mat *W) {
+    if (W->dtype == G4_DT_Q8_0) {
+        int64_t c = (W->rows / (2 * (int64_t)m->nth) + 31) / 32 * 32;
+        return c < 32 ? 32 : c;
+    }
     int64_t rb = (int64_t)g4_dtype_row_bytes(W->dtype, W->cols);
-    int64_t target = (int64_t)256 << 10;
-    if (W->dtype == G4_DT_Q8_0 && m->b->n > 1) target *= 8;
-    int64_t c = (target / (rb > 0 ? rb : 1) + 31) / 32 * 32;
+    int64_t c = ((256 << 10) / (rb > 0 ? rb : 1) + 31) / 32 * 32;
     int64_t most = (W->rows / (8 * (int64_t)m->nth) + 31) / 32 * 32;
     if (c > most) c = most;
     return c < 32 ? 32 : c;
@@ -267,7 +270,7 @@ static void ph_rowpar(g4_rank_model *m, int ith, int nth) {
     /* decode: walk the slices of 8 rows at a time, so each row is read front to back (the
      * matvec's prefetch then runs ahead into the next slice's columns instead of a row that is
      * only read a slice later) */
-    const int64_t step = m->b->n == 1 ? 8 : per;
+    const int64_t step = m->b->n == 1 && slice.dtype != G4_DT_Q8_0 ? 8 : per; /* q8_0: see chunk_rows */
     int64_t r0, r1;
     for (long i = grab(m); chunk_range(m->rp_w->rows, per, i, &r0, &r1); i = grab(m))
         for (int64_t s0 = r0; s0 < r1; s0 += step) rowpar_rows(m, ith, s0, s0 + step < r1 ? s0 + step : r1);

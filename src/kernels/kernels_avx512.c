@@ -481,19 +481,34 @@ static void q8_prepare_pairs(char *rec, int64_t K) {
     }
 }
 
-AI __m512 q8_group_t1(const g4_block_q8_0 *w, const __m512i *xp, const float *xd, __m512 acc) {
+/* One group of nb (16, or fewer at the end of a row) blocks. Blocks past nb count as zero
+ * weights with zero scales, exactly as a zero-padded group, without reading past the row: a row
+ * slice of 42 blocks (down_proj at TP 1) ends in such a partial group on every row, and copying
+ * it into a padded buffer (q8_tail) cost more than the group itself. */
+AI __m512 q8_group_t1_n(const g4_block_q8_0 *w, const int nb, const __m512i *xp, const float *xd, __m512 acc) {
     const __m512i zero = _mm512_setzero_si512();
+    const __m256i zero8 = _mm256_setzero_si256();
     __m512i p[8];
 #pragma GCC unroll 8
     for (int i = 0; i < 8; i++) {
         const int lo = i + 4 * (i / 4);
-        __m512i wv = ldpair(w[lo].qs, w[lo + 4].qs), xv = _mm512_load_si512(xp + i);
+        __m256i a = lo < nb ? _mm256_loadu_si256((const __m256i *)w[lo].qs) : zero8;
+        __m256i b = lo + 4 < nb ? _mm256_loadu_si256((const __m256i *)w[lo + 4].qs) : zero8;
+        __m512i wv = _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1), xv = _mm512_load_si512(xp + i);
         __m512i sx = _mm512_mask_sub_epi8(xv, _mm512_movepi8_mask(wv), zero, xv);
         p[i] = _mm512_dpbusd_epi32(zero, _mm512_abs_epi8(wv), sx);
     }
     __m512 isum = _mm512_cvtepi32_ps(Q8_REDUCE(p));
-    return _mm512_fmadd_ps(isum, _mm512_mul_ps(q8_scales(w), _mm512_loadu_ps(xd)), acc);
+    __m512 dw;
+    if (nb == 16) dw = q8_scales(w);
+    else {
+        uint16_t h[16];
+        for (int i = 0; i < 16; i++) h[i] = i < nb ? w[i].d : 0;
+        dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h));
+    }
+    return _mm512_fmadd_ps(isum, _mm512_mul_ps(dw, _mm512_loadu_ps(xd)), acc);
 }
+#define q8_group_t1(w, xp, xd, acc) q8_group_t1_n(w, 16, xp, xd, acc)
 
 /* The T = 1 q8_0 dot walks one row at a time: a single stream per thread, which the hardware
  * prefetcher alone left at ~29 / 49 GB/s (1 / 2 threads, 5376 x 21504); a non-temporal prefetch
@@ -512,10 +527,7 @@ static float dot_q8_t1(const g4_block_q8_0 *w, const char *rec, int64_t qsb, int
         for (int l = 0; l < 9; l++) _mm_prefetch(pf + 64 * l, _MM_HINT_NTA); /* the 544-byte group 8 ahead */
         acc = q8_group_t1(w + g, xp + g / 2, xd + g, acc);
     }
-    if (g < nb) {
-        g4_block_q8_0 tmp[16];
-        acc = q8_group_t1(q8_tail(w, nb, tmp), xp + g / 2, xd + g, acc);
-    }
+    if (g < nb) acc = q8_group_t1_n(w + g, (int)(nb - g), xp + g / 2, xd + g, acc);
     return hsum16(acc);
 }
 
