@@ -78,16 +78,19 @@ static long grab(g4_rank_model *m) { return atomic_fetch_add_explicit(&m->next_c
 /* Rows per chunk of a matrix phase: about 256 KiB of weights (L2-sized, so a prefill re-reads a
  * chunk's rows from cache for each block of tokens), a multiple of 32 rows (the kernels' row
  * blocks), and at least 8 chunks per thread where the matrix allows it. A q8_0 matmul quantizes
- * all T tokens' activations on every call (at T = 1 and 5376 columns a few microseconds, as
- * long as streaming a 64-row chunk; at T = 512 0.9 ms), so q8_0 matrices get 2 chunks per
- * thread: decode of the 31B-width model 10.8-11.4 -> tok/s, prefill 50-74 -> tok/s. */
+ * all T tokens' activations on every call, which costs about as much as streaming a 64-row
+ * chunk at T = 1 and 0.9 ms at T = 512 (5376 columns): q8_0 matrices get 2 chunks per thread in
+ * decode and 8x larger chunks in prefill (measured on the 31B-width model: decode median
+ * 10.8-11.0 -> 12.4-13.4 tok/s together with the partial-group fix, prefill 50-74 -> 81-92). */
 static int64_t chunk_rows(const g4_rank_model *m, const g4_mat *W) {
-    if (W->dtype == G4_DT_Q8_0) {
+    if (W->dtype == G4_DT_Q8_0 && m->b->n == 1) {
         int64_t c = (W->rows / (2 * (int64_t)m->nth) + 31) / 32 * 32;
         return c < 32 ? 32 : c;
     }
     int64_t rb = (int64_t)g4_dtype_row_bytes(W->dtype, W->cols);
-    int64_t c = ((256 << 10) / (rb > 0 ? rb : 1) + 31) / 32 * 32;
+    int64_t target = (int64_t)256 << 10;
+    if (W->dtype == G4_DT_Q8_0) target *= 8;
+    int64_t c = (target / (rb > 0 ? rb : 1) + 31) / 32 * 32;
     int64_t most = (W->rows / (8 * (int64_t)m->nth) + 31) / 32 * 32;
     if (c > most) c = most;
     return c < 32 ? 32 : c;
