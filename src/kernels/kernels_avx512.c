@@ -531,9 +531,12 @@ static float dot_q8_t1(const g4_block_q8_0 *w, const char *rec, int64_t qsb, int
     return hsum16(acc);
 }
 
-/* One group of 16 blocks of one weight row times NT prepared tokens. */
-AI void q8_group_vnni(const int NT, const g4_block_q8_0 *w, const char *const *rec, int64_t g,
-                      int64_t qsb, __m512 *acc) {
+/* A weight row prepared once for all its token tiles (T > 1): per group of 16 blocks the 8
+ * transposed vectors (q8_wt), 128 * sum w per block and the 16 scales as fp32 — 640 bytes.
+ * Transposing per 4-token tile instead redid the same shuffles T/4 times per row. */
+enum { Q8_PRE_GROUP = 640 };
+
+AI void q8_pre_group(const g4_block_q8_0 *w, char *pre) {
     const __m512i ones = _mm512_set1_epi8(1);
     __m512i v[8];
     q8_wt(w, v);
@@ -543,8 +546,29 @@ AI void q8_group_vnni(const int NT, const g4_block_q8_0 *w, const char *const *r
         s0 = _mm512_dpbusd_epi32(s0, ones, v[j]);
         s1 = _mm512_dpbusd_epi32(s1, ones, v[j + 1]);
     }
-    const __m512i corr = _mm512_slli_epi32(_mm512_add_epi32(s0, s1), 7); /* 128 * sum w */
-    const __m512 dw = q8_scales(w);
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) _mm512_store_si512((__m512i *)pre + j, v[j]);
+    _mm512_store_si512((__m512i *)pre + 8, _mm512_slli_epi32(_mm512_add_epi32(s0, s1), 7)); /* 128 * sum w */
+    _mm512_store_ps((float *)((__m512i *)pre + 9), q8_scales(w));
+}
+
+static void q8_pre_row(const g4_block_q8_0 *w, int64_t nb, char *pre) {
+    int64_t g = 0;
+    for (; g + 16 <= nb; g += 16) q8_pre_group(w + g, pre + g / 16 * Q8_PRE_GROUP);
+    if (g < nb) {
+        g4_block_q8_0 tmp[16];
+        q8_pre_group(q8_tail(w, nb, tmp), pre + g / 16 * Q8_PRE_GROUP);
+    }
+}
+
+/* One prepared group of one weight row times NT prepared tokens. */
+AI void q8_group_vnni(const int NT, const char *pre, const char *const *rec, int64_t g,
+                      int64_t qsb, __m512 *acc) {
+    __m512i v[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) v[j] = _mm512_load_si512((const __m512i *)pre + j);
+    const __m512i corr = _mm512_load_si512((const __m512i *)pre + 8);
+    const __m512 dw = _mm512_load_ps((const float *)((const __m512i *)pre + 9));
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++) {
         const __m512i *xu = (const __m512i *)(rec[t] + g * 32);
@@ -560,17 +584,12 @@ AI void q8_group_vnni(const int NT, const g4_block_q8_0 *w, const char *const *r
     }
 }
 
-AI void q8_row_vnni(const int NT, const g4_block_q8_0 *w, int64_t nb, const char *const *rec,
+AI void q8_row_vnni(const int NT, const char *pre, int64_t nb, const char *const *rec,
                     int64_t qsb, float *const *out) {
     __m512 acc[4];
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
-    int64_t g = 0;
-    for (; g + 16 <= nb; g += 16) q8_group_vnni(NT, w + g, rec, g, qsb, acc);
-    if (g < nb) {
-        g4_block_q8_0 tmp[16];
-        q8_group_vnni(NT, q8_tail(w, nb, tmp), rec, g, qsb, acc);
-    }
+    for (int64_t g = 0; g < nb; g += 16) q8_group_vnni(NT, pre + g / 16 * Q8_PRE_GROUP, rec, g, qsb, acc);
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++) *out[t] = hsum16(acc[t]);
 }
@@ -590,9 +609,11 @@ static void matmul_q8(const g4_mat *W, const float *x, int64_t ldx, int T, float
             y[r] = dot_q8_t1((const void *)((const char *)W->data + r * W->ld_bytes), xq, qsb, nb);
         return;
     }
+    char *pre = xq + T * qstride; /* the prepared row (64-aligned: qstride is a multiple of 64) */
     for (int64_t r = r0; r < r1; r++) {
         const g4_block_q8_0 *row = (const void *)((const char *)W->data + r * W->ld_bytes);
         if (vnni) {
+            q8_pre_row(row, nb, pre);
             for (int t = 0; t < T; t += 4) {
                 const char *rec[4];
                 float *out[4];
@@ -602,10 +623,10 @@ static void matmul_q8(const g4_mat *W, const float *x, int64_t ldx, int T, float
                     out[j] = y + (t + j) * ldy + r;
                 }
                 switch (nt) {
-                case 4: q8_row_vnni(4, row, nb, rec, qsb, out); break;
-                case 3: q8_row_vnni(3, row, nb, rec, qsb, out); break;
-                case 2: q8_row_vnni(2, row, nb, rec, qsb, out); break;
-                default: q8_row_vnni(1, row, nb, rec, qsb, out); break;
+                case 4: q8_row_vnni(4, pre, nb, rec, qsb, out); break;
+                case 3: q8_row_vnni(3, pre, nb, rec, qsb, out); break;
+                case 2: q8_row_vnni(2, pre, nb, rec, qsb, out); break;
+                default: q8_row_vnni(1, pre, nb, rec, qsb, out); break;
                 }
             }
         } else {
@@ -618,7 +639,9 @@ static void matmul_q8(const g4_mat *W, const float *x, int64_t ldx, int T, float
 }
 
 static size_t matmul_scratch_bytes(const g4_mat *W, int T) {
-    if (W->dtype == G4_DT_Q8_0) return (size_t)T * (size_t)g4__q8_act_stride(W->cols) + 64;
+    if (W->dtype == G4_DT_Q8_0) /* + one prepared weight row for T > 1 (q8_pre_row) */
+        return (size_t)T * (size_t)g4__q8_act_stride(W->cols) + 64 +
+               (T > 1 ? (size_t)((W->cols / G4_Q8_BLOCK + 15) / 16) * Q8_PRE_GROUP : 0);
     return T > SMALL_T ? f_scratch_bytes() : 0;
 }
 
