@@ -52,7 +52,7 @@ static void test_q8_nmse_demo(void **state) {
 
 /* The random tiny golden model amplifies any perturbation (it is chaotic: 8 layers of random
  * weights with layer scalars > 1), so q8_0 lands at 1e-3 .. 1e-2 there; rounding only the weights
- * through q8_0 in the fp32 oracle already gives up to 6.7e-3 (bench/q8_oracle_nmse.py), so no
+ * through q8_0 on the fp32 path already gives up to 6.7e-3 (bench/q8_nmse_floor.py), so no
  * q8_0 engine meets 1e-3 on it. The bound only guards against a broken quantizer (a wrong scale
  * gives NMSE ~ 1). See bench/README.md. */
 static void test_q8_nmse_tiny(void **state) {
