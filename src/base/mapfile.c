@@ -15,8 +15,9 @@
 /* Maps the file at a 2 MiB-aligned address and asks for huge pages: where the page cache holds
  * the file in 2 MiB folios (ext4 and others since Linux 6.x) the kernel then maps them with one
  * page-table entry each. With 4 KiB mappings a decode step, which streams every weight once,
- * takes a page walk per 4 KiB; in a VM whose nested page tables miss the caches that halved the
- * bandwidth (measured: 17 vs 44 GB/s, docs/kernels.md). Falls back to a plain map. */
+ * takes a page walk per 4 KiB; in a VM whose nested page tables miss the caches that cost half
+ * the bandwidth (decode of the 31B-width model: 17 -> 30-37 GB/s, bench/README.md). Falls back
+ * to a plain map. */
 static void *map_huge_aligned(int fd, size_t size) {
     size_t span = size + HUGE_ALIGN;
     uint8_t *r = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);

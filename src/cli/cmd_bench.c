@@ -32,6 +32,12 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* Median of v[0..n) (n >= 1); sorts v. */
+static double median(double *v, long long n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -90,7 +96,8 @@ int cmd_bench(int argc, char **argv) {
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)plen), *pos = malloc(sizeof(int32_t) * (size_t)mb), *sq = malloc(sizeof(int32_t) * (size_t)mb);
     uint8_t *want = malloc((size_t)mb);
     float *logits = malloc(sizeof(float) * (size_t)V);
-    double *step_s = malloc(sizeof(double) * (size_t)gen);
+    double *step_s = malloc(sizeof(double) * (size_t)gen), *pair_frac = NULL;
+    g4_bw_probe *pair = NULL;
     uint64_t x = 0x9e3779b97f4a7c15ull;
     for (long long i = 0; i < plen; i++) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; ids[i] = (int32_t)(3 + x % (uint64_t)(V - 3)); }
     int seq, rc = 0;
@@ -124,9 +131,10 @@ int cmd_bench(int argc, char **argv) {
      * models well beyond the caches (the probe evicts them) and threaded ranks (MPI ranks would
      * compete with it). */
     const int is_mpi = o.comm && !strcmp(o.comm, "mpi");
-    const double wbytes_step = (double)g4_engine_weight_bytes(e);
-    g4_bw_probe *pair = !is_mpi && wbytes_step >= 256e6 ? g4_bw_probe_new(g4_engine_tp(e) * (o.threads > 0 ? o.threads : 1)) : NULL;
-    double *pair_frac = calloc((size_t)gen, sizeof(double));
+    const int tp = g4_engine_tp(e), threads = tp * (o.threads > 0 ? o.threads : 1);
+    const double wbytes = (double)g4_engine_weight_bytes(e);
+    pair = !is_mpi && wbytes >= 256e6 ? g4_bw_probe_new(threads) : NULL;
+    pair_frac = pair ? calloc((size_t)gen, sizeof(double)) : NULL;
     double t_pairs = 0;
     double t2 = now_s();
     for (long long g = 0; g < gen; g++) {
@@ -139,22 +147,15 @@ int cmd_bench(int argc, char **argv) {
         step_s[g] = now_s() - ts;
         if (pair && pair_frac) {
             double tp0 = now_s(), bw_now = g4_bw_probe_run(pair, 3);
-            pair_frac[g] = bw_now > 0 ? wbytes_step / step_s[g] / (bw_now * 1e9) : 0;
+            pair_frac[g] = bw_now > 0 ? wbytes / step_s[g] / (bw_now * 1e9) : 0;
             t_pairs += now_s() - tp0;
         }
     }
     double t_decode = now_s() - t2 - t_pairs;
-    double paired = -1;
-    if (pair && pair_frac) {
-        qsort(pair_frac, (size_t)gen, sizeof *pair_frac, cmp_double);
-        paired = gen % 2 ? pair_frac[gen / 2] : 0.5 * (pair_frac[gen / 2 - 1] + pair_frac[gen / 2]);
-    }
-    g4_bw_probe_free(pair);
-    free(pair_frac);
+    const double paired = pair && pair_frac ? median(pair_frac, gen) : -1;
     /* the median step: on a shared machine other tenants stretch some steps; the mean (decode_tok_s)
      * counts them, the median shows the engine */
-    qsort(step_s, (size_t)gen, sizeof *step_s, cmp_double);
-    const double median_step = gen % 2 ? step_s[gen / 2] : 0.5 * (step_s[gen / 2 - 1] + step_s[gen / 2]);
+    const double median_step = median(step_s, gen);
     g4_engine_seq_close(e, seq);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -162,9 +163,7 @@ int cmd_bench(int argc, char **argv) {
      * it is open its pool threads (and MPI's progress loop on the other ranks) would compete with
      * the probe for the cores and understate the machine. All ranks on one host is the setup
      * this measures; across hosts it reports rank 0's host. */
-    const int tp = g4_engine_tp(e), threads = tp * (o.threads > 0 ? o.threads : 1);
     const char *isa = g4_engine_isa(e);
-    const double wbytes = (double)g4_engine_weight_bytes(e);
     const double prefill_gflops = forward_flops(cfg, 0, plen, 1) / t_prefill / 1e9;
     char model_dir[1024];
     snprintf(model_dir, sizeof model_dir, "%s", g4_engine_model_dir(e));
@@ -200,7 +199,8 @@ int cmd_bench(int argc, char **argv) {
             printf("             median of each step against a bandwidth probe right after it: %.0f %% of the bound\n", 100 * paired);
     }
 out:
-    free(ids); free(pos); free(sq); free(want); free(logits); free(step_s);
+    free(ids); free(pos); free(sq); free(want); free(logits); free(step_s); free(pair_frac);
+    g4_bw_probe_free(pair);
     if (e) g4_engine_close(e);
     return rc;
 }

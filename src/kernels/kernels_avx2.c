@@ -92,10 +92,8 @@ AI __m256 tanh8(__m256 x) {
 
 /* ---- matmul: f32 / bf16 / f16 ---- */
 
-/* The T = 1 matvec streams 8 rows at once; a non-temporal prefetch 1 KiB ahead in each row
- * keeps enough reads in flight (the hardware prefetcher alone left a 2.8 GB bf16 matrix at
- * 42-45 GB/s with 2 threads; with it 50-55 GB/s, against a ~59 GB/s read-only stream; 512 and
- * 1536 bytes, or T0/T1 hints, were slower: bench/README.md). Prefetches never fault. */
+/* A non-temporal prefetch 1 KiB ahead in each of the 8 rows, as in kernels_avx512.c (measured
+ * there). Prefetches never fault. */
 #ifndef G4_MV_PREFETCH
 #define G4_MV_PREFETCH 1024
 #endif

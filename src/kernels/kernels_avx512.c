@@ -508,7 +508,6 @@ AI __m512 q8_group_t1_n(const g4_block_q8_0 *w, const int nb, const __m512i *xp,
     }
     return _mm512_fmadd_ps(isum, _mm512_mul_ps(dw, _mm512_loadu_ps(xd)), acc);
 }
-#define q8_group_t1(w, xp, xd, acc) q8_group_t1_n(w, 16, xp, xd, acc)
 
 /* The T = 1 q8_0 dot walks one row at a time: a single stream per thread, which the hardware
  * prefetcher alone left at ~29 / 49 GB/s (1 / 2 threads, 5376 x 21504); a non-temporal prefetch
@@ -525,7 +524,7 @@ static float dot_q8_t1(const g4_block_q8_0 *w, const char *rec, int64_t qsb, int
         const char *pf = (const char *)(w + g) + G4_Q8_PREFETCH;
 #pragma GCC unroll 9
         for (int l = 0; l < 9; l++) _mm_prefetch(pf + 64 * l, _MM_HINT_NTA); /* the 544-byte group 8 ahead */
-        acc = q8_group_t1(w + g, xp + g / 2, xd + g, acc);
+        acc = q8_group_t1_n(w + g, 16, xp + g / 2, xd + g, acc);
     }
     if (g < nb) acc = q8_group_t1_n(w + g, (int)(nb - g), xp + g / 2, xd + g, acc);
     return hsum16(acc);
