@@ -1,5 +1,5 @@
 /* bench_kernels — per kernel set: matvec (T=1, decode) GB/s on a bf16 and a q8_0 5376x21504
- * matrix with 1 and 2 threads as a fraction of the STREAM-triad probe, and matmul (T=512,
+ * matrix with 1 and 2 threads as a fraction of the STREAM-triad and read-only probes, and matmul (T=512,
  * prefill) GFLOP/s as a fraction of the FMA-peak probe. Threads split the output rows, as the
  * engine does. Usage: bench_kernels [isa ...]   (default: every set this CPU runs) */
 #include "kernels/kernels.h"
@@ -73,9 +73,11 @@ int main(int argc, char **argv) {
         }
     } else n = g4_kernels_available(names, 3);
 
-    double bw[3];
+    double bw[3], rd[3];
     for (int t = 1; t <= 2; t++) bw[t] = g4_probe_bandwidth_gbs(t);
-    printf("probe: STREAM triad %.1f GB/s (1 thread), %.1f GB/s (2 threads)\n", bw[1], bw[2]);
+    for (int t = 1; t <= 2; t++) rd[t] = g4_probe_read_gbs(t);
+    printf("probe: STREAM triad %.1f GB/s (1 thread), %.1f GB/s (2 threads); read-only stream %.1f / %.1f GB/s\n",
+           bw[1], bw[2], rd[1], rd[2]);
 
     /* decode: W [5376][21504] (rows x cols), x one token */
     const int64_t R = 5376, K = 21504;
@@ -114,8 +116,10 @@ int main(int argc, char **argv) {
             double gb = (double)(R * K * 2) / tb * 1e-9;
             double tq = time_mm(k, &Wq, x, 1, y, th, 8);
             double gq = (double)(R * K / 32 * 34) / tq * 1e-9;
-            printf("%-7s matvec T=1  %d thr: bf16 %6.2f ms %6.1f GB/s = %3.0f%% of triad | q8_0 %6.2f ms %6.1f GB/s = %3.0f%%\n",
-                   k->name, th, tb * 1e3, gb, 100 * gb / bw[th], tq * 1e3, gq, 100 * gq / bw[th]);
+            printf("%-7s matvec T=1  %d thr: bf16 %6.2f ms %6.1f GB/s = %3.0f%% of triad, %3.0f%% of read | "
+                   "q8_0 %6.2f ms %6.1f GB/s = %3.0f%%, %3.0f%%\n",
+                   k->name, th, tb * 1e3, gb, 100 * gb / bw[th], 100 * gb / rd[th], tq * 1e3, gq,
+                   100 * gq / bw[th], 100 * gq / rd[th]);
         }
         /* prefill: T = 512 tokens on a [4096][5376] slice (scalar: 256 rows, it is slow) */
         g4_mat Wp = {wb, G4_DT_BF16, strcmp(k->name, "scalar") ? 4096 : 256, 5376, 5376 * 2};

@@ -16,7 +16,8 @@ static const char *help =
     "usage: g4tp bench [--model DIR] [--prompt-len P] [--gen G] [--json] [options]\n\n"
     "Measures load time, prefill tokens/s and time to first token for a P-token prompt (default\n"
     "512), decode tokens/s over G greedy tokens (default 32), peak RSS, and this machine's memory\n"
-    "bandwidth and fp32 FMA peak; prints decode and prefill as fractions of those bounds.\n"
+    "bandwidth (STREAM-triad-like) and fp32 FMA peak; prints decode and prefill as fractions of\n"
+    "those bounds, and decode also against a read-only stream (decode reads, never writes).\n"
     "The probes run after the engine is closed, on as many threads as all its ranks had. Decode is\n"
     "also given as the median step, and (threaded ranks, models over 256 MB) as the median of each\n"
     "step against a short bandwidth probe run right after it: on a shared host the bandwidth left\n"
@@ -24,7 +25,8 @@ static const char *help =
     "  --json        one JSON object with prefill_tok_s, decode_tok_s, ttft_ms, load_s, peak_rss_mb,\n"
     "                weight_bytes_per_token, bandwidth_gb_s, decode_bound_fraction,\n"
     "                fma_peak_gflops, prefill_bound_fraction, decode_median_tok_s,\n"
-    "                decode_paired_bound_fraction (null when not measured) and more\n"
+    "                decode_paired_bound_fraction (null when not measured), read_bandwidth_gb_s,\n"
+    "                decode_read_bound_fraction and more\n"
     "%s";
 
 static int cmp_double(const void *a, const void *b) {
@@ -170,6 +172,7 @@ int cmd_bench(int argc, char **argv) {
     g4_engine_close(e);
     e = NULL;
     double bw = g4_probe_bandwidth_gbs(threads), peak = g4_probe_fma_gflops_isa(isa, threads);
+    double rd = g4_probe_read_gbs(threads);
     double prefill_tok_s = (double)plen / t_prefill, decode_tok_s = (double)gen / t_decode;
     double bound_tok_s = bw * 1e9 / wbytes;
     if (json) {
@@ -182,6 +185,8 @@ int cmd_bench(int argc, char **argv) {
                               "threads", o.threads, "prompt_len", (json_int_t)plen, "gen", (json_int_t)gen);
         json_object_set_new(j, "warmup_s", json_real(warm_s));
         json_object_set_new(j, "decode_paired_bound_fraction", paired > 0 ? json_real(paired) : json_null());
+        json_object_set_new(j, "read_bandwidth_gb_s", rd > 0 ? json_real(rd) : json_null());
+        json_object_set_new(j, "decode_read_bound_fraction", rd > 0 ? json_real(decode_tok_s * wbytes / (rd * 1e9)) : json_null());
         char *s = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(6));
         printf("%s\n", s);
         free(s);
@@ -197,6 +202,9 @@ int cmd_bench(int argc, char **argv) {
                100 / median_step / bound_tok_s);
         if (paired > 0)
             printf("             median of each step against a bandwidth probe right after it: %.0f %% of the bound\n", 100 * paired);
+        if (rd > 0)
+            printf("             against a read-only stream (%.1f GB/s; decode only reads): %.0f %% mean, %.0f %% median step\n",
+                   rd, 100 * decode_tok_s * wbytes / (rd * 1e9), 100 * wbytes / median_step / (rd * 1e9));
     }
 out:
     free(ids); free(pos); free(sq); free(want); free(logits); free(step_s); free(pair_frac);

@@ -1,5 +1,6 @@
 /* probe.h — quick machine probes for reporting kernel efficiency (bench, `g4tp bench`):
- * a STREAM-triad-like memory bandwidth and the fp32 FMA peak of the kernel set in use.
+ * a STREAM-triad-like memory bandwidth, a read-only stream, and the fp32 FMA peak of the
+ * kernel set in use.
  * Each probe takes well under a second. */
 #ifndef G4_PROBE_H
 #define G4_PROBE_H
@@ -8,6 +9,11 @@
  * its own slice; best of several passes; GB/s counted as STREAM does (12 bytes per element,
  * write-allocate traffic not counted). Returns <= 0 on failure (out of memory, threads). */
 double g4_probe_bandwidth_gbs(int threads);
+
+/* A read-only stream over 512 MiB (nothing written), GB/s of bytes read: the bound that fits
+ * decode, which only reads its weights. Host-dependent against the triad: on the development
+ * VM anywhere from ~85 % to ~115 % of it, from minute to minute. */
+double g4_probe_read_gbs(int threads);
 
 /* The same probe kept allocated, for measuring the bandwidth again and again (e.g. next to each
  * decode step on a machine whose neighbours take a varying share of it). run: best of `passes`

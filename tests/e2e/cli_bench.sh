@@ -11,7 +11,8 @@ import json, sys
 d = json.loads(sys.argv[1])
 pos = ["prefill_tok_s", "decode_tok_s", "ttft_ms", "load_s", "peak_rss_mb", "weight_bytes_per_token",
        "bandwidth_gb_s", "decode_bound_fraction", "fma_peak_gflops", "prefill_bound_fraction",
-       "decode_median_tok_s", "decode_bound_tok_s", "prefill_gflops"]
+       "decode_median_tok_s", "decode_bound_tok_s", "prefill_gflops", "read_bandwidth_gb_s",
+       "decode_read_bound_fraction"]
 for k in pos:
     assert isinstance(d[k], (int, float)) and d[k] > 0, k
 assert d["decode_paired_bound_fraction"] is None      # 4 MB of weights: not measured
@@ -19,10 +20,13 @@ assert d["prompt_len"] == 8 and d["gen"] == 4 and d["tp"] == 1 and d["threads"] 
 assert d["isa"] in ("scalar", "avx2", "avx512")
 # the bound is weight bytes over the probe bandwidth
 assert abs(d["decode_bound_tok_s"] - d["bandwidth_gb_s"] * 1e9 / d["weight_bytes_per_token"]) < 1e-3 * d["decode_bound_tok_s"]
+# and the read-only fraction is decode bytes per second over the read-only stream
+rf = d["decode_tok_s"] * d["weight_bytes_per_token"] / (d["read_bandwidth_gb_s"] * 1e9)
+assert abs(d["decode_read_bound_fraction"] - rf) < 1e-3 * rf
 PY
 
 out=$($G4TP bench --model $M --prompt-len 8 --gen 4 --tp 2 --threads 1 2>&1)
-for line in "^load " "^prefill .* tok/s" "^decode .* of the bandwidth bound" "median step"; do
+for line in "^load " "^prefill .* tok/s" "^decode .* of the bandwidth bound" "median step" "against a read-only stream"; do
   if echo "$out" | grep -qE "$line"; then ok "bench text: $line"; else bad "bench text lacks $line: $out"; fi
 done
 if echo "$out" | grep -q "TP 2 x 1 threads"; then ok "bench text names TP 2 x 1"; else bad "bench text: $out"; fi

@@ -11,7 +11,10 @@
 
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
 #include <time.h>
+#include <unistd.h>
 
 #define EPS FLT_EPSILON
 
@@ -841,6 +844,21 @@ static void test_probes(void **state) {
         assert_true(t1 - t0 < 3.0); /* < 1 s on a quiet machine; slack for sanitizers and load */
         assert_true(t2 - t1 < 3.0);
     }
+    double rd = g4_probe_read_gbs(2);
+    assert_true(rd > 0.1 && rd < 10000);
+    /* a pinned caller (an engine thread) keeps its own CPU mask after a probe */
+    cpu_set_t one, after;
+    CPU_ZERO(&one);
+    CPU_SET(0, &one);
+    assert_int_equal(pthread_setaffinity_np(pthread_self(), sizeof one, &one), 0);
+    assert_true(g4_probe_bandwidth_gbs(2) > 0);
+    assert_true(g4_probe_read_gbs(2) > 0);
+    assert_int_equal(pthread_getaffinity_np(pthread_self(), sizeof after, &after), 0);
+    assert_true(CPU_EQUAL(&one, &after));
+    cpu_set_t all;
+    CPU_ZERO(&all);
+    for (long c = 0; c < sysconf(_SC_NPROCESSORS_ONLN) && c < CPU_SETSIZE; c++) CPU_SET((int)c, &all);
+    pthread_setaffinity_np(pthread_self(), sizeof all, &all);
     assert_true(g4_probe_bandwidth_gbs(0) < 0);
     assert_true(g4_probe_fma_gflops_isa("bogus", 1) < 0);
     assert_true(g4_probe_fma_gflops_isa("scalar", 1) > 0);
