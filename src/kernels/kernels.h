@@ -68,6 +68,16 @@ typedef struct g4_kernels {
                    float *y, int64_t ldy, int64_t r0, int64_t r1, void *scratch);
     size_t (*matmul_scratch_bytes)(const g4_mat *W, int T);
 
+    /* q8_0 only (W->dtype == G4_DT_Q8_0): matmul's activations quantized once for many calls
+     * over row ranges of W, or of column slices of W's width (decode walks a matrix a few rows
+     * at a time; quantizing in every call cost as much as the rows). act: 64-byte aligned,
+     * matmul_act_bytes(W, T) bytes, laid out per ISA. matmul_prepared(W, act, ..) gives the
+     * bits of matmul(W, x, ..); scratch as for matmul. */
+    size_t (*matmul_act_bytes)(const g4_mat *W, int T);
+    void (*matmul_prepare)(const g4_mat *W, const float *x, int64_t ldx, int T, void *act);
+    void (*matmul_prepared)(const g4_mat *W, const void *act, int T, float *y, int64_t ldy,
+                            int64_t r0, int64_t r1, void *scratch);
+
     /* y = x * (mean(x^2) + eps)^-1/2 * w (w may be NULL: no weight). In-place allowed. */
     void (*rmsnorm)(float *y, const float *x, const float *w, int64_t n, float eps);
 

@@ -333,19 +333,24 @@ AI float dot_q8(const g4_block_q8_0 *w, const int8_t *xq, const float *xd, int64
     return hsum8(acc);
 }
 
-static void matmul_q8(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy,
-                      int64_t r0, int64_t r1, void *scratch) {
+static void matmul_q8_prepared(const g4_mat *W, const void *act, int T, float *y, int64_t ldy,
+                               int64_t r0, int64_t r1, void *scratch) {
     const int64_t K = W->cols, nb = K / G4_Q8_BLOCK, qstride = g4__q8_act_stride(K);
     const int64_t qsb = g4__q8_act_qs_bytes(K);
-    char *xq = g4__align64(scratch);
-    for (int t = 0; t < T; t++) g4__q8_quantize_act(x + t * ldx, K, xq + t * qstride);
     for (int64_t r = r0; r < r1; r++) {
         const g4_block_q8_0 *row = (const void *)((const char *)W->data + r * W->ld_bytes);
         for (int t = 0; t < T; t++) {
-            const char *rec = xq + t * qstride;
+            const char *rec = (const char *)act + t * qstride;
             y[t * ldy + r] = dot_q8(row, (const int8_t *)rec, (const float *)(rec + qsb), nb);
         }
     }
+}
+
+static void matmul_q8(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy,
+                      int64_t r0, int64_t r1, void *scratch) {
+    char *xq = g4__align64(scratch);
+    g4__q8_prepare_plain(W, x, ldx, T, xq);
+    matmul_q8_prepared(W, xq, T, y, ldy, r0, r1, NULL);
 }
 
 static size_t matmul_scratch_bytes(const g4_mat *W, int T) {
@@ -546,6 +551,9 @@ const g4_kernels g4_kernels_avx2 = {
     .name = "avx2",
     .matmul = matmul,
     .matmul_scratch_bytes = matmul_scratch_bytes,
+    .matmul_act_bytes = g4__q8_act_bytes_plain,
+    .matmul_prepare = g4__q8_prepare_plain,
+    .matmul_prepared = matmul_q8_prepared,
     .rmsnorm = rmsnorm,
     .rope = rope,
     .gelu_mul = gelu_mul,

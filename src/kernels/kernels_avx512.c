@@ -593,22 +593,33 @@ AI void q8_row_vnni(const int NT, const char *pre, int64_t nb, const char *const
     for (int t = 0; t < NT; t++) *out[t] = hsum16(acc[t]);
 }
 
-static void matmul_q8(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy,
-                      int64_t r0, int64_t r1, void *scratch) {
-    const int64_t K = W->cols, nb = K / G4_Q8_BLOCK, qstride = g4__q8_act_stride(K);
-    const int64_t qsb = g4__q8_act_qs_bytes(K);
-    char *xq = g4__align64(scratch);
-    const int vnni = g4__avx512_vnni;
+static size_t q8_act_bytes(const g4_mat *W, int T) {
+    return (size_t)T * (size_t)g4__q8_act_stride(W->cols);
+}
+
+/* Quantized, then arranged for the path matmul_q8_prepared takes for this T (VNNI: pairs for
+ * T = 1, transposed groups for T > 1). */
+static void q8_prepare(const g4_mat *W, const float *x, int64_t ldx, int T, void *act) {
+    const int64_t K = W->cols, qstride = g4__q8_act_stride(K);
+    char *xq = act;
     for (int t = 0; t < T; t++) {
         g4__q8_quantize_act_avx512(x + t * ldx, K, xq + t * qstride);
-        if (vnni) (T == 1 ? q8_prepare_pairs : q8_prepare_vnni)(xq + t * qstride, K);
+        if (g4__avx512_vnni) (T == 1 ? q8_prepare_pairs : q8_prepare_vnni)(xq + t * qstride, K);
     }
+}
+
+static void matmul_q8_prepared(const g4_mat *W, const void *act, int T, float *y, int64_t ldy,
+                               int64_t r0, int64_t r1, void *scratch) {
+    const int64_t K = W->cols, nb = K / G4_Q8_BLOCK, qstride = g4__q8_act_stride(K);
+    const int64_t qsb = g4__q8_act_qs_bytes(K);
+    const char *xq = act;
+    const int vnni = g4__avx512_vnni;
     if (vnni && T == 1) {
         for (int64_t r = r0; r < r1; r++)
             y[r] = dot_q8_t1((const void *)((const char *)W->data + r * W->ld_bytes), xq, qsb, nb);
         return;
     }
-    char *pre = xq + T * qstride; /* the prepared row (64-aligned: qstride is a multiple of 64) */
+    char *pre = vnni ? g4__align64(scratch) : NULL; /* one prepared weight row */
     for (int64_t r = r0; r < r1; r++) {
         const g4_block_q8_0 *row = (const void *)((const char *)W->data + r * W->ld_bytes);
         if (vnni) {
@@ -637,10 +648,16 @@ static void matmul_q8(const g4_mat *W, const float *x, int64_t ldx, int T, float
     }
 }
 
+static void matmul_q8(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy,
+                      int64_t r0, int64_t r1, void *scratch) {
+    char *xq = g4__align64(scratch);
+    q8_prepare(W, x, ldx, T, xq);
+    matmul_q8_prepared(W, xq, T, y, ldy, r0, r1, xq + q8_act_bytes(W, T)); /* 64-aligned */
+}
+
 static size_t matmul_scratch_bytes(const g4_mat *W, int T) {
     if (W->dtype == G4_DT_Q8_0) /* + one prepared weight row for T > 1 (q8_pre_row) */
-        return (size_t)T * (size_t)g4__q8_act_stride(W->cols) + 64 +
-               (T > 1 ? (size_t)((W->cols / G4_Q8_BLOCK + 15) / 16) * Q8_PRE_GROUP : 0);
+        return q8_act_bytes(W, T) + 64 + (T > 1 ? (size_t)((W->cols / G4_Q8_BLOCK + 15) / 16) * Q8_PRE_GROUP : 0);
     return T > SMALL_T ? f_scratch_bytes() : 0;
 }
 
@@ -849,6 +866,9 @@ const g4_kernels g4_kernels_avx512 = {
     .name = "avx512",
     .matmul = matmul,
     .matmul_scratch_bytes = matmul_scratch_bytes,
+    .matmul_act_bytes = q8_act_bytes,
+    .matmul_prepare = q8_prepare,
+    .matmul_prepared = matmul_q8_prepared,
     .rmsnorm = rmsnorm,
     .rope = rope,
     .gelu_mul = gelu_mul,

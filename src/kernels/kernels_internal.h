@@ -21,6 +21,10 @@ static inline int64_t g4__q8_act_stride(int64_t K) {
  * d = max|x|/127, q = roundf(x/d) (as llama.cpp's quantize_row_q8_0_ref, but d is kept in fp32).
  * Deterministic and per token; every kernel set uses this same function. */
 void g4__q8_quantize_act(const float *x, int64_t K, void *dst);
+/* matmul_act_bytes / matmul_prepare of the sets that keep g4__q8_quantize_act's records as they
+ * are (scalar, avx2): T records of g4__q8_act_stride(cols) bytes. */
+size_t g4__q8_act_bytes_plain(const g4_mat *W, int T);
+void g4__q8_prepare_plain(const g4_mat *W, const float *x, int64_t ldx, int T, void *act);
 /* The same, vectorised (kernels_avx512.c; identical bytes — IEEE division, exact rounding). */
 void g4__q8_quantize_act_avx512(const float *x, int64_t K, void *dst);
 

@@ -189,20 +189,43 @@ static inline float dot_q8(const g4_block_q8_0 *w, const int8_t *xq, const float
 
 static size_t matmul_scratch_bytes(const g4_mat *W, int T) {
     if (W->dtype != G4_DT_Q8_0) return 0;
-    return (size_t)T * (size_t)g4__q8_act_stride(W->cols) + 64;
+    return g4__q8_act_bytes_plain(W, T) + 64;
+}
+
+size_t g4__q8_act_bytes_plain(const g4_mat *W, int T) {
+    return (size_t)T * (size_t)g4__q8_act_stride(W->cols);
+}
+
+void g4__q8_prepare_plain(const g4_mat *W, const float *x, int64_t ldx, int T, void *act) {
+    const int64_t qstride = g4__q8_act_stride(W->cols);
+    for (int t = 0; t < T; t++) g4__q8_quantize_act(x + t * ldx, W->cols, (char *)act + t * qstride);
+}
+
+/* q8_0 rows [r0, r1) times T prepared tokens */
+static void matmul_prepared(const g4_mat *W, const void *act, int T, float *y, int64_t ldy,
+                            int64_t r0, int64_t r1, void *scratch) {
+    const int64_t n = W->cols, qstride = g4__q8_act_stride(n), qsb = g4__q8_act_qs_bytes(n);
+    for (int64_t r = r0; r < r1; r++) {
+        const void *row = (const char *)W->data + r * W->ld_bytes;
+        for (int t = 0; t < T; t++) {
+            const char *rec = (const char *)act + t * qstride;
+            y[t * ldy + r] = dot_q8(row, (const int8_t *)rec, (const float *)(rec + qsb), n);
+        }
+    }
 }
 
 static void matmul(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy,
                    int64_t r0, int64_t r1, void *scratch) {
     const int64_t n = W->cols;
-    void *owned = NULL;
-    char *xq = NULL;
-    const int64_t qstride = g4__q8_act_stride(n);
     if (W->dtype == G4_DT_Q8_0) {
+        void *owned = NULL;
         if (!scratch) scratch = owned = malloc(matmul_scratch_bytes(W, T));
         if (!scratch) return; /* out of memory: nothing sensible to compute */
-        xq = g4__align64(scratch);
-        for (int t = 0; t < T; t++) g4__q8_quantize_act(x + t * ldx, n, xq + t * qstride);
+        char *xq = g4__align64(scratch);
+        g4__q8_prepare_plain(W, x, ldx, T, xq);
+        matmul_prepared(W, xq, T, y, ldy, r0, r1, NULL);
+        free(owned);
+        return;
     }
     for (int64_t r = r0; r < r1; r++) {
         const void *row = (const char *)W->data + r * W->ld_bytes;
@@ -212,17 +235,11 @@ static void matmul(const g4_mat *W, const float *x, int64_t ldx, int T, float *y
             switch (W->dtype) {
             case G4_DT_F32: v = dot_f32(row, xt, n); break;
             case G4_DT_BF16: v = dot_bf16(row, xt, n); break;
-            case G4_DT_F16: v = dot_f16(row, xt, n); break;
-            default: {
-                const char *rec = xq + t * qstride;
-                v = dot_q8(row, (const int8_t *)rec, (const float *)(rec + g4__q8_act_qs_bytes(n)), n);
-                break;
-            }
+            default: v = dot_f16(row, xt, n); break;
             }
             y[t * ldy + r] = v;
         }
     }
-    free(owned);
 }
 
 static void rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) {
@@ -293,6 +310,9 @@ const g4_kernels g4_kernels_scalar = {
     .name = "scalar",
     .matmul = matmul,
     .matmul_scratch_bytes = matmul_scratch_bytes,
+    .matmul_act_bytes = g4__q8_act_bytes_plain,
+    .matmul_prepare = g4__q8_prepare_plain,
+    .matmul_prepared = matmul_prepared,
     .rmsnorm = rmsnorm,
     .rope = rope,
     .gelu_mul = gelu_mul,

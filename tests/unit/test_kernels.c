@@ -553,6 +553,56 @@ static void test_q8_vnni_paths(void **state) {
     }
 }
 
+/* q8_0 activations prepared once (matmul_prepare) then used by calls over parts of the rows
+ * (matmul_prepared) give exactly matmul's bits, for every set and path, T = 1 and T > 1. */
+static void test_q8_prepared(void **state) {
+    (void)state;
+    const g4_kernels *ks[3];
+    int nk = all_sets(ks);
+    const int64_t kq[] = {32, 544, 1344, 5376};
+    const int Ts[] = {1, 3, 6};
+    for (int s = 0; s < nk; s++)
+        for (int vnni = 0; vnni <= 1; vnni++) {
+            if (strcmp(ks[s]->name, "avx512") != 0 && vnni) continue; /* the flag is avx512's */
+            const int saved = g4__avx512_vnni;
+            if (!strcmp(ks[s]->name, "avx512")) {
+                if (vnni && !saved) continue;
+                g4__avx512_vnni = vnni;
+            }
+            for (int ki = 0; ki < 4; ki++)
+                for (int ti = 0; ti < 3; ti++) {
+                    const int64_t K = kq[ki], R = 13;
+                    const int T = Ts[ti];
+                    wmat m;
+                    wmat_make(&m, G4_DT_Q8_0, R, K, 0);
+                    g4_mat W = wmat_view(&m);
+                    const int64_t ldx = K + 5; /* a token stride that is not the width */
+                    float *x = malloc((size_t)(T * ldx) * 4), *y1 = malloc((size_t)(T * R) * 4),
+                          *y2 = malloc((size_t)(T * R) * 4);
+                    fill(x, T * ldx);
+                    run_mm(ks[s], &W, x, ldx, T, y1, R, 0, R);
+                    void *act = aligned_alloc(64, (ks[s]->matmul_act_bytes(&W, T) + 63) / 64 * 64);
+                    void *scratch = malloc(ks[s]->matmul_scratch_bytes(&W, T));
+                    ks[s]->matmul_prepare(&W, x, ldx, T, act);
+                    memset(x, 0, (size_t)(T * ldx) * 4); /* the prepared calls must not read x */
+                    for (int i = 0; i < T * R; i++) y2[i] = -1.0f;
+                    ks[s]->matmul_prepared(&W, act, T, y2, R, 0, 5, scratch);
+                    ks[s]->matmul_prepared(&W, act, T, y2, R, 5, 6, scratch);
+                    ks[s]->matmul_prepared(&W, act, T, y2, R, 6, R, scratch);
+                    if (memcmp(y1, y2, (size_t)(T * R) * 4) != 0)
+                        fail_msg("%s vnni=%d K=%ld T=%d: prepared and plain matmul differ", ks[s]->name, vnni,
+                                 (long)K, T);
+                    free(act);
+                    free(scratch);
+                    free(x);
+                    free(y1);
+                    free(y2);
+                    wmat_free(&m);
+                }
+            g4__avx512_vnni = saved;
+        }
+}
+
 /* Degenerate calls: an empty row range or no tokens writes nothing. */
 static void test_matmul_empty(void **state) {
     (void)state;
@@ -876,6 +926,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_scalar_order),
         cmocka_unit_test(test_matmul_empty),
         cmocka_unit_test(test_q8_vnni_paths),
+        cmocka_unit_test(test_q8_prepared),
         cmocka_unit_test(test_matmul_vs_scalar),
         cmocka_unit_test(test_matmul_invariance),
         cmocka_unit_test(test_matmul_large_T),
