@@ -18,6 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* One thread's share of a phase's work items, on a cache line of its own. */
+typedef struct {
+    _Alignas(64) atomic_long next;
+} g4_cursor;
+
 struct g4_rank_model {
     const g4_config *cfg;
     const g4_tp_plan *plan;
@@ -36,6 +41,7 @@ struct g4_rank_model {
     float **scores;         /* [nth][max_ctx] */
     float **trig;           /* [nth][head_dim_max] cos then sin */
     void **mm_scratch;      /* [nth] */
+    void **rp_act;          /* [nth] decode, q8_0: the row-parallel input's slices, prepared */
     float **inv_freq;       /* [n_layers][head_dim/2] */
     float **mut_norms;      /* NORM_PLUS_ONE copies, [n_layers*6+1] */
     g4_kv_seq *seqs;        /* [max_seqs] */
@@ -48,8 +54,9 @@ struct g4_rank_model {
     const float *rp_x;
     int64_t rp_ldx, rp_slice_cols;
     int rp_nslices;
-    atomic_long next_chunk; /* work counter of the current phase, reset by run() */
+    g4_cursor *cursor;      /* [nth] work counters of the current phase, reset by run() */
     size_t alloc_scratch;   /* setup: matmul scratch bytes per thread */
+    size_t alloc_rp_act;    /* setup: rp_act bytes per thread (0: no q8_0 row-parallel matrix) */
     int alloc_hd;           /* setup: largest head_dim */
 };
 
@@ -68,12 +75,29 @@ static void phase_tramp(void *ctx, int ith, int nth) {
 }
 static void run(g4_rank_model *m, phase_fn fn) {
     phase_ctx p = {m, fn};
-    atomic_store(&m->next_chunk, 0);
+    for (int i = 0; i < m->nth; i++) atomic_store_explicit(&m->cursor[i].next, 0, memory_order_relaxed);
     g4_pool_run(m->pool, phase_tramp, &p);
 }
 
-/* The next unit of dynamically shared work of this phase (0, 1, 2, ...). */
-static long grab(g4_rank_model *m) { return atomic_fetch_add_explicit(&m->next_chunk, 1, memory_order_relaxed); }
+/* The next of a phase's n work items (chunk indices 0..n-1) for thread ith, or -1 when all are
+ * taken. Thread i owns the i-th contiguous 1/nth of the items and takes them front to back; a
+ * thread whose share is done takes from the others' (so a thread slowed by a neighbour on the
+ * host is helped, as with one shared counter). Owning a contiguous range matters in decode:
+ * each thread then streams one region of the matrix; with one shared counter the two threads
+ * took alternate 256 KiB chunks and the 2.8 GB head streamed ~15 % slower (bench/README.md).
+ * Which thread computes an item never changes its arithmetic. */
+static long grab(g4_rank_model *m, int ith, long n) {
+    const int nth = m->nth;
+    const long per = (n + nth - 1) / nth;
+    for (int k = 0; k < nth; k++) {
+        const int v = (ith + k) % nth;
+        const long lo = (long)v * per, hi = lo + per < n ? lo + per : n;
+        if (lo >= hi || atomic_load_explicit(&m->cursor[v].next, memory_order_relaxed) >= hi - lo) continue;
+        const long c = lo + atomic_fetch_add_explicit(&m->cursor[v].next, 1, memory_order_relaxed);
+        if (c < hi) return c;
+    }
+    return -1;
+}
 
 /* Rows per chunk of a matrix phase: about 256 KiB of weights (L2-sized, so a prefill re-reads a
  * chunk's rows from cache for each block of tokens), a multiple of 32 rows (the kernels' row
@@ -112,6 +136,8 @@ static void ph_alloc_scratch(g4_rank_model *m, int ith, int nth) {
     m->trig[ith] = falloc((size_t)m->alloc_hd + 16);
     size_t bytes = (m->alloc_scratch + 63) / 64 * 64 + 64;
     if ((m->mm_scratch[ith] = aligned_alloc(64, bytes))) memset(m->mm_scratch[ith], 0, bytes);
+    bytes = (m->alloc_rp_act + 63) / 64 * 64;
+    if (bytes && (m->rp_act[ith] = aligned_alloc(64, bytes))) memset(m->rp_act[ith], 0, bytes);
 }
 
 static void ph_embed(g4_rank_model *m, int ith, int nth) {
@@ -153,11 +179,11 @@ static void ph_qkv(g4_rank_model *m, int ith, int nth) {
         per[j] = chunk_rows(m, W[j]);
         nch[j] = W[j]->data ? (W[j]->rows + per[j] - 1) / per[j] : 0;
     }
-    for (long i = grab(m);; i = grab(m)) {
+    const long n = (long)(nch[0] + nch[1] + nch[2]);
+    for (long i = grab(m, ith, n); i >= 0; i = grab(m, ith, n)) {
         long c = i;
         int j = 0;
-        while (j < 3 && c >= nch[j]) c -= nch[j++];
-        if (j == 3) break;
+        while (c >= nch[j]) c -= nch[j++];
         int64_t r0, r1;
         chunk_range(W[j]->rows, per[j], c, &r0, &r1);
         m->K->matmul(W[j], m->xn, m->H, T, y[j], ldy[j], r0, r1, m->mm_scratch[ith]);
@@ -212,7 +238,7 @@ static void ph_attention(g4_rank_model *m, int ith, int nth) {
     const int q_per_kv = m->cfg->n_heads / lc->n_kv;
     const int kv0 = m->plan->layers[l].kv0, q0 = m->plan->q0;
     const long n_pairs = (long)b->n * nq;
-    for (long a = grab(m); a < n_pairs; a = grab(m)) {
+    for (long a = grab(m, ith, n_pairs); a >= 0; a = grab(m, ith, n_pairs)) {
         int t = (int)(a / nq), h = (int)(a % nq);
         const g4_kv_seq *s = &m->seqs[b->seq[t]];
         int kvh = (q0 + h) / q_per_kv - kv0;
@@ -245,15 +271,21 @@ static void ph_attention(g4_rank_model *m, int ith, int nth) {
 /* Row-parallel product with the canonical slice tree: out rows [r0,r1) of every token =
  * tree-sum over this rank's slices of (W[:, slice] · x[slice]). The merge is a binary counter:
  * finished subtrees wait on a stack, so the adds happen in the pairwise tree order. */
-static void rowpar_rows(g4_rank_model *m, int ith, int64_t r0, int64_t r1) {
-    const g4_mat *W = m->rp_w;
+static g4_mat rp_slice(const g4_rank_model *m, int i) {
+    g4_mat Ws = *m->rp_w;
+    Ws.cols = m->rp_slice_cols;
+    Ws.data = (const uint8_t *)m->rp_w->data + g4_dtype_row_bytes(m->rp_w->dtype, (int64_t)i * m->rp_slice_cols);
+    return Ws;
+}
+
+/* act: the slices' activations prepared by matmul_prepare (NULL: matmul from rp_x). */
+static void rowpar_rows(g4_rank_model *m, int ith, int64_t r0, int64_t r1, const char *act, size_t act_stride) {
     const int T = m->b->n;
     const int64_t H = m->H;
     for (int i = 0; i < m->rp_nslices; i++) {
-        g4_mat Ws = *W;
-        Ws.cols = m->rp_slice_cols;
-        Ws.data = (const uint8_t *)W->data + g4_dtype_row_bytes(W->dtype, (int64_t)i * m->rp_slice_cols);
-        m->K->matmul(&Ws, m->rp_x + (int64_t)i * m->rp_slice_cols, m->rp_ldx, T, m->tmp, H, r0, r1, m->mm_scratch[ith]);
+        g4_mat Ws = rp_slice(m, i);
+        if (act) m->K->matmul_prepared(&Ws, act + (size_t)i * act_stride, T, m->tmp, H, r0, r1, m->mm_scratch[ith]);
+        else m->K->matmul(&Ws, m->rp_x + (int64_t)i * m->rp_slice_cols, m->rp_ldx, T, m->tmp, H, r0, r1, m->mm_scratch[ith]);
         float *src = m->tmp;
         int lvl = 0;
         for (int j = i; j & 1; j >>= 1, lvl++) {
@@ -267,16 +299,31 @@ static void rowpar_rows(g4_rank_model *m, int ith, int64_t r0, int64_t r1) {
 }
 
 static void ph_rowpar(g4_rank_model *m, int ith, int nth) {
-    g4_mat slice = *m->rp_w;
-    slice.cols = m->rp_slice_cols;
+    const g4_mat slice = rp_slice(m, 0);
     const int64_t per = chunk_rows(m, &slice);
-    /* decode: walk the slices of 8 rows at a time, so each row is read front to back (the
-     * matvec's prefetch then runs ahead into the next slice's columns instead of a row that is
-     * only read a slice later) */
-    const int64_t step = m->b->n == 1 && slice.dtype != G4_DT_Q8_0 ? 8 : per; /* q8_0: see chunk_rows */
+    /* decode: walk the slices 8 rows at a time, so each row is read front to back (the matvec's
+     * prefetch then runs ahead into the next slice's columns instead of a row that is only read
+     * a slice later). q8_0 quantizes each slice's activations once per phase, into this thread's
+     * rp_act, instead of in each of the many small calls (the old way, whole chunks per slice,
+     * read rows in 1.4 KB pieces 22 KB apart: the phase streamed at ~60 % of the head's speed). */
+    const int decode = m->b->n == 1;
+    const char *act = NULL;
+    size_t act_stride = 0;
+    if (decode && slice.dtype == G4_DT_Q8_0) {
+        act_stride = (m->K->matmul_act_bytes(&slice, 1) + 63) / 64 * 64;
+        for (int i = 0; i < m->rp_nslices; i++) {
+            g4_mat Ws = rp_slice(m, i);
+            m->K->matmul_prepare(&Ws, m->rp_x + (int64_t)i * m->rp_slice_cols, m->rp_ldx, 1,
+                                 (char *)m->rp_act[ith] + (size_t)i * act_stride);
+        }
+        act = m->rp_act[ith];
+    }
+    const int64_t step = decode ? 8 : per;
     int64_t r0, r1;
-    for (long i = grab(m); chunk_range(m->rp_w->rows, per, i, &r0, &r1); i = grab(m))
-        for (int64_t s0 = r0; s0 < r1; s0 += step) rowpar_rows(m, ith, s0, s0 + step < r1 ? s0 + step : r1);
+    const long n = (long)((m->rp_w->rows + per - 1) / per);
+    for (long i = grab(m, ith, n); i >= 0 && chunk_range(m->rp_w->rows, per, i, &r0, &r1); i = grab(m, ith, n))
+        for (int64_t s0 = r0; s0 < r1; s0 += step)
+            rowpar_rows(m, ith, s0, s0 + step < r1 ? s0 + step : r1, act, act_stride);
 }
 
 static int rowpar(g4_rank_model *m, const g4_mat *W, const float *x, int64_t ldx, int64_t slice_cols, int nslices, float **result) {
@@ -312,7 +359,8 @@ static void ph_gate_up(g4_rank_model *m, int ith, int nth) {
     const int T = m->b->n;
     const int64_t per = chunk_rows(m, &L->gate);
     int64_t r0, r1;
-    for (long i = grab(m); chunk_range(L->gate.rows, per, i, &r0, &r1); i = grab(m)) {
+    const long n = (long)((L->gate.rows + per - 1) / per);
+    for (long i = grab(m, ith, n); i >= 0 && chunk_range(L->gate.rows, per, i, &r0, &r1); i = grab(m, ith, n)) {
         m->K->matmul(&L->gate, m->xn, m->H, T, m->gate, m->nf, r0, r1, m->mm_scratch[ith]);
         m->K->matmul(&L->up, m->xn, m->H, T, m->up, m->nf, r0, r1, m->mm_scratch[ith]);
         for (int t = 0; t < T; t++)
@@ -353,7 +401,8 @@ static void ph_head(g4_rank_model *m, int ith, int nth) {
     const int64_t nv = m->plan->n_v_local, per = chunk_rows(m, E);
     const float cap = (float)m->cfg->final_logit_softcapping;
     int64_t r0, r1;
-    for (long i = grab(m); chunk_range(E->rows, per, i, &r0, &r1); i = grab(m)) {
+    const long n = (long)((E->rows + per - 1) / per);
+    for (long i = grab(m, ith, n); i >= 0 && chunk_range(E->rows, per, i, &r0, &r1); i = grab(m, ith, n)) {
         m->K->matmul(E, m->xn, m->H, m->n_logits, m->logits_out, nv, r0, r1, m->mm_scratch[ith]);
         if (cap > 0)
             for (int k = 0; k < m->n_logits; k++) m->K->softcap(m->logits_out + k * nv + r0, m->logits_out + k * nv + r0, cap, r1 - r0);
@@ -432,6 +481,25 @@ static size_t max_scratch(const g4_rank_model *m) {
     return s;
 }
 
+/* rp_act bytes: every local slice of a q8_0 row-parallel matrix, prepared for one token. */
+static size_t max_rp_act(const g4_rank_model *m) {
+    size_t s = 0;
+    for (int l = 0; l < m->cfg->n_layers; l++) {
+        const g4_layer_weights *L = &m->w->layers[l];
+        g4_mat o = L->o, d = L->down;
+        o.cols = g4_tp_attn_slice_cols(m->cfg, l);
+        d.cols = g4_tp_mlp_slice_cols(m->cfg);
+        const g4_mat *mats[2] = {&o, &d};
+        const int ns[2] = {m->plan->p_attn / m->plan->tp, m->plan->p_mlp / m->plan->tp};
+        for (int i = 0; i < 2; i++) {
+            if (mats[i]->dtype != G4_DT_Q8_0) continue;
+            size_t x = (size_t)ns[i] * ((m->K->matmul_act_bytes(mats[i], 1) + 63) / 64 * 64);
+            if (x > s) s = x;
+        }
+    }
+    return s;
+}
+
 int g4_rank_model_create(const g4_config *cfg, const g4_tp_plan *plan, const g4_rank_weights *w, const g4_kernels *K,
                          g4_pool *pool, g4_comm *comm, const g4_rank_model_opts *opts, g4_rank_model **out, g4_err *err) {
     g4_rank_model *m = calloc(1, sizeof *m);
@@ -473,19 +541,23 @@ int g4_rank_model_create(const g4_config *cfg, const g4_tp_plan *plan, const g4_
     m->scores = calloc((size_t)m->nth, sizeof *m->scores);
     m->trig = calloc((size_t)m->nth, sizeof *m->trig);
     m->mm_scratch = calloc((size_t)m->nth, sizeof *m->mm_scratch);
+    m->rp_act = calloc((size_t)m->nth, sizeof *m->rp_act);
+    m->cursor = aligned_alloc(64, sizeof(g4_cursor) * (size_t)m->nth);
     m->inv_freq = calloc((size_t)cfg->n_layers, sizeof *m->inv_freq);
     m->seqs = calloc((size_t)opts->max_seqs, sizeof *m->seqs);
-    ok = ok && m->scores && m->trig && m->mm_scratch && m->inv_freq && m->seqs;
+    ok = ok && m->scores && m->trig && m->mm_scratch && m->rp_act && m->cursor && m->inv_freq && m->seqs;
     if (ok) {
         /* each thread allocates (and first touches) its own scratch: glibc then serves it from
          * that thread's arena, far from the other threads'. Allocated back to back by one
          * thread, the 2-thread prefill of the 31B-width model ran 20-30 % slower
          * (88 vs 116 tok/s, bench/README.md). */
         m->alloc_scratch = max_scratch(m);
+        m->alloc_rp_act = max_rp_act(m);
         m->alloc_hd = hd_max;
         phase_ctx pc = {m, ph_alloc_scratch};
         g4_pool_run_unpinned(m->pool, phase_tramp, &pc);
-        for (int i = 0; i < m->nth; i++) ok = ok && m->scores[i] && m->trig[i] && m->mm_scratch[i];
+        for (int i = 0; i < m->nth; i++)
+            ok = ok && m->scores[i] && m->trig[i] && m->mm_scratch[i] && (!m->alloc_rp_act || m->rp_act[i]);
     }
     for (int l = 0; ok && l < cfg->n_layers; l++) {
         ok = (m->inv_freq[l] = falloc((size_t)cfg->layers[l].head_dim / 2 + 1)) != NULL;
@@ -528,8 +600,9 @@ void g4_rank_model_free(g4_rank_model *m) {
         if (m->scores) free(m->scores[i]);
         if (m->trig) free(m->trig[i]);
         if (m->mm_scratch) free(m->mm_scratch[i]);
+        if (m->rp_act) free(m->rp_act[i]);
     }
-    free(m->scores); free(m->trig); free(m->mm_scratch);
+    free(m->scores); free(m->trig); free(m->mm_scratch); free(m->rp_act); free(m->cursor);
     if (m->inv_freq)
         for (int l = 0; l < m->cfg->n_layers; l++) free(m->inv_freq[l]);
     free(m->inv_freq);

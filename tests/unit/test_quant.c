@@ -136,8 +136,35 @@ static void test_demo_q8_answers(void **state) {
     json_decref(g);
 }
 
+/* q8_0 logits are bitwise the same for every TP degree, thread count and batch shape: the
+ * prompt as one prefill (q8_0 T > 1 path) or token by token (T = 1, whose row-parallel phases
+ * use activations prepared once per phase), 2 or 1 threads, TP 1 or 2. */
+static void test_q8_invariance(void **state) {
+    (void)state;
+    json_t *g = tu_load_json(tu_path("demo/golden_demo.json"));
+    int n;
+    int32_t *ids = tu_json_ids(json_object_get(json_array_get(json_object_get(g, "cases"), 0), "prompt_ids"), &n);
+    const struct { int tp, threads, max_batch; } cfgs[] = {{1, 1, 0}, {1, 1, 1}, {1, 2, 1}, {2, 1, 0}, {2, 2, 1}, {1, 2, 3}};
+    tu_run base;
+    g4_err err;
+    for (int c = 0; c < 6; c++) {
+        g4_engine_opts o = {.tp = cfgs[c].tp, .threads = cfgs[c].threads, .max_batch = cfgs[c].max_batch,
+                            .model_dir = "models/demo", .dtype = "q8_0"};
+        tu_run r;
+        if (tu_generate(&o, ids, n, 6, c ? &r : &base, &err)) fail_msg("%s", err.msg);
+        if (!c) continue;
+        if (memcmp(r.logits, base.logits, sizeof(float) * (size_t)base.vocab * 6) != 0)
+            fail_msg("q8_0 logits differ at TP %d x %d threads, max batch %d", cfgs[c].tp, cfgs[c].threads, cfgs[c].max_batch);
+        tu_run_free(&r);
+    }
+    tu_run_free(&base);
+    free(ids);
+    json_decref(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_q8_invariance),
         cmocka_unit_test(test_q8_nmse_demo),
         cmocka_unit_test(test_q8_nmse_tiny),
         cmocka_unit_test(test_f32_f16_keep_goldens),
