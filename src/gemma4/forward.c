@@ -41,7 +41,7 @@ struct g4_rank_model {
     float **scores;         /* [nth][max_ctx] */
     float **trig;           /* [nth][head_dim_max] cos then sin */
     void **mm_scratch;      /* [nth] */
-    void **rp_act;          /* [nth] decode, q8_0: the row-parallel input's slices, prepared */
+    void **act;             /* [nth] q8_0: this thread's copy of the phase's activations, prepared */
     float **inv_freq;       /* [n_layers][head_dim/2] */
     float **mut_norms;      /* NORM_PLUS_ONE copies, [n_layers*6+1] */
     g4_kv_seq *seqs;        /* [max_seqs] */
@@ -56,7 +56,7 @@ struct g4_rank_model {
     int rp_nslices;
     g4_cursor *cursor;      /* [nth] work counters of the current phase, reset by run() */
     size_t alloc_scratch;   /* setup: matmul scratch bytes per thread */
-    size_t alloc_rp_act;    /* setup: rp_act bytes per thread (0: no q8_0 row-parallel matrix) */
+    size_t alloc_act;       /* setup: act bytes per thread (0: no q8_0 matrix) */
     int alloc_hd;           /* setup: largest head_dim */
 };
 
@@ -101,23 +101,39 @@ static long grab(g4_rank_model *m, int ith, long n) {
 
 /* Rows per chunk of a matrix phase: about 256 KiB of weights (L2-sized, so a prefill re-reads a
  * chunk's rows from cache for each block of tokens), a multiple of 32 rows (the kernels' row
- * blocks), and at least 8 chunks per thread where the matrix allows it. A q8_0 matmul quantizes
- * all T tokens' activations on every call, which costs about as much as streaming a 64-row
- * chunk at T = 1 and 0.9 ms at T = 512 (5376 columns): q8_0 matrices get 2 chunks per thread in
- * decode and 8x larger chunks in prefill (measured on the 31B-width model: decode median
- * 10.8-11.0 -> 12.4-13.4 tok/s together with the partial-group fix, prefill 50-74 -> 81-92). */
+ * blocks), and at least 8 chunks per thread where the matrix allows it. */
 static int64_t chunk_rows(const g4_rank_model *m, const g4_mat *W) {
-    if (W->dtype == G4_DT_Q8_0 && m->b->n == 1) {
-        int64_t c = (W->rows / (2 * (int64_t)m->nth) + 31) / 32 * 32;
-        return c < 32 ? 32 : c;
-    }
     int64_t rb = (int64_t)g4_dtype_row_bytes(W->dtype, W->cols);
-    int64_t target = (int64_t)256 << 10;
-    if (W->dtype == G4_DT_Q8_0) target *= 8;
-    int64_t c = (target / (rb > 0 ? rb : 1) + 31) / 32 * 32;
+    int64_t c = (((int64_t)256 << 10) / (rb > 0 ? rb : 1) + 31) / 32 * 32;
     int64_t most = (W->rows / (8 * (int64_t)m->nth) + 31) / 32 * 32;
     if (c > most) c = most;
     return c < 32 ? 32 : c;
+}
+
+/* Bytes of one prepared copy of T tokens' activations for q8_0 matrices of width cols, rounded
+ * to whole cache lines (so copies can sit side by side). */
+static size_t act_bytes(const g4_rank_model *m, int64_t cols, int T) {
+    g4_mat w = {NULL, G4_DT_Q8_0, 1, cols, (int64_t)g4_dtype_row_bytes(G4_DT_Q8_0, cols)};
+    return (m->K->matmul_act_bytes(&w, T) + 63) / 64 * 64;
+}
+
+/* A q8_0 matmul quantizes its activations; in a phase of many calls (chunks, and in decode
+ * 8-row steps) each thread prepares them once, into its own act buffer at offset `off`, and
+ * the calls reuse them. Returns the prepared copy, or NULL when W is not q8_0 (plain matmul).
+ * Quantizing in every call cost as much as streaming a 64-row chunk at T = 1 and 0.9 ms per
+ * call at T = 512 (5376 columns). */
+static const char *prepare(g4_rank_model *m, int ith, const g4_mat *W, const float *x, int64_t ldx, size_t off) {
+    if (W->dtype != G4_DT_Q8_0 || !W->data) return NULL;
+    char *a = (char *)m->act[ith] + off;
+    m->K->matmul_prepare(W, x, ldx, m->b->n, a);
+    return a;
+}
+
+/* y rows [r0, r1) = W x, from the prepared copy when there is one. */
+static void mm(g4_rank_model *m, int ith, const g4_mat *W, const float *x, int64_t ldx, const char *act,
+               float *y, int64_t ldy, int64_t r0, int64_t r1) {
+    if (act) m->K->matmul_prepared(W, act, m->b->n, y, ldy, r0, r1, m->mm_scratch[ith]);
+    else m->K->matmul(W, x, ldx, m->b->n, y, ldy, r0, r1, m->mm_scratch[ith]);
 }
 
 /* Chunk i of [0, rows): rows [*r0, *r1); 0 when i is past the end. */
@@ -136,8 +152,8 @@ static void ph_alloc_scratch(g4_rank_model *m, int ith, int nth) {
     m->trig[ith] = falloc((size_t)m->alloc_hd + 16);
     size_t bytes = (m->alloc_scratch + 63) / 64 * 64 + 64;
     if ((m->mm_scratch[ith] = aligned_alloc(64, bytes))) memset(m->mm_scratch[ith], 0, bytes);
-    bytes = (m->alloc_rp_act + 63) / 64 * 64;
-    if (bytes && (m->rp_act[ith] = aligned_alloc(64, bytes))) memset(m->rp_act[ith], 0, bytes);
+    bytes = (m->alloc_act + 63) / 64 * 64;
+    if (bytes && (m->act[ith] = aligned_alloc(64, bytes))) memset(m->act[ith], 0, bytes);
 }
 
 static void ph_embed(g4_rank_model *m, int ith, int nth) {
@@ -170,7 +186,6 @@ static void ph_norm_in(g4_rank_model *m, int ith, int nth) {
 /* q, k and v as one run of chunks: q's chunks first, then k's, then v's. */
 static void ph_qkv(g4_rank_model *m, int ith, int nth) {
     const g4_layer_weights *L = &m->w->layers[m->layer];
-    const int T = m->b->n;
     const g4_mat *W[3] = {&L->q, &L->k, &L->v};
     float *y[3] = {m->q, m->kb, m->vb};
     const int64_t ldy[3] = {m->q_dim_max, m->kv_dim_max, m->kv_dim_max};
@@ -180,13 +195,15 @@ static void ph_qkv(g4_rank_model *m, int ith, int nth) {
         nch[j] = W[j]->data ? (W[j]->rows + per[j] - 1) / per[j] : 0;
     }
     const long n = (long)(nch[0] + nch[1] + nch[2]);
+    const char *act[3] = {NULL, NULL, NULL}; /* q, k and v have the same width: one copy */
+    for (int j = 0; j < 3; j++) act[j] = j && act[0] && W[j]->dtype == G4_DT_Q8_0 ? act[0] : prepare(m, ith, W[j], m->xn, m->H, 0);
     for (long i = grab(m, ith, n); i >= 0; i = grab(m, ith, n)) {
         long c = i;
         int j = 0;
         while (c >= nch[j]) c -= nch[j++];
         int64_t r0, r1;
         chunk_range(W[j]->rows, per[j], c, &r0, &r1);
-        m->K->matmul(W[j], m->xn, m->H, T, y[j], ldy[j], r0, r1, m->mm_scratch[ith]);
+        mm(m, ith, W[j], m->xn, m->H, act[j], y[j], ldy[j], r0, r1);
     }
 }
 
@@ -278,14 +295,14 @@ static g4_mat rp_slice(const g4_rank_model *m, int i) {
     return Ws;
 }
 
-/* act: the slices' activations prepared by matmul_prepare (NULL: matmul from rp_x). */
+/* act: the slices' prepared activations, act_stride bytes apart (NULL: matmul from rp_x). */
 static void rowpar_rows(g4_rank_model *m, int ith, int64_t r0, int64_t r1, const char *act, size_t act_stride) {
     const int T = m->b->n;
     const int64_t H = m->H;
     for (int i = 0; i < m->rp_nslices; i++) {
         g4_mat Ws = rp_slice(m, i);
-        if (act) m->K->matmul_prepared(&Ws, act + (size_t)i * act_stride, T, m->tmp, H, r0, r1, m->mm_scratch[ith]);
-        else m->K->matmul(&Ws, m->rp_x + (int64_t)i * m->rp_slice_cols, m->rp_ldx, T, m->tmp, H, r0, r1, m->mm_scratch[ith]);
+        mm(m, ith, &Ws, m->rp_x + (int64_t)i * m->rp_slice_cols, m->rp_ldx, act ? act + (size_t)i * act_stride : NULL,
+           m->tmp, H, r0, r1);
         float *src = m->tmp;
         int lvl = 0;
         for (int j = i; j & 1; j >>= 1, lvl++) {
@@ -303,22 +320,16 @@ static void ph_rowpar(g4_rank_model *m, int ith, int nth) {
     const int64_t per = chunk_rows(m, &slice);
     /* decode: walk the slices 8 rows at a time, so each row is read front to back (the matvec's
      * prefetch then runs ahead into the next slice's columns instead of a row that is only read
-     * a slice later). q8_0 quantizes each slice's activations once per phase, into this thread's
-     * rp_act, instead of in each of the many small calls (the old way, whole chunks per slice,
-     * read rows in 1.4 KB pieces 22 KB apart: the phase streamed at ~60 % of the head's speed). */
-    const int decode = m->b->n == 1;
+     * a slice later; whole chunks per slice read q8_0 rows in 1.4 KB pieces 22 KB apart, and
+     * the phase streamed at ~60 % of the head's speed). */
+    const int64_t step = m->b->n == 1 ? 8 : per;
     const char *act = NULL;
-    size_t act_stride = 0;
-    if (decode && slice.dtype == G4_DT_Q8_0) {
-        act_stride = (m->K->matmul_act_bytes(&slice, 1) + 63) / 64 * 64;
-        for (int i = 0; i < m->rp_nslices; i++) {
-            g4_mat Ws = rp_slice(m, i);
-            m->K->matmul_prepare(&Ws, m->rp_x + (int64_t)i * m->rp_slice_cols, m->rp_ldx, 1,
-                                 (char *)m->rp_act[ith] + (size_t)i * act_stride);
-        }
-        act = m->rp_act[ith];
+    const size_t act_stride = slice.dtype == G4_DT_Q8_0 ? act_bytes(m, slice.cols, m->b->n) : 0;
+    for (int i = 0; i < m->rp_nslices && act_stride; i++) {
+        g4_mat Ws = rp_slice(m, i);
+        const char *a = prepare(m, ith, &Ws, m->rp_x + (int64_t)i * m->rp_slice_cols, m->rp_ldx, (size_t)i * act_stride);
+        if (!i) act = a;
     }
-    const int64_t step = decode ? 8 : per;
     int64_t r0, r1;
     const long n = (long)((m->rp_w->rows + per - 1) / per);
     for (long i = grab(m, ith, n); i >= 0 && chunk_range(m->rp_w->rows, per, i, &r0, &r1); i = grab(m, ith, n))
@@ -358,11 +369,13 @@ static void ph_gate_up(g4_rank_model *m, int ith, int nth) {
     const g4_layer_weights *L = &m->w->layers[m->layer];
     const int T = m->b->n;
     const int64_t per = chunk_rows(m, &L->gate);
+    const char *ag = prepare(m, ith, &L->gate, m->xn, m->H, 0);
+    const char *au = L->up.dtype != G4_DT_Q8_0 ? NULL : ag ? ag : prepare(m, ith, &L->up, m->xn, m->H, 0);
     int64_t r0, r1;
     const long n = (long)((L->gate.rows + per - 1) / per);
     for (long i = grab(m, ith, n); i >= 0 && chunk_range(L->gate.rows, per, i, &r0, &r1); i = grab(m, ith, n)) {
-        m->K->matmul(&L->gate, m->xn, m->H, T, m->gate, m->nf, r0, r1, m->mm_scratch[ith]);
-        m->K->matmul(&L->up, m->xn, m->H, T, m->up, m->nf, r0, r1, m->mm_scratch[ith]);
+        mm(m, ith, &L->gate, m->xn, m->H, ag, m->gate, m->nf, r0, r1);
+        mm(m, ith, &L->up, m->xn, m->H, au, m->up, m->nf, r0, r1);
         for (int t = 0; t < T; t++)
             m->K->gelu_mul(m->gate + t * m->nf + r0, m->gate + t * m->nf + r0, m->up + t * m->nf + r0, r1 - r0);
     }
@@ -403,7 +416,7 @@ static void ph_head(g4_rank_model *m, int ith, int nth) {
     int64_t r0, r1;
     const long n = (long)((E->rows + per - 1) / per);
     for (long i = grab(m, ith, n); i >= 0 && chunk_range(E->rows, per, i, &r0, &r1); i = grab(m, ith, n)) {
-        m->K->matmul(E, m->xn, m->H, m->n_logits, m->logits_out, nv, r0, r1, m->mm_scratch[ith]);
+        m->K->matmul(E, m->xn, m->H, m->n_logits, m->logits_out, nv, r0, r1, m->mm_scratch[ith]); /* plain: its tokens are xn's n_logits rows */
         if (cap > 0)
             for (int k = 0; k < m->n_logits; k++) m->K->softcap(m->logits_out + k * nv + r0, m->logits_out + k * nv + r0, cap, r1 - r0);
     }
@@ -481,19 +494,21 @@ static size_t max_scratch(const g4_rank_model *m) {
     return s;
 }
 
-/* rp_act bytes: every local slice of a q8_0 row-parallel matrix, prepared for one token. */
-static size_t max_rp_act(const g4_rank_model *m) {
+/* act bytes per thread: the largest prepared copy a phase makes, at the largest batch: xn for
+ * q8_0 q/k/v/gate/up, or every local slice of a q8_0 row-parallel matrix. */
+static size_t max_act(const g4_rank_model *m) {
     size_t s = 0;
+    const int T = m->o.max_batch;
     for (int l = 0; l < m->cfg->n_layers; l++) {
         const g4_layer_weights *L = &m->w->layers[l];
-        g4_mat o = L->o, d = L->down;
-        o.cols = g4_tp_attn_slice_cols(m->cfg, l);
-        d.cols = g4_tp_mlp_slice_cols(m->cfg);
-        const g4_mat *mats[2] = {&o, &d};
+        const g4_mat *col[] = {&L->q, &L->k, &L->v, &L->gate, &L->up};
+        for (int i = 0; i < 5; i++)
+            if (col[i]->dtype == G4_DT_Q8_0 && act_bytes(m, m->H, T) > s) s = act_bytes(m, m->H, T);
+        const int64_t cols[2] = {g4_tp_attn_slice_cols(m->cfg, l), g4_tp_mlp_slice_cols(m->cfg)};
         const int ns[2] = {m->plan->p_attn / m->plan->tp, m->plan->p_mlp / m->plan->tp};
+        const int dt[2] = {L->o.dtype, L->down.dtype};
         for (int i = 0; i < 2; i++) {
-            if (mats[i]->dtype != G4_DT_Q8_0) continue;
-            size_t x = (size_t)ns[i] * ((m->K->matmul_act_bytes(mats[i], 1) + 63) / 64 * 64);
+            size_t x = dt[i] == G4_DT_Q8_0 ? (size_t)ns[i] * act_bytes(m, cols[i], T) : 0;
             if (x > s) s = x;
         }
     }
@@ -541,23 +556,23 @@ int g4_rank_model_create(const g4_config *cfg, const g4_tp_plan *plan, const g4_
     m->scores = calloc((size_t)m->nth, sizeof *m->scores);
     m->trig = calloc((size_t)m->nth, sizeof *m->trig);
     m->mm_scratch = calloc((size_t)m->nth, sizeof *m->mm_scratch);
-    m->rp_act = calloc((size_t)m->nth, sizeof *m->rp_act);
+    m->act = calloc((size_t)m->nth, sizeof *m->act);
     m->cursor = aligned_alloc(64, sizeof(g4_cursor) * (size_t)m->nth);
     m->inv_freq = calloc((size_t)cfg->n_layers, sizeof *m->inv_freq);
     m->seqs = calloc((size_t)opts->max_seqs, sizeof *m->seqs);
-    ok = ok && m->scores && m->trig && m->mm_scratch && m->rp_act && m->cursor && m->inv_freq && m->seqs;
+    ok = ok && m->scores && m->trig && m->mm_scratch && m->act && m->cursor && m->inv_freq && m->seqs;
     if (ok) {
         /* each thread allocates (and first touches) its own scratch: glibc then serves it from
          * that thread's arena, far from the other threads'. Allocated back to back by one
          * thread, the 2-thread prefill of the 31B-width model ran 20-30 % slower
          * (88 vs 116 tok/s, bench/README.md). */
         m->alloc_scratch = max_scratch(m);
-        m->alloc_rp_act = max_rp_act(m);
+        m->alloc_act = max_act(m);
         m->alloc_hd = hd_max;
         phase_ctx pc = {m, ph_alloc_scratch};
         g4_pool_run_unpinned(m->pool, phase_tramp, &pc);
         for (int i = 0; i < m->nth; i++)
-            ok = ok && m->scores[i] && m->trig[i] && m->mm_scratch[i] && (!m->alloc_rp_act || m->rp_act[i]);
+            ok = ok && m->scores[i] && m->trig[i] && m->mm_scratch[i] && (!m->alloc_act || m->act[i]);
     }
     for (int l = 0; ok && l < cfg->n_layers; l++) {
         ok = (m->inv_freq[l] = falloc((size_t)cfg->layers[l].head_dim / 2 + 1)) != NULL;
@@ -600,9 +615,9 @@ void g4_rank_model_free(g4_rank_model *m) {
         if (m->scores) free(m->scores[i]);
         if (m->trig) free(m->trig[i]);
         if (m->mm_scratch) free(m->mm_scratch[i]);
-        if (m->rp_act) free(m->rp_act[i]);
+        if (m->act) free(m->act[i]);
     }
-    free(m->scores); free(m->trig); free(m->mm_scratch); free(m->rp_act); free(m->cursor);
+    free(m->scores); free(m->trig); free(m->mm_scratch); free(m->act); free(m->cursor);
     if (m->inv_freq)
         for (int l = 0; l < m->cfg->n_layers; l++) free(m->inv_freq[l]);
     free(m->inv_freq);
