@@ -143,12 +143,17 @@ static int chunk_range(int64_t rows, int64_t per, long i, int64_t *r0, int64_t *
     return *r0 < rows;
 }
 
+/* Query heads per attention work item: up to this many heads that share a key/value head
+ * (grouped-query attention) go to the kernel together, which then reads each key and value
+ * row once for all of them. */
+enum { ATT_GROUP = 4 };
+
 /* ---- phases ----------------------------------------------------------------------------- */
 
 static float *falloc(size_t n);
 
 static void ph_alloc_scratch(g4_rank_model *m, int ith, int nth) {
-    m->scores[ith] = falloc((size_t)m->o.max_ctx + 16);
+    m->scores[ith] = falloc((size_t)ATT_GROUP * ((size_t)m->o.max_ctx + 16));
     m->trig[ith] = falloc((size_t)m->alloc_hd + 16);
     size_t bytes = (m->alloc_scratch + 63) / 64 * 64 + 64;
     if ((m->mm_scratch[ith] = aligned_alloc(64, bytes))) memset(m->mm_scratch[ith], 0, bytes);
@@ -254,11 +259,21 @@ static void ph_attention(g4_rank_model *m, int ith, int nth) {
     const int hd = lc->head_dim, nq = m->plan->n_q_local, nkv = m->plan->layers[l].n_kv_local;
     const int q_per_kv = m->cfg->n_heads / lc->n_kv;
     const int kv0 = m->plan->layers[l].kv0, q0 = m->plan->q0;
-    const long n_pairs = (long)b->n * nq;
-    for (long a = grab(m, ith, n_pairs); a >= 0; a = grab(m, ith, n_pairs)) {
-        int t = (int)(a / nq), h = (int)(a % nq);
+    /* items: (token, group); a group is a run of local heads of one KV head, cut into ATT_GROUP */
+    const int per_kv = (q_per_kv + ATT_GROUP - 1) / ATT_GROUP;
+    const int kv_first = q0 / q_per_kv, kv_last = (q0 + nq - 1) / q_per_kv;
+    const int ngroups = (kv_last - kv_first + 1) * per_kv;
+    const long n_items = (long)b->n * ngroups;
+    for (long a = grab(m, ith, n_items); a >= 0; a = grab(m, ith, n_items)) {
+        const int t = (int)(a / ngroups), g = (int)(a % ngroups);
+        const int kvg = kv_first + g / per_kv; /* global KV head */
+        int h = kvg * q_per_kv + (g % per_kv) * ATT_GROUP - q0, he = h + ATT_GROUP;
+        if (he > (kvg + 1) * q_per_kv - q0) he = (kvg + 1) * q_per_kv - q0;
+        if (h < 0) h = 0;
+        if (he > nq) he = nq;
+        if (h >= he) continue; /* a cut of this KV head's heads that lies on another rank */
         const g4_kv_seq *s = &m->seqs[b->seq[t]];
-        int kvh = (q0 + h) / q_per_kv - kv0;
+        const int kvh = kvg - kv0;
         int64_t p = b->pos[t];
         const int64_t stride = (int64_t)nkv * hd;
         const float *K0 = s->k[l] + kvh * hd, *V0 = s->v[l] + kvh * hd;
@@ -281,7 +296,7 @@ static void ph_attention(g4_rank_model *m, int ith, int nth) {
             }
         }
         m->K->attention(m->attn + (int64_t)t * m->q_dim_max + (int64_t)h * hd, m->q + (int64_t)t * m->q_dim_max + (int64_t)h * hd,
-                        hd, seg, nseg, m->scores[ith]);
+                        he - h, hd, seg, nseg, m->scores[ith]);
     }
 }
 

@@ -87,10 +87,13 @@ typedef struct g4_kernels {
     /* out[i] = gelu_tanh(gate[i]) * up[i] */
     void (*gelu_mul)(float *out, const float *gate, const float *up, int64_t n);
 
-    /* One query head over the keys of nseg segments (in position order), scale 1.0:
-     * out[d] = sum_j softmax_j(q.k_j) v_j. scratch holds >= total keys floats. */
-    void (*attention)(float *out, const float *q, int64_t d, const g4_kv_seg *segs, int nseg,
-                      float *scratch);
+    /* nq query heads over the same keys of nseg segments (in position order), scale 1.0:
+     * out[h*d + i] = sum_j softmax_j(q_h.k_j) v_j[i], q_h = q + h*d. The heads of a group share
+     * one key/value head (grouped-query attention), so a set may read each key and value row
+     * once for all of them; each head's bits are those of nq = 1. scratch holds >= nq x total
+     * keys floats. */
+    void (*attention)(float *out, const float *q, int nq, int64_t d, const g4_kv_seg *segs,
+                      int nseg, float *scratch);
 
     /* y[i] = a[i] + b[i] */
     void (*add)(float *y, const float *a, const float *b, int64_t n);

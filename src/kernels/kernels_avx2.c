@@ -503,8 +503,8 @@ static void attn_block(float *out, int64_t d, const float *const *v, const float
     }
 }
 
-static void attention(float *out, const float *q, int64_t d, const g4_kv_seg *segs, int nseg,
-                      float *scores) {
+static void attention1(float *out, const float *q, int64_t d, const g4_kv_seg *segs, int nseg,
+                       float *scores) {
     int64_t nk = 0;
     for (int s = 0; s < nseg; s++) {
         const float *k = segs[s].k;
@@ -545,6 +545,12 @@ static void attention(float *out, const float *q, int64_t d, const g4_kv_seg *se
             }
         }
     if (nb) attn_block(out, d, vp, scores + j0, nb);
+}
+
+/* one head after the other (the avx512 set shares the key and value reads between heads) */
+static void attention(float *out, const float *q, int nq, int64_t d, const g4_kv_seg *segs, int nseg,
+                      float *scores) {
+    for (int h = 0; h < nq; h++) attention1(out + h * d, q + h * d, d, segs, nseg, scores);
 }
 
 const g4_kernels g4_kernels_avx2 = {

@@ -792,43 +792,97 @@ static void row_to_f32(float *dst, const void *src, int dt, int64_t n) {
 
 enum { AKB = 32 };
 
-/* out[0..d) += p[b] * v[b][0..d) for b = 0..nb-1 in order, 128 floats of d at a time. */
-static void attn_block(float *out, int64_t d, const float *const *v, const float *p, int nb) {
-    int64_t i0 = 0;
-    for (; i0 + 128 <= d; i0 += 128) {
-        __m512 acc[8];
-        for (int c = 0; c < 8; c++) acc[c] = _mm512_loadu_ps(out + i0 + 16 * c);
-        for (int b = 0; b < nb; b++) {
-            const __m512 pb = _mm512_set1_ps(p[b]);
-            for (int c = 0; c < 8; c++) acc[c] = _mm512_fmadd_ps(pb, _mm512_loadu_ps(v[b] + i0 + 16 * c), acc[c]);
+/* Grouped-query attention: up to AQ heads that share a key/value head go through the keys
+ * together, so each key and value row is loaded once per tile instead of once per head. Per
+ * (head, key) and per output element the operations are those of one head alone, so the bits
+ * do not depend on the grouping. */
+enum { AQ = 4 };
+
+/* Scores of QR heads (q + h*d) against KR key rows (k + j*st), to s[h*ns + j]: one 16-lane
+ * accumulator over d in order, masked tail, hsum16 — the canonical dot of each pair. */
+AI void qk_tile(const int KR, const int QR, const float *k, int64_t st, const float *q, int64_t d,
+                float *s, int64_t ns) {
+    __m512 acc[4][AQ];
+#pragma GCC unroll 4
+    for (int j = 0; j < KR; j++)
+#pragma GCC unroll 4
+        for (int h = 0; h < QR; h++) acc[j][h] = _mm512_setzero_ps();
+    int64_t x = 0;
+    for (; x + 16 <= d; x += 16) {
+        __m512 kv[4];
+        if (KR > 1 && ((x * 4) & 63) == 0)
+#pragma GCC unroll 4
+            for (int j = 0; j < KR; j++) _mm_prefetch((const char *)(k + j * st + x) + G4_MV_PREFETCH, _MM_HINT_T0);
+#pragma GCC unroll 4
+        for (int j = 0; j < KR; j++) kv[j] = _mm512_loadu_ps(k + j * st + x);
+#pragma GCC unroll 4
+        for (int h = 0; h < QR; h++) {
+            const __m512 qv = _mm512_loadu_ps(q + h * d + x);
+#pragma GCC unroll 4
+            for (int j = 0; j < KR; j++) acc[j][h] = _mm512_fmadd_ps(kv[j], qv, acc[j][h]);
         }
-        for (int c = 0; c < 8; c++) _mm512_storeu_ps(out + i0 + 16 * c, acc[c]);
+    }
+    if (x < d) {
+        const __mmask16 m = tailmask(d - x);
+        __m512 kv[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < KR; j++) kv[j] = _mm512_maskz_loadu_ps(m, k + j * st + x);
+#pragma GCC unroll 4
+        for (int h = 0; h < QR; h++) {
+            const __m512 qv = _mm512_maskz_loadu_ps(m, q + h * d + x);
+#pragma GCC unroll 4
+            for (int j = 0; j < KR; j++) acc[j][h] = _mm512_fmadd_ps(kv[j], qv, acc[j][h]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < KR; j++)
+#pragma GCC unroll 4
+        for (int h = 0; h < QR; h++) s[h * ns + j] = hsum16(acc[j][h]);
+}
+
+/* out[h*d + i] += sum over the nb keys of the block of p[h*ps + b] * v[b][i], b in order; the
+ * accumulators live in out between blocks. 64-wide slices of d, then 16-wide masked ones. */
+AI void pv_block(const int QR, float *out, int64_t d, const float *const *v, const float *p, int64_t ps, int nb) {
+    int64_t i0 = 0;
+    for (; i0 + 64 <= d; i0 += 64) {
+        __m512 acc[AQ][4];
+#pragma GCC unroll 4
+        for (int h = 0; h < QR; h++)
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) acc[h][c] = _mm512_loadu_ps(out + h * d + i0 + 16 * c);
+        for (int b = 0; b < nb; b++) {
+            __m512 vv[4];
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) vv[c] = _mm512_loadu_ps(v[b] + i0 + 16 * c);
+#pragma GCC unroll 4
+            for (int h = 0; h < QR; h++) {
+                const __m512 pb = _mm512_set1_ps(p[h * ps + b]);
+#pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) acc[h][c] = _mm512_fmadd_ps(pb, vv[c], acc[h][c]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int h = 0; h < QR; h++)
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) _mm512_storeu_ps(out + h * d + i0 + 16 * c, acc[h][c]);
     }
     for (; i0 < d; i0 += 16) {
-        __mmask16 m = d - i0 >= 16 ? (__mmask16)0xffff : tailmask(d - i0);
-        __m512 acc = _mm512_maskz_loadu_ps(m, out + i0);
-        for (int b = 0; b < nb; b++)
-            acc = _mm512_fmadd_ps(_mm512_set1_ps(p[b]), _mm512_maskz_loadu_ps(m, v[b] + i0), acc);
-        _mm512_mask_storeu_ps(out + i0, m, acc);
+        const __mmask16 m = d - i0 >= 16 ? (__mmask16)0xffff : tailmask(d - i0);
+        __m512 acc[AQ];
+#pragma GCC unroll 4
+        for (int h = 0; h < QR; h++) acc[h] = _mm512_maskz_loadu_ps(m, out + h * d + i0);
+        for (int b = 0; b < nb; b++) {
+            const __m512 vv = _mm512_maskz_loadu_ps(m, v[b] + i0);
+#pragma GCC unroll 4
+            for (int h = 0; h < QR; h++) acc[h] = _mm512_fmadd_ps(_mm512_set1_ps(p[h * ps + b]), vv, acc[h]);
+        }
+#pragma GCC unroll 4
+        for (int h = 0; h < QR; h++) _mm512_mask_storeu_ps(out + h * d + i0, m, acc[h]);
     }
 }
 
-/* Keys in order, whatever the segments: scores, max, exp and their sum over the concatenated
- * score array, then out = sum_j p_j v_j with j innermost per 16-wide slice of d. */
-static void attention(float *out, const float *q, int64_t d, const g4_kv_seg *segs, int nseg,
-                      float *scores) {
-    int64_t nk = 0;
-    for (int s = 0; s < nseg; s++) {
-        const float *k = segs[s].k;
-        const int64_t st = segs[s].stride, n = segs[s].n;
-        int64_t j = 0;
-        for (; j + 4 <= n; j += 4, nk += 4) mv_rows(G4_DT_F32, 4, (const char *)(k + j * st), st * 4, q, d, scores + nk);
-        for (; j < n; j++) scores[nk++] = dot16(k + j * st, q, d);
-    }
-    if (nk == 0) {
-        memset(out, 0, (size_t)d * sizeof(float));
-        return;
-    }
+/* Softmax of one head's nk scores in place: max, exp, sum, scale. */
+static void softmax_scores(float *scores, int64_t nk) {
     __m512 mv = _mm512_set1_ps(-INFINITY);
     for (int64_t j = 0; j < nk; j += 16) {
         __mmask16 m = nk - j >= 16 ? (__mmask16)0xffff : tailmask(nk - j);
@@ -844,22 +898,56 @@ static void attention(float *out, const float *q, int64_t d, const g4_kv_seg *se
     }
     const float inv = 1.0f / hsum16(sv);
     for (int64_t j = 0; j < nk; j++) scores[j] *= inv;
-    /* keys in blocks of AKB (their V rows stay in L1/L2 while every slice of d is updated); the
-     * slice accumulators live in out between blocks: per element still j = 0, 1, 2, .. */
-    memset(out, 0, (size_t)d * sizeof(float));
+}
+
+/* QR (<= AQ) heads: scores for every key (4 keys a tile), softmax per head, then the values in
+ * blocks of AKB keys (their rows stay in L1/L2 while every slice of d is updated). */
+AI void attention_group(const int QR, float *out, const float *q, int64_t d, const g4_kv_seg *segs,
+                        int nseg, int64_t nk, float *scores) {
+    int64_t j0 = 0;
+    for (int s = 0; s < nseg; s++) {
+        const float *k = segs[s].k;
+        const int64_t st = segs[s].stride, n = segs[s].n;
+        int64_t j = 0;
+        for (; j + 4 <= n; j += 4) qk_tile(4, QR, k + j * st, st, q, d, scores + j0 + j, nk);
+        for (; j < n; j++) qk_tile(1, QR, k + j * st, st, q, d, scores + j0 + j, nk);
+        j0 += n;
+    }
+    for (int h = 0; h < QR; h++) softmax_scores(scores + h * nk, nk);
+    memset(out, 0, (size_t)(QR * d) * sizeof(float));
     const float *vp[AKB];
     int nb = 0;
-    int64_t j0 = 0;
+    j0 = 0;
     for (int s = 0; s < nseg; s++)
         for (int64_t j = 0; j < segs[s].n; j++) {
             vp[nb++] = segs[s].v + j * segs[s].stride;
             if (nb == AKB) {
-                attn_block(out, d, vp, scores + j0, nb);
+                pv_block(QR, out, d, vp, scores + j0, nk, nb);
                 j0 += nb;
                 nb = 0;
             }
         }
-    if (nb) attn_block(out, d, vp, scores + j0, nb);
+    if (nb) pv_block(QR, out, d, vp, scores + j0, nk, nb);
+}
+
+static void attention(float *out, const float *q, int nq, int64_t d, const g4_kv_seg *segs, int nseg,
+                      float *scores) {
+    int64_t nk = 0;
+    for (int s = 0; s < nseg; s++) nk += segs[s].n;
+    if (nk == 0) {
+        memset(out, 0, (size_t)nq * (size_t)d * sizeof(float));
+        return;
+    }
+    for (int h = 0; h < nq; h += AQ) {
+        float *o = out + h * d;
+        const float *qh = q + h * d;
+        switch (nq - h < AQ ? nq - h : AQ) {
+        case 4: attention_group(4, o, qh, d, segs, nseg, nk, scores); break;
+        case 3: attention_group(3, o, qh, d, segs, nseg, nk, scores); break;
+        case 2: attention_group(2, o, qh, d, segs, nseg, nk, scores); break;
+        default: attention_group(1, o, qh, d, segs, nseg, nk, scores); break;
+        }
+    }
 }
 
 const g4_kernels g4_kernels_avx512 = {

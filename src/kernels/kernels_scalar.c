@@ -268,8 +268,8 @@ static void gelu_mul(float *out, const float *gate, const float *up, int64_t n) 
     }
 }
 
-static void attention(float *out, const float *q, int64_t d, const g4_kv_seg *segs, int nseg,
-                      float *scores) {
+static void attention1(float *out, const float *q, int64_t d, const g4_kv_seg *segs, int nseg,
+                       float *scores) {
     int64_t nk = 0;
     float mx = -INFINITY;
     for (int s = 0; s < nseg; s++)
@@ -304,6 +304,12 @@ static void scale(float *y, const float *x, float s, int64_t n) {
 
 static void softcap(float *y, const float *x, float cap, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = cap * tanhf(x[i] / cap);
+}
+
+/* one head after the other (the avx512 set shares the key and value reads between heads) */
+static void attention(float *out, const float *q, int nq, int64_t d, const g4_kv_seg *segs, int nseg,
+                      float *scores) {
+    for (int h = 0; h < nq; h++) attention1(out + h * d, q + h * d, d, segs, nseg, scores);
 }
 
 const g4_kernels g4_kernels_scalar = {

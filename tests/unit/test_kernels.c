@@ -636,6 +636,45 @@ static void test_matmul_scalar_order(void **state) {
 
 /* ---------------- attention ---------------- */
 
+/* Several query heads of one key/value head in one call: each head's bits are those of the
+ * head alone, for every set, group size (below, at and above the avx512 tile of 4), odd head
+ * dims, key counts around the 4-key tiles and 32-key blocks, and keys in two segments. */
+static void test_attention_grouped(void **state) {
+    (void)state;
+    const g4_kernels *ks[3];
+    int nks = all_sets(ks);
+    const int64_t ds[] = {7, 64, 100, 256};
+    const int64_t ns[] = {1, 3, 33, 70};
+    const int nqs[] = {1, 2, 3, 4, 5, 8};
+    for (int di = 0; di < 4; di++)
+        for (int ni = 0; ni < 4; ni++) {
+            const int64_t d = ds[di], n = ns[ni], stride = d + 1;
+            float *kv = malloc((size_t)(2 * n * stride) * 4), *q = malloc((size_t)(8 * d) * 4);
+            float *out = malloc((size_t)(8 * d) * 4), *one = malloc((size_t)d * 4), *sc = malloc((size_t)(8 * n) * 4);
+            fill(kv, 2 * n * stride);
+            fill(q, 8 * d);
+            const int64_t cut = n / 2;
+            g4_kv_seg segs[2] = {{kv, kv + n * stride, cut, stride},
+                                 {kv + cut * stride, kv + n * stride + cut * stride, n - cut, stride}};
+            for (int s = 0; s < nks; s++)
+                for (int qi = 0; qi < 6; qi++) {
+                    const int nq = nqs[qi];
+                    ks[s]->attention(out, q, nq, d, segs, 2, sc);
+                    for (int h = 0; h < nq; h++) {
+                        ks[s]->attention(one, q + h * d, 1, d, segs, 2, sc);
+                        if (memcmp(one, out + h * d, (size_t)d * 4) != 0)
+                            fail_msg("%s attention d=%ld n=%ld: head %d of %d differs from alone", ks[s]->name,
+                                     (long)d, (long)n, h, nq);
+                    }
+                }
+            free(kv);
+            free(q);
+            free(out);
+            free(one);
+            free(sc);
+        }
+}
+
 static void attn_ref(double *out, const float *q, int64_t d, const float *k, const float *v,
                      int64_t n, int64_t stride) {
     double *s = malloc((size_t)n * sizeof(double)), mx = -INFINITY, sum = 0;
@@ -671,7 +710,7 @@ static void test_attention(void **state) {
             float *out = malloc((size_t)d * 4), *out2 = malloc((size_t)d * 4), *sc = malloc((size_t)n * 4);
             for (int s = 0; s < nk; s++) {
                 g4_kv_seg one = {k, v, n, stride};
-                ks[s]->attention(out, q, d, &one, 1, sc);
+                ks[s]->attention(out, q, 1, d, &one, 1, sc);
                 for (int64_t i = 0; i < d; i++) {
                     /* scores carry d-term rounding (relative to sum |q k|, <= ~12 here), the
                      * weighted sum of n values of magnitude <= 1 carries n-term rounding. */
@@ -702,7 +741,7 @@ static void test_attention(void **state) {
                         bufs[ns_++] = b;
                         j0 += len;
                     }
-                    ks[s]->attention(out2, q, d, segs, ns_, sc);
+                    ks[s]->attention(out2, q, 1, d, segs, ns_, sc);
                     if (memcmp(out, out2, (size_t)d * 4) != 0)
                         fail_msg("%s attention d=%ld n=%ld: %d segments differ from one", ks[s]->name,
                                  (long)d, (long)n, ns_);
@@ -931,6 +970,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_invariance),
         cmocka_unit_test(test_matmul_large_T),
         cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_attention_grouped),
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_exact_elementwise),
         cmocka_unit_test(test_tanh_softcap),
