@@ -22,8 +22,10 @@ except Exception:
     print(f"| {label} | failed | | | | | |"); sys.exit()
 pf = d.get('decode_paired_bound_fraction')
 pf = f"{100*pf:.0f} %" if pf else "n/a"
+rf = d.get('decode_read_bound_fraction')
+rf = f"{100*rf:.0f} % of read-only {d['read_bandwidth_gb_s']:.1f} GB/s" if rf else "n/a"
 print(f"| {label} | {d['prefill_tok_s']:.1f} | {100*d['prefill_bound_fraction']:.0f} % of {d['fma_peak_gflops']:.0f} GFLOP/s | "
-      f"{d['decode_tok_s']:.2f} ({d['decode_median_tok_s']:.2f}) | {100*d['decode_bound_fraction']:.0f} % of {d['decode_bound_tok_s']:.2f} ({d['bandwidth_gb_s']:.1f} GB/s); paired {pf} | "
+      f"{d['decode_tok_s']:.2f} ({d['decode_median_tok_s']:.2f}) | {100*d['decode_bound_fraction']:.0f} % of {d['decode_bound_tok_s']:.2f} ({d['bandwidth_gb_s']:.1f} GB/s); paired {pf}; {rf} | "
       f"{d['ttft_ms']/1000:.1f} s | {d['load_s']:.1f} s, {d['peak_rss_mb']:.0f} MB |")
 PY
 }

@@ -7,11 +7,15 @@ the last position's logits is the floor of any q8_0 engine on that checkpoint (f
 activations); the engine's own q8_0 path (activations quantized too) is printed next to it.
 Needs numpy (Debian's python3-numpy) and a built g4tp.
 
-  /usr/bin/python3 bench/q8_nmse_floor.py [--g4tp build/g4tp] tests/data/golden/tiny_default
+  /usr/bin/python3 bench/q8_nmse_floor.py [--g4tp build/g4tp] [--only REGEX] tests/data/golden/tiny_default
+
+--only REGEX round-trips only the tensors whose names match (e.g. 'mlp', 'self_attn'): which
+part of the model the error comes from.
 """
 import argparse
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -80,6 +84,7 @@ def nmse(a, ref):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--g4tp", default="build/g4tp")
+    ap.add_argument("--only", default="", help="round-trip only tensors whose names match this regex")
     ap.add_argument("models", nargs="+", help="Hugging Face checkpoint folders")
     a = ap.parse_args()
     for model in a.models:
@@ -91,7 +96,8 @@ def main():
                 src = os.path.join(model, f)
                 if f.endswith(".safetensors"):
                     t = read_safetensors(src)
-                    write_safetensors(os.path.join(rt, f), {k: (q8_roundtrip(v) if v.ndim == 2 and "embed" not in k and v.shape[1] % 32 == 0 else v)
+                    write_safetensors(os.path.join(rt, f), {k: (q8_roundtrip(v) if v.ndim == 2 and "embed" not in k and v.shape[1] % 32 == 0
+                                                                                  and re.search(a.only, k) else v)
                                                             for k, v in t.items()})
                 elif f.endswith(".json"):
                     shutil.copy(src, rt)
