@@ -3,6 +3,7 @@
  * 1e-3 of the fp32 path and its answers exact; q8_0 is refused where blocks would straddle the
  * reduction slices; q8_0 logits do not depend on the TP degree. */
 #include "engine_util.h"
+#include "kernels/kernels.h"
 #include "engine/textgen.h"
 
 static double nmse(const float *a, const float *ref, size_t n) {
@@ -136,28 +137,33 @@ static void test_demo_q8_answers(void **state) {
     json_decref(g);
 }
 
-/* q8_0 logits are bitwise the same for every TP degree, thread count and batch shape: the
- * prompt as one prefill (q8_0 T > 1 path) or token by token (T = 1, whose row-parallel phases
- * use activations prepared once per phase), 2 or 1 threads, TP 1 or 2. */
+/* q8_0 logits are bitwise the same for every TP degree, thread count and batch shape, with each
+ * kernel set this CPU runs: the prompt as one prefill (q8_0 T > 1 path) or token by token (T = 1,
+ * activations prepared once per phase), 2 or 1 threads, TP 1 or 2. */
 static void test_q8_invariance(void **state) {
     (void)state;
     json_t *g = tu_load_json(tu_path("demo/golden_demo.json"));
     int n;
     int32_t *ids = tu_json_ids(json_object_get(json_array_get(json_object_get(g, "cases"), 0), "prompt_ids"), &n);
     const struct { int tp, threads, max_batch; } cfgs[] = {{1, 1, 0}, {1, 1, 1}, {1, 2, 1}, {2, 1, 0}, {2, 2, 1}, {1, 2, 3}};
-    tu_run base;
-    g4_err err;
-    for (int c = 0; c < 6; c++) {
-        g4_engine_opts o = {.tp = cfgs[c].tp, .threads = cfgs[c].threads, .max_batch = cfgs[c].max_batch,
-                            .model_dir = "models/demo", .dtype = "q8_0"};
-        tu_run r;
-        if (tu_generate(&o, ids, n, 6, c ? &r : &base, &err)) fail_msg("%s", err.msg);
-        if (!c) continue;
-        if (memcmp(r.logits, base.logits, sizeof(float) * (size_t)base.vocab * 6) != 0)
-            fail_msg("q8_0 logits differ at TP %d x %d threads, max batch %d", cfgs[c].tp, cfgs[c].threads, cfgs[c].max_batch);
-        tu_run_free(&r);
+    const char *isas[3];
+    const int nisa = g4_kernels_available(isas, 3);
+    for (int k = 0; k < nisa; k++) { /* bits may differ between kernel sets, never within one */
+        tu_run base;
+        g4_err err;
+        for (int c = 0; c < 6; c++) {
+            g4_engine_opts o = {.tp = cfgs[c].tp, .threads = cfgs[c].threads, .max_batch = cfgs[c].max_batch,
+                                .model_dir = "models/demo", .dtype = "q8_0", .isa = isas[k]};
+            tu_run r;
+            if (tu_generate(&o, ids, n, 6, c ? &r : &base, &err)) fail_msg("%s: %s", isas[k], err.msg);
+            if (!c) continue;
+            if (memcmp(r.logits, base.logits, sizeof(float) * (size_t)base.vocab * 6) != 0)
+                fail_msg("%s: q8_0 logits differ at TP %d x %d threads, max batch %d", isas[k], cfgs[c].tp,
+                         cfgs[c].threads, cfgs[c].max_batch);
+            tu_run_free(&r);
+        }
+        tu_run_free(&base);
     }
-    tu_run_free(&base);
     free(ids);
     json_decref(g);
 }
