@@ -7,9 +7,9 @@
  * down_proj (row-parallel, all-reduce) → post-FF norm, residual → × layer_scalar. Then the final
  * norm, the tied head over this rank's vocab rows and the 30·tanh(x/30) soft-cap.
  * Element-wise phases split tokens statically between the pool's threads; the matrix phases and
- * attention hand out chunks of output rows or (token, head) pairs from a shared counter, so a
- * thread that is held up (another process, an interrupt, a slower core) does not stall the
- * others at the barrier. Which thread computes a row never changes its arithmetic: work is never
+ * attention hand out chunks of output rows or (token, head group) items: each thread owns a
+ * contiguous share and takes from the others' when it is done (grab), so a thread that is held
+ * up (another process, an interrupt, a slower core) does not stall the others at the barrier. Which thread computes a row never changes its arithmetic: work is never
  * split over a dot product's K. */
 #include "gemma4/forward.h"
 

@@ -72,7 +72,7 @@ typedef struct g4_kernels {
      * over row ranges of W, or of column slices of W's width (decode walks a matrix a few rows
      * at a time; quantizing in every call cost as much as the rows). act: 64-byte aligned,
      * matmul_act_bytes(W, T) bytes, laid out per ISA. matmul_prepared(W, act, ..) gives the
-     * bits of matmul(W, x, ..); scratch as for matmul. */
+     * bits of matmul(W, x, ..); scratch: matmul_scratch_bytes(W, T) bytes, not NULL. */
     size_t (*matmul_act_bytes)(const g4_mat *W, int T);
     void (*matmul_prepare)(const g4_mat *W, const float *x, int64_t ldx, int T, void *act);
     void (*matmul_prepared)(const g4_mat *W, const void *act, int T, float *y, int64_t ldy,

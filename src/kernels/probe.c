@@ -49,14 +49,46 @@ static void *worker(void *p) {
     return NULL;
 }
 
-/* CPU number of thread i: the i-th online CPU (wrapping), as the engine pins its ranks' threads.
- * Pinned, the team cannot end up two threads to a core: left to the scheduler, a helper created
- * by a pinned caller often starts on the caller's core and stays there for a short probe. */
-static int team_cpu(int i) {
+/* The CPUs a team may use: the caller's own mask when it has a CPU for every thread (a cpuset or
+ * taskset is respected), else (the caller is an engine thread pinned to one core) every online
+ * CPU. */
+static void team_cpus(int n, const cpu_set_t *caller, int have_caller, cpu_set_t *out) {
+    if (have_caller && CPU_COUNT(caller) >= n) {
+        *out = *caller;
+        return;
+    }
+    CPU_ZERO(out);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    if (ncpu < 1) ncpu = 1;
-    if (ncpu > CPU_SETSIZE) ncpu = CPU_SETSIZE;
-    return (int)(i % ncpu);
+    for (long c = 0; c < ncpu && c < CPU_SETSIZE; c++) CPU_SET((int)c, out);
+    if (have_caller) CPU_OR(out, out, caller);
+}
+
+/* Thread i's CPU: the i-th CPU of the set (wrapping). Pinned, the team cannot end up two threads
+ * to a core: left to the scheduler, a helper created by a pinned caller often starts on the
+ * caller's core and stays there for a short probe. */
+static int team_cpu(const cpu_set_t *set, int i) {
+    const int n = CPU_COUNT(set);
+    int k = n > 0 ? i % n : 0;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, set) && k-- == 0) return c;
+    return 0;
+}
+
+/* Creates a helper pinned to `cpu`, else confined to `set`; never with the caller's own mask,
+ * which is one CPU while the probe runs. */
+static int create_helper(pthread_t *th, worker_arg *arg, int cpu, const cpu_set_t *set) {
+    for (int attempt = 0; attempt < 2; attempt++) {
+        pthread_attr_t attr;
+        if (pthread_attr_init(&attr) != 0) break;
+        cpu_set_t m;
+        CPU_ZERO(&m);
+        CPU_SET(cpu, &m);
+        int rc = pthread_attr_setaffinity_np(&attr, sizeof m, attempt == 0 ? &m : set);
+        if (rc == 0) rc = pthread_create(th, &attr, worker, arg);
+        pthread_attr_destroy(&attr);
+        if (rc == 0) return 0;
+    }
+    return pthread_create(th, NULL, worker, arg);
 }
 
 /* Runs `passes` passes of fn on n threads; returns the best wall time, or -1. The caller is
@@ -66,31 +98,18 @@ static double team_run(team *t, team_fn fn, int passes) {
     worker_arg args[MAXT];
     double best = -1;
     t->fn = fn;
-    cpu_set_t saved, one;
+    cpu_set_t saved, set, one;
     const int have_saved = pthread_getaffinity_np(pthread_self(), sizeof saved, &saved) == 0;
+    team_cpus(t->n, &saved, have_saved, &set);
     CPU_ZERO(&one);
-    CPU_SET(team_cpu(0), &one);
+    CPU_SET(team_cpu(&set, 0), &one);
     if (have_saved) pthread_setaffinity_np(pthread_self(), sizeof one, &one); /* may fail: fine */
     for (int p = 0; p < passes; p++) {
         int started = 1, ok = 1;
         double t0 = now_s();
         for (int i = 1; i < t->n; i++) {
             args[i] = (worker_arg){t, i};
-            pthread_attr_t attr;
-            int have_attr = pthread_attr_init(&attr) == 0;
-            if (have_attr) {
-                CPU_ZERO(&one);
-                CPU_SET(team_cpu(i), &one);
-                if (pthread_attr_setaffinity_np(&attr, sizeof one, &one) != 0) {
-                    pthread_attr_destroy(&attr);
-                    have_attr = 0;
-                }
-            }
-            /* a CPU outside this process's allowed set fails the pinned create: run unpinned */
-            int rc = pthread_create(&th[i], have_attr ? &attr : NULL, worker, &args[i]);
-            if (rc != 0 && have_attr) rc = pthread_create(&th[i], NULL, worker, &args[i]);
-            if (have_attr) pthread_attr_destroy(&attr);
-            if (rc != 0) { ok = 0; break; }
+            if (create_helper(&th[i], &args[i], team_cpu(&set, i), &set) != 0) { ok = 0; break; }
             started++;
         }
         fn(t, 0);
@@ -130,7 +149,7 @@ static void triad(team *t, int tid) {
 
 /* Read-only stream: every line of a read once, nothing written. 16-byte vectors (no ISA flags in
  * this file) and four independent accumulators, so the loop issues loads, not a chain. */
-typedef unsigned long long u64x2 __attribute__((vector_size(16)));
+typedef unsigned long long u64x2 __attribute__((vector_size(16), may_alias));
 static void read_pass(team *t, int tid) {
     size_t lo, hi;
     slice(t, tid, &lo, &hi);

@@ -578,17 +578,29 @@ static void test_q8_prepared(void **state) {
                     g4_mat W = wmat_view(&m);
                     const int64_t ldx = K + 5; /* a token stride that is not the width */
                     float *x = malloc((size_t)(T * ldx) * 4), *y1 = malloc((size_t)(T * R) * 4),
-                          *y2 = malloc((size_t)(T * R) * 4);
+                          *y2 = malloc((size_t)(T * R) * 4), *y3 = malloc((size_t)(T * R) * 4);
                     fill(x, T * ldx);
                     run_mm(ks[s], &W, x, ldx, T, y1, R, 0, R);
                     void *act = aligned_alloc(64, (ks[s]->matmul_act_bytes(&W, T) + 63) / 64 * 64);
                     void *scratch = malloc(ks[s]->matmul_scratch_bytes(&W, T));
                     ks[s]->matmul_prepare(&W, x, ldx, T, act);
                     memset(x, 0, (size_t)(T * ldx) * 4); /* the prepared calls must not read x */
-                    for (int i = 0; i < T * R; i++) y2[i] = -1.0f;
-                    ks[s]->matmul_prepared(&W, act, T, y2, R, 0, 5, scratch);
-                    ks[s]->matmul_prepared(&W, act, T, y2, R, 5, 6, scratch);
-                    ks[s]->matmul_prepared(&W, act, T, y2, R, 6, R, scratch);
+                    /* each call writes its rows and nothing else */
+                    const int64_t cuts[4] = {0, 5, 6, R};
+                    for (int c = 0; c < 3; c++) {
+                        for (int i = 0; i < T * R; i++) y2[i] = -7.0f;
+                        ks[s]->matmul_prepared(&W, act, T, y2, R, cuts[c], cuts[c + 1], scratch);
+                        for (int t = 0; t < T; t++)
+                            for (int64_t r = 0; r < R; r++) {
+                                const int in = r >= cuts[c] && r < cuts[c + 1];
+                                if (!in && y2[t * R + r] != -7.0f)
+                                    fail_msg("%s K=%ld T=%d: rows [%ld,%ld) wrote row %ld", ks[s]->name, (long)K, T,
+                                             (long)cuts[c], (long)cuts[c + 1], (long)r);
+                            }
+                        for (int t = 0; t < T; t++)
+                            for (int64_t r = cuts[c]; r < cuts[c + 1]; r++) y3[t * R + r] = y2[t * R + r];
+                    }
+                    memcpy(y2, y3, (size_t)(T * R) * 4);
                     if (memcmp(y1, y2, (size_t)(T * R) * 4) != 0)
                         fail_msg("%s vnni=%d K=%ld T=%d: prepared and plain matmul differ", ks[s]->name, vnni,
                                  (long)K, T);
@@ -597,6 +609,7 @@ static void test_q8_prepared(void **state) {
                     free(x);
                     free(y1);
                     free(y2);
+                    free(y3);
                     wmat_free(&m);
                 }
             g4__avx512_vnni = saved;
@@ -650,7 +663,7 @@ static void test_attention_grouped(void **state) {
         for (int ni = 0; ni < 4; ni++) {
             const int64_t d = ds[di], n = ns[ni], stride = d + 1;
             float *kv = malloc((size_t)(2 * n * stride) * 4), *q = malloc((size_t)(8 * d) * 4);
-            float *out = malloc((size_t)(8 * d) * 4), *one = malloc((size_t)d * 4), *sc = malloc((size_t)(8 * n) * 4);
+            float *out = malloc((size_t)(9 * d) * 4), *one = malloc((size_t)d * 4), *sc = malloc((size_t)(8 * n) * 4);
             fill(kv, 2 * n * stride);
             fill(q, 8 * d);
             const int64_t cut = n / 2;
@@ -659,7 +672,10 @@ static void test_attention_grouped(void **state) {
             for (int s = 0; s < nks; s++)
                 for (int qi = 0; qi < 6; qi++) {
                     const int nq = nqs[qi];
+                    for (int64_t i = 0; i < 9 * d; i++) out[i] = -7.0f;
                     ks[s]->attention(out, q, nq, d, segs, 2, sc);
+                    for (int64_t i = (int64_t)nq * d; i < 9 * d; i++)
+                        if (out[i] != -7.0f) fail_msg("%s attention nq=%d wrote past its heads", ks[s]->name, nq);
                     for (int h = 0; h < nq; h++) {
                         ks[s]->attention(one, q + h * d, 1, d, segs, 2, sc);
                         if (memcmp(one, out + h * d, (size_t)d * 4) != 0)
@@ -925,6 +941,8 @@ static double mono_s(void) {
 
 static void test_probes(void **state) {
     (void)state;
+    cpu_set_t orig, one, after; /* taken before any probe runs */
+    assert_int_equal(pthread_getaffinity_np(pthread_self(), sizeof orig, &orig), 0);
     for (int th = 1; th <= 2; th++) {
         double t0 = mono_s(), bw = g4_probe_bandwidth_gbs(th), t1 = mono_s();
         double fl = g4_probe_fma_gflops(th), t2 = mono_s();
@@ -935,19 +953,23 @@ static void test_probes(void **state) {
     }
     double rd = g4_probe_read_gbs(2);
     assert_true(rd > 0.1 && rd < 10000);
-    /* a pinned caller (an engine thread) keeps its own CPU mask after a probe */
-    cpu_set_t one, after;
-    CPU_ZERO(&one);
-    CPU_SET(0, &one);
-    assert_int_equal(pthread_setaffinity_np(pthread_self(), sizeof one, &one), 0);
-    assert_true(g4_probe_bandwidth_gbs(2) > 0);
-    assert_true(g4_probe_read_gbs(2) > 0);
+    /* a pinned caller (an engine thread) keeps its own CPU mask after a probe: pinned to its
+     * last allowed CPU, which is not the CPU the probe pins its thread 0 to */
+    if (CPU_COUNT(&orig) >= 2) {
+        int last = 0;
+        for (int c = 0; c < CPU_SETSIZE; c++)
+            if (CPU_ISSET(c, &orig)) last = c;
+        CPU_ZERO(&one);
+        CPU_SET(last, &one);
+        assert_int_equal(pthread_setaffinity_np(pthread_self(), sizeof one, &one), 0);
+        assert_true(g4_probe_bandwidth_gbs(2) > 0);
+        assert_true(g4_probe_read_gbs(2) > 0);
+        assert_int_equal(pthread_getaffinity_np(pthread_self(), sizeof after, &after), 0);
+        assert_true(CPU_EQUAL(&one, &after));
+        assert_int_equal(pthread_setaffinity_np(pthread_self(), sizeof orig, &orig), 0);
+    }
     assert_int_equal(pthread_getaffinity_np(pthread_self(), sizeof after, &after), 0);
-    assert_true(CPU_EQUAL(&one, &after));
-    cpu_set_t all;
-    CPU_ZERO(&all);
-    for (long c = 0; c < sysconf(_SC_NPROCESSORS_ONLN) && c < CPU_SETSIZE; c++) CPU_SET((int)c, &all);
-    pthread_setaffinity_np(pthread_self(), sizeof all, &all);
+    assert_true(CPU_EQUAL(&orig, &after)); /* and an unpinned caller is left unpinned */
     assert_true(g4_probe_bandwidth_gbs(0) < 0);
     assert_true(g4_probe_fma_gflops_isa("bogus", 1) < 0);
     assert_true(g4_probe_fma_gflops_isa("scalar", 1) > 0);
