@@ -256,63 +256,78 @@ static void matmul_tiled(const g4_mat *W, const float *x, int64_t ldx, int T, fl
     }
 }
 
-/* Small T (batched decode): 4 rows x nr tokens straight from W (converted in registers) over
- * the whole K, accumulators never leave the registers. W is read from memory once per 4-row
- * tile; further token tiles re-read it from L2. Same per-element order as everything else. */
-AI void tile_direct(const int dt, const int nr, const char *w, int64_t ldw_b, const float *x,
-                    int64_t ldx, int64_t K, float *y, int64_t ldy) {
-    __m512 acc[4][6];
+/* Small T (batched decode): mr rows x nr tokens straight from W (converted in registers) over
+ * the whole K, accumulators never leave the registers. W is read from memory once per row
+ * tile (with the matvec's prefetch ahead in each row: without it, T = 2..4 streamed at half the
+ * T = 1 speed); further token tiles re-read it from L2. Same per-element order as everything
+ * else. */
+AI void tile_direct(const int dt, const int mr, const int nr, const char *w, int64_t ldw_b,
+                    const float *x, int64_t ldx, int64_t K, float *y, int64_t ldy) {
+    __m512 acc[8][6];
+    const int64_t esz = dt == G4_DT_F32 ? 4 : 2;
 #pragma GCC unroll 8
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < mr; i++)
 #pragma GCC unroll 8
         for (int j = 0; j < nr; j++) acc[i][j] = _mm512_setzero_ps();
     int64_t k = 0;
     for (; k + 16 <= K; k += 16) {
-        __m512 wv[4];
+        __m512 wv[8];
+        if (((k * esz) & 63) == 0)
 #pragma GCC unroll 8
-        for (int i = 0; i < 4; i++) wv[i] = ldw(dt, w + i * ldw_b, k);
+            for (int i = 0; i < mr; i++) _mm_prefetch(w + i * ldw_b + k * esz + G4_MV_PREFETCH, _MM_HINT_NTA);
+#pragma GCC unroll 8
+        for (int i = 0; i < mr; i++) wv[i] = ldw(dt, w + i * ldw_b, k);
 #pragma GCC unroll 8
         for (int j = 0; j < nr; j++) {
             __m512 xv = _mm512_loadu_ps(x + j * ldx + k);
 #pragma GCC unroll 8
-            for (int i = 0; i < 4; i++) acc[i][j] = _mm512_fmadd_ps(wv[i], xv, acc[i][j]);
+            for (int i = 0; i < mr; i++) acc[i][j] = _mm512_fmadd_ps(wv[i], xv, acc[i][j]);
         }
     }
     if (k < K) {
         __mmask16 m = tailmask(K - k);
-        __m512 wv[4];
+        __m512 wv[8];
 #pragma GCC unroll 8
-        for (int i = 0; i < 4; i++) wv[i] = ldw_m(dt, w + i * ldw_b, k, m);
+        for (int i = 0; i < mr; i++) wv[i] = ldw_m(dt, w + i * ldw_b, k, m);
 #pragma GCC unroll 8
         for (int j = 0; j < nr; j++) {
             __m512 xv = _mm512_maskz_loadu_ps(m, x + j * ldx + k);
 #pragma GCC unroll 8
-            for (int i = 0; i < 4; i++) acc[i][j] = _mm512_fmadd_ps(wv[i], xv, acc[i][j]);
+            for (int i = 0; i < mr; i++) acc[i][j] = _mm512_fmadd_ps(wv[i], xv, acc[i][j]);
         }
     }
 #pragma GCC unroll 8
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < mr; i++)
 #pragma GCC unroll 8
         for (int j = 0; j < nr; j++) y[j * ldy + i] = hsum16(acc[i][j]);
 }
 
+/* T <= 3: 8 rows a tile (8 streams in flight, as the matvec; 8 x 3 accumulators fit the
+ * registers); larger T: 4 rows x 6 tokens. */
 AI void matmul_direct_dt(const int dt, const g4_mat *W, const float *x, int64_t ldx, int T, float *y,
                          int64_t ldy, int64_t r0, int64_t r1) {
     const char *base = W->data;
     const int64_t K = W->cols, ld = W->ld_bytes;
     int64_t r = r0;
+    if (T <= 3)
+        for (; r + 8 <= r1; r += 8) {
+            const char *w = base + r * ld;
+            if (T == 3) tile_direct(dt, 8, 3, w, ld, x, ldx, K, y + r, ldy);
+            else if (T == 2) tile_direct(dt, 8, 2, w, ld, x, ldx, K, y + r, ldy);
+            else tile_direct(dt, 8, 1, w, ld, x, ldx, K, y + r, ldy);
+        }
     for (; r + 4 <= r1; r += 4)
         for (int t = 0; t < T; t += 6) {
             const char *w = base + r * ld;
             const float *xt = x + t * ldx;
             float *yt = y + t * ldy + r;
             switch (T - t < 6 ? T - t : 6) {
-            case 6: tile_direct(dt, 6, w, ld, xt, ldx, K, yt, ldy); break;
-            case 5: tile_direct(dt, 5, w, ld, xt, ldx, K, yt, ldy); break;
-            case 4: tile_direct(dt, 4, w, ld, xt, ldx, K, yt, ldy); break;
-            case 3: tile_direct(dt, 3, w, ld, xt, ldx, K, yt, ldy); break;
-            case 2: tile_direct(dt, 2, w, ld, xt, ldx, K, yt, ldy); break;
-            default: tile_direct(dt, 1, w, ld, xt, ldx, K, yt, ldy); break;
+            case 6: tile_direct(dt, 4, 6, w, ld, xt, ldx, K, yt, ldy); break;
+            case 5: tile_direct(dt, 4, 5, w, ld, xt, ldx, K, yt, ldy); break;
+            case 4: tile_direct(dt, 4, 4, w, ld, xt, ldx, K, yt, ldy); break;
+            case 3: tile_direct(dt, 4, 3, w, ld, xt, ldx, K, yt, ldy); break;
+            case 2: tile_direct(dt, 4, 2, w, ld, xt, ldx, K, yt, ldy); break;
+            default: tile_direct(dt, 4, 1, w, ld, xt, ldx, K, yt, ldy); break;
             }
         }
     for (; r < r1; r++)

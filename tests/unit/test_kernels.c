@@ -336,7 +336,7 @@ static double term_abs_sum(const wmat *m, int64_t r, const float *x) {
 static const int64_t Ks[] = {1, 7, 15, 16, 17, 31, 33, 100, 257, 1000, 4099};
 static const int64_t Kq[] = {32, 64, 96, 160, 288, 1024, 4128};
 static const int64_t Rs[] = {1, 3, 17, 65};
-static const int Ts[] = {1, 2, 5, 13};
+static const int Ts[] = {1, 2, 3, 5, 13};
 
 /* The scalar reference against double precision (f32..f16: the dequantized dot; q8_0: the
  * quantized semantics computed exactly). */
@@ -402,7 +402,7 @@ static void test_matmul_vs_scalar(void **state) {
                     for (int64_t r = 0; r < R; r++)
                         tol[t * R + r] = 2.0 * (double)(K / (dt == G4_DT_Q8_0 ? 32 : 1) + 32) * EPS *
                                          term_abs_sum(&m, r, x + t * ldx) + 1e-30;
-                for (int ti = 0; ti < 4; ti++) {
+                for (int ti = 0; ti < 5; ti++) {
                     const int T = Ts[ti];
                     run_mm(&g4_kernels_scalar, &W, x, ldx, T, yr, R, 0, R);
                     for (int s = 0; s < nk; s++) {
@@ -478,6 +478,8 @@ static void test_matmul_invariance(void **state) {
             check_invariance(ks[s], dt, 17, q ? 96 : 33, 13);
             check_invariance(ks[s], dt, 65, q ? 1056 : 1037, 5);   /* K > one 512 block */
             check_invariance(ks[s], dt, 70, q ? 640 : 600, 100);   /* direct tiles, many token tiles */
+            check_invariance(ks[s], dt, 29, q ? 544 : 531, 2);     /* T <= 3: 8-row direct tiles + rest */
+            check_invariance(ks[s], dt, 29, q ? 544 : 531, 3);
             check_invariance(ks[s], dt, 70, q ? 1056 : 1037, 150); /* packed path (T > 128): K, token, row blocks */
         }
 }
