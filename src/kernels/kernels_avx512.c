@@ -608,6 +608,12 @@ AI void q8_row_vnni(const int NT, const char *pre, int64_t nb, const char *const
     for (int t = 0; t < NT; t++) *out[t] = hsum16(acc[t]);
 }
 
+/* Up to this many tokens the VNNI path takes the T = 1 dot once per token and row (the row
+ * stays in L1 after the first); beyond, transposing each row once for all tokens pays. */
+#ifndef Q8_ROW_T
+#define Q8_ROW_T 4
+#endif
+
 static size_t q8_act_bytes(const g4_mat *W, int T) {
     return (size_t)T * (size_t)g4__q8_act_stride(W->cols);
 }
@@ -619,7 +625,7 @@ static void q8_prepare(const g4_mat *W, const float *x, int64_t ldx, int T, void
     char *xq = act;
     for (int t = 0; t < T; t++) {
         g4__q8_quantize_act_avx512(x + t * ldx, K, xq + t * qstride);
-        if (g4__avx512_vnni) (T == 1 ? q8_prepare_pairs : q8_prepare_vnni)(xq + t * qstride, K);
+        if (g4__avx512_vnni) (T <= Q8_ROW_T ? q8_prepare_pairs : q8_prepare_vnni)(xq + t * qstride, K);
     }
 }
 
@@ -629,9 +635,10 @@ static void matmul_q8_prepared(const g4_mat *W, const void *act, int T, float *y
     const int64_t qsb = g4__q8_act_qs_bytes(K);
     const char *xq = act;
     const int vnni = g4__avx512_vnni;
-    if (vnni && T == 1) {
+    if (vnni && T <= Q8_ROW_T) { /* a row streams in for the first token, the others find it in L1 */
         for (int64_t r = r0; r < r1; r++)
-            y[r] = dot_q8_t1((const void *)((const char *)W->data + r * W->ld_bytes), xq, qsb, nb);
+            for (int t = 0; t < T; t++)
+                y[t * ldy + r] = dot_q8_t1((const void *)((const char *)W->data + r * W->ld_bytes), xq + t * qstride, qsb, nb);
         return;
     }
     char *pre = vnni ? g4__align64(scratch) : NULL; /* one prepared weight row */

@@ -522,9 +522,9 @@ static void test_q8_vnni_paths(void **state) {
     const g4_kernels *k = g4_kernels_by_name("avx512");
     if (!k || !g4__avx512_vnni) skip();
     const int64_t kq[] = {32, 64, 480, 512, 544, 1056, 5376};
-    for (int ki = 0; ki < 14; ki++) {
+    for (int ki = 0; ki < 21; ki++) {
         const int64_t K = kq[ki % 7], R = 7;
-        const int T = ki < 7 ? 6 : 1; /* T = 1 has its own VNNI path */
+        const int T = ki < 7 ? 6 : ki < 14 ? 1 : 3; /* T <= 4 takes the T = 1 dot per token */
         wmat m;
         wmat_make(&m, G4_DT_Q8_0, R, K, 0);
         g4_mat W = wmat_view(&m);
