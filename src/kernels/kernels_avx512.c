@@ -479,7 +479,7 @@ AI void q8_wt(const g4_block_q8_0 *w, __m512i *v) {
     v[7] = _mm512_shuffle_i32x4(F, F2, 0xDD); /* 7 */
 }
 
-/* T = 1 (decode) VNNI path: the activations stay signed, rearranged so that pair i (blocks
+/* T <= Q8_ROW_T (decode) VNNI path: the activations stay signed, rearranged so that pair i (blocks
  * lo_i = i + 4*(i/4) and lo_i + 4) is one 64-byte load; |w| * (x * sign w) with vpdpbusd and one
  * reduction tree per group (the transpose above only pays when shared by several tokens). */
 static void q8_prepare_pairs(char *rec, int64_t K) {
