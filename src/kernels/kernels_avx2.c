@@ -242,59 +242,68 @@ static void matmul_tiled(const g4_mat *W, const float *x, int64_t ldx, int T, fl
     }
 }
 
-/* Small T (batched decode): 3 rows x nr tokens straight from W (converted in registers) over
- * the whole K, accumulators in registers throughout; same per-element order as the rest. */
-AI void tile_direct(const int dt, const int nr, const char *w, int64_t ldw_b, const float *x,
-                    int64_t ldx, int64_t K, float *y, int64_t ldy) {
-    __m256 acc[3][4];
+/* Small T (batched decode): mr rows x nr tokens straight from W (converted in registers) over
+ * the whole K, accumulators in registers throughout, the matvec's prefetch ahead in each row;
+ * the nr token vectors are loaded first, then one weight vector at a time (16 registers: 6 x 2
+ * or 3 x 4 accumulators). Same per-element order as the rest. */
+AI void tile_direct(const int dt, const int mr, const int nr, const char *w, int64_t ldw_b,
+                    const float *x, int64_t ldx, int64_t K, float *y, int64_t ldy) {
+    __m256 acc[6][4];
+    const int64_t esz = dt == G4_DT_F32 ? 4 : 2;
 #pragma GCC unroll 8
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < mr; i++)
 #pragma GCC unroll 8
         for (int j = 0; j < nr; j++) acc[i][j] = _mm256_setzero_ps();
     int64_t k = 0;
     for (; k + 8 <= K; k += 8) {
-        __m256 wv[3];
+        __m256 xv[4];
+        if (((k * esz) & 63) == 0)
 #pragma GCC unroll 8
-        for (int i = 0; i < 3; i++) wv[i] = ldw(dt, w + i * ldw_b, k);
+            for (int i = 0; i < mr; i++) _mm_prefetch(w + i * ldw_b + k * esz + G4_MV_PREFETCH, _MM_HINT_NTA);
 #pragma GCC unroll 8
-        for (int j = 0; j < nr; j++) {
-            __m256 xv = _mm256_loadu_ps(x + j * ldx + k);
+        for (int j = 0; j < nr; j++) xv[j] = _mm256_loadu_ps(x + j * ldx + k);
 #pragma GCC unroll 8
-            for (int i = 0; i < 3; i++) acc[i][j] = _mm256_fmadd_ps(wv[i], xv, acc[i][j]);
+        for (int i = 0; i < mr; i++) {
+            const __m256 wv = ldw(dt, w + i * ldw_b, k);
+#pragma GCC unroll 8
+            for (int j = 0; j < nr; j++) acc[i][j] = _mm256_fmadd_ps(wv, xv[j], acc[i][j]);
         }
     }
     if (k < K) {
-        __m256 wv[3];
+        __m256 xv[4];
 #pragma GCC unroll 8
-        for (int i = 0; i < 3; i++) wv[i] = ldw_part(dt, w + i * ldw_b, k, K - k);
+        for (int j = 0; j < nr; j++) xv[j] = ldx_part(x + j * ldx + k, K - k);
 #pragma GCC unroll 8
-        for (int j = 0; j < nr; j++) {
-            __m256 xv = ldx_part(x + j * ldx + k, K - k);
+        for (int i = 0; i < mr; i++) {
+            const __m256 wv = ldw_part(dt, w + i * ldw_b, k, K - k);
 #pragma GCC unroll 8
-            for (int i = 0; i < 3; i++) acc[i][j] = _mm256_fmadd_ps(wv[i], xv, acc[i][j]);
+            for (int j = 0; j < nr; j++) acc[i][j] = _mm256_fmadd_ps(wv, xv[j], acc[i][j]);
         }
     }
 #pragma GCC unroll 8
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < mr; i++)
 #pragma GCC unroll 8
         for (int j = 0; j < nr; j++) y[j * ldy + i] = hsum8(acc[i][j]);
 }
 
+/* T = 2: 6 rows a tile (more rows streaming at once); otherwise 3 rows x up to 4 tokens. */
 AI void matmul_direct_dt(const int dt, const g4_mat *W, const float *x, int64_t ldx, int T, float *y,
                          int64_t ldy, int64_t r0, int64_t r1) {
     const char *base = W->data;
     const int64_t K = W->cols, ld = W->ld_bytes;
     int64_t r = r0;
+    if (T == 2)
+        for (; r + 6 <= r1; r += 6) tile_direct(dt, 6, 2, base + r * ld, ld, x, ldx, K, y + r, ldy);
     for (; r + 3 <= r1; r += 3)
         for (int t = 0; t < T; t += 4) {
             const char *w = base + r * ld;
             const float *xt = x + t * ldx;
             float *yt = y + t * ldy + r;
             switch (T - t < 4 ? T - t : 4) {
-            case 4: tile_direct(dt, 4, w, ld, xt, ldx, K, yt, ldy); break;
-            case 3: tile_direct(dt, 3, w, ld, xt, ldx, K, yt, ldy); break;
-            case 2: tile_direct(dt, 2, w, ld, xt, ldx, K, yt, ldy); break;
-            default: tile_direct(dt, 1, w, ld, xt, ldx, K, yt, ldy); break;
+            case 4: tile_direct(dt, 3, 4, w, ld, xt, ldx, K, yt, ldy); break;
+            case 3: tile_direct(dt, 3, 3, w, ld, xt, ldx, K, yt, ldy); break;
+            case 2: tile_direct(dt, 3, 2, w, ld, xt, ldx, K, yt, ldy); break;
+            default: tile_direct(dt, 3, 1, w, ld, xt, ldx, K, yt, ldy); break;
             }
         }
     for (; r < r1; r++)
