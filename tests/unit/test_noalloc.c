@@ -1,6 +1,7 @@
 /* The decode loop creates no threads and allocates no memory: malloc and friends are counted
  * (interposed in this test binary), and so are the threads the pools create; after warm-up,
- * decode steps through g4_engine_forward at TP 2 × 2 threads must leave both counters unchanged.
+ * decode steps through g4_engine_forward at TP 2 × 2 threads (bf16/f32 and q8_0 weights) must
+ * leave both counters unchanged.
  * (Skipped under ASan, which owns malloc.) */
 #include <stdatomic.h>
 
@@ -28,9 +29,11 @@ static void test_decode_allocates_nothing(void **state) {
 #if !G4_COUNT_ALLOCS
     skip();
 #else
-    const char *models[] = {"golden/tiny_tp8", "golden/tiny_default"};
-    for (int m = 0; m < 2; m++) {
-        g4_engine_opts o = {.tp = 2, .threads = 2, .model_dir = tu_path("%s", models[m]), .max_batch = 32};
+    /* the demo model with q8_0 weights: its phases prepare quantized activations per thread */
+    const char *models[] = {"golden/tiny_tp8", "golden/tiny_default", "demo"};
+    for (int m = 0; m < 3; m++) {
+        g4_engine_opts o = {.tp = 2, .threads = 2, .max_batch = 32,
+                            .model_dir = m == 2 ? "models/demo" : tu_path("%s", models[m]), .dtype = m == 2 ? "q8_0" : NULL};
         g4_engine *e;
         g4_err err;
         assert_int_equal(g4_engine_open(&o, &e, &err), 0);
