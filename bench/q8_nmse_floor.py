@@ -10,7 +10,8 @@ Needs numpy (Debian's python3-numpy) and a built g4tp.
   /usr/bin/python3 bench/q8_nmse_floor.py [--g4tp build/g4tp] [--only REGEX] tests/data/golden/tiny_default
 
 --only REGEX round-trips only the tensors whose names match (e.g. 'mlp', 'self_attn'): which
-part of the model the error comes from.
+part of the model the error comes from. --block N uses int8 blocks of N instead of 32 (would a
+finer int8 format do?).
 """
 import argparse
 import json
@@ -61,8 +62,8 @@ def write_safetensors(path, tensors):
         f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
-def q8_roundtrip(w):
-    b = w.reshape(-1, 32).astype(np.float32)
+def q8_roundtrip(w, block=32):
+    b = w.reshape(-1, block).astype(np.float32)
     d = (np.abs(b).max(1, keepdims=True) / 127).astype(np.float16).astype(np.float32)
     inv = np.where(d > 0, 1 / np.where(d > 0, d, 1), 0).astype(np.float32)
     y = b * inv
@@ -85,6 +86,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--g4tp", default="build/g4tp")
     ap.add_argument("--only", default="", help="round-trip only tensors whose names match this regex")
+    ap.add_argument("--block", type=int, default=32, help="int8 block size of the round trip (default 32, q8_0)")
     ap.add_argument("models", nargs="+", help="Hugging Face checkpoint folders")
     a = ap.parse_args()
     for model in a.models:
@@ -96,7 +98,7 @@ def main():
                 src = os.path.join(model, f)
                 if f.endswith(".safetensors"):
                     t = read_safetensors(src)
-                    write_safetensors(os.path.join(rt, f), {k: (q8_roundtrip(v) if v.ndim == 2 and "embed" not in k and v.shape[1] % 32 == 0
+                    write_safetensors(os.path.join(rt, f), {k: (q8_roundtrip(v, a.block) if v.ndim == 2 and "embed" not in k and v.shape[1] % a.block == 0
                                                                                   and re.search(a.only, k) else v)
                                                             for k, v in t.items()})
                 elif f.endswith(".json"):
