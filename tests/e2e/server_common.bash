@@ -68,11 +68,15 @@ metric() { curl -s --max-time 10 "$URL/metrics" | awk -v n="$1" '$1==n {print $2
 
 # A slow random-weight model (demo tokenizer and template, wider layers): long generations
 # that do not stop early, for cancellation and queueing tests.
+# A random-weight model slow enough that the disconnect and shutdown tests catch it mid-generation:
+# ~160 MB of weights per token, ~220 tok/s on the 2-vCPU development VM, so 1900 tokens take
+# ~8 s against those tests' 2 s client timeouts (intermediate 2048 ran 1900 tokens in ~2 s once
+# the batched-decode work made it faster, and the test failed).
 make_slow_model() {
   local d=$SRV_TMP/slow
   mkdir -p "$d/cfg"
   python3 -c "
-import json,sys;c=json.load(open('models/demo/config.json'));c['hidden_size']=512;c['intermediate_size']=2048;c['num_attention_heads']=8
+import json,sys;c=json.load(open('models/demo/config.json'));c['hidden_size']=512;c['intermediate_size']=8192;c['num_attention_heads']=8
 json.dump(c,open(sys.argv[1],'w'))" "$d/cfg/config.json"
   "$G4TP" synth --like "$d/cfg/config.json" --out "$d/m" >/dev/null || return 1
   cp models/demo/tokenizer.json models/demo/tokenizer_config.json models/demo/chat_template.jinja models/demo/generation_config.json "$d/m/"
