@@ -97,8 +97,8 @@ AI __m256 tanh8(__m256 x) {
 #ifndef G4_MV_PREFETCH
 #define G4_MV_PREFETCH 1024
 #endif
-AI void mv_rows(const int dt, const int NRW, const char *w, int64_t ldw_b, const float *x,
-                int64_t K, float *y) {
+AI void mv_rows_s(const int dt, const int NRW, const char *w, int64_t ldw_b, const float *x,
+                  int64_t K, float *y, int64_t ys) {
     __m256 acc[8];
 #pragma GCC unroll 8
     for (int i = 0; i < NRW; i++) acc[i] = _mm256_setzero_ps();
@@ -119,13 +119,23 @@ AI void mv_rows(const int dt, const int NRW, const char *w, int64_t ldw_b, const
             acc[i] = _mm256_fmadd_ps(ldw_part(dt, w + i * ldw_b, k, K - k), xv, acc[i]);
     }
 #pragma GCC unroll 8
-    for (int i = 0; i < NRW; i++) y[i] = hsum8(acc[i]);
+    for (int i = 0; i < NRW; i++) y[i * ys] = hsum8(acc[i]);
+}
+AI void mv_rows(const int dt, const int NRW, const char *w, int64_t ldw_b, const float *x, int64_t K, float *y) {
+    mv_rows_s(dt, NRW, w, ldw_b, x, K, y, 1);
 }
 
+/* 8 runs of S consecutive rows, one row of each per pass (8 long streams), as in
+ * kernels_avx512.c; then the rest 8 at a time. */
 AI void matvec_dt(const int dt, const g4_mat *W, const float *x, float *y, int64_t r0, int64_t r1) {
     const char *base = W->data;
     const int64_t K = W->cols, ld = W->ld_bytes;
     int64_t r = r0;
+    const int64_t S = (r1 - r0) / 8;
+    if (S >= 2) {
+        for (int64_t p = 0; p < S; p++) mv_rows_s(dt, 8, base + (r0 + p) * ld, S * ld, x, K, y + r0 + p, S);
+        r = r0 + 8 * S;
+    }
     for (; r + 8 <= r1; r += 8) mv_rows(dt, 8, base + r * ld, ld, x, K, y + r);
     if (r + 4 <= r1) { mv_rows(dt, 4, base + r * ld, ld, x, K, y + r); r += 4; }
     if (r + 2 <= r1) { mv_rows(dt, 2, base + r * ld, ld, x, K, y + r); r += 2; }
