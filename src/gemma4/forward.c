@@ -104,7 +104,7 @@ static long grab(g4_rank_model *m, int ith, long n) {
  * blocks), and at least 8 chunks per thread where the matrix allows it. */
 static int64_t chunk_rows(const g4_rank_model *m, const g4_mat *W) {
     int64_t rb = (int64_t)g4_dtype_row_bytes(W->dtype, W->cols);
-    const int64_t target = m->b->n == 1 ? (int64_t)2 << 20 : (int64_t)256 << 10;
+    const int64_t target = m->b->n <= 3 ? (int64_t)2 << 20 : (int64_t)256 << 10; /* decode: long streams */
     int64_t c = (target / (rb > 0 ? rb : 1) + 31) / 32 * 32;
     int64_t most = (W->rows / (8 * (int64_t)m->nth) + 31) / 32 * 32;
     if (c > most) c = most;

@@ -272,8 +272,8 @@ static void matmul_tiled(const g4_mat *W, const float *x, int64_t ldx, int T, fl
  * tile (with the matvec's prefetch ahead in each row: without it, T = 2..4 streamed at half the
  * T = 1 speed); further token tiles re-read it from L2. Same per-element order as everything
  * else. */
-AI void tile_direct(const int dt, const int mr, const int nr, const char *w, int64_t ldw_b,
-                    const float *x, int64_t ldx, int64_t K, float *y, int64_t ldy) {
+AI void tile_direct_s(const int dt, const int mr, const int nr, const char *w, int64_t ldw_b,
+                      const float *x, int64_t ldx, int64_t K, float *y, int64_t ldy, int64_t ys) {
     __m512 acc[8][6];
     const int64_t esz = dt == G4_DT_F32 ? 4 : 2;
 #pragma GCC unroll 8
@@ -310,7 +310,11 @@ AI void tile_direct(const int dt, const int mr, const int nr, const char *w, int
 #pragma GCC unroll 8
     for (int i = 0; i < mr; i++)
 #pragma GCC unroll 8
-        for (int j = 0; j < nr; j++) y[j * ldy + i] = hsum16(acc[i][j]);
+        for (int j = 0; j < nr; j++) y[j * ldy + i * ys] = hsum16(acc[i][j]);
+}
+AI void tile_direct(const int dt, const int mr, const int nr, const char *w, int64_t ldw_b,
+                    const float *x, int64_t ldx, int64_t K, float *y, int64_t ldy) {
+    tile_direct_s(dt, mr, nr, w, ldw_b, x, ldx, K, y, ldy, 1);
 }
 
 /* T <= 3: 8 rows a tile (8 streams in flight, as the matvec; 8 x 3 accumulators fit the
@@ -320,6 +324,18 @@ AI void matmul_direct_dt(const int dt, const g4_mat *W, const float *x, int64_t 
     const char *base = W->data;
     const int64_t K = W->cols, ld = W->ld_bytes;
     int64_t r = r0;
+    /* T <= 3: 8 runs of S consecutive rows, one row of each per tile (long streams, as the
+     * matvec), then the rest 8 at a time */
+    const int64_t S = T <= 3 ? (r1 - r0) / 8 : 0;
+    if (S >= 2) {
+        for (int64_t p = 0; p < S; p++) {
+            const char *w = base + (r0 + p) * ld;
+            if (T == 3) tile_direct_s(dt, 8, 3, w, S * ld, x, ldx, K, y + r0 + p, ldy, S);
+            else if (T == 2) tile_direct_s(dt, 8, 2, w, S * ld, x, ldx, K, y + r0 + p, ldy, S);
+            else tile_direct_s(dt, 8, 1, w, S * ld, x, ldx, K, y + r0 + p, ldy, S);
+        }
+        r = r0 + 8 * S;
+    }
     if (T <= 3)
         for (; r + 8 <= r1; r += 8) {
             const char *w = base + r * ld;
