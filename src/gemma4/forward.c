@@ -9,8 +9,9 @@
  * Element-wise phases split tokens statically between the pool's threads; the matrix phases and
  * attention hand out chunks of output rows or (token, head group) items: each thread owns a
  * contiguous share and takes from the others' when it is done (grab), so a thread that is held
- * up (another process, an interrupt, a slower core) does not stall the others at the barrier. Which thread computes a row never changes its arithmetic: work is never
- * split over a dot product's K. */
+ * up (another process, an interrupt, a slower core) does not stall the others at the barrier.
+ * Which thread computes a row never changes its arithmetic: work is never split over a dot
+ * product's K. */
 #include "gemma4/forward.h"
 
 #include <math.h>
@@ -201,8 +202,9 @@ static void ph_qkv(g4_rank_model *m, int ith, int nth) {
         nch[j] = W[j]->data ? (W[j]->rows + per[j] - 1) / per[j] : 0;
     }
     const long n = (long)(nch[0] + nch[1] + nch[2]);
-    const char *act[3] = {NULL, NULL, NULL}; /* q, k and v have the same width: one copy */
-    for (int j = 0; j < 3; j++) act[j] = j && act[0] && W[j]->dtype == G4_DT_Q8_0 ? act[0] : prepare(m, ith, W[j], m->xn, m->H, 0);
+    const char *act[3] = {NULL, NULL, NULL}, *xq = NULL; /* q, k and v have the same width: one copy */
+    for (int j = 0; j < 3; j++)
+        if (W[j]->dtype == G4_DT_Q8_0 && W[j]->data) act[j] = xq ? xq : (xq = prepare(m, ith, W[j], m->xn, m->H, 0));
     for (long i = grab(m, ith, n); i >= 0; i = grab(m, ith, n)) {
         long c = i;
         int j = 0;
@@ -385,7 +387,7 @@ static void ph_gate_up(g4_rank_model *m, int ith, int nth) {
     const g4_layer_weights *L = &m->w->layers[m->layer];
     const int T = m->b->n;
     const int64_t per = chunk_rows(m, &L->gate);
-    const char *ag = prepare(m, ith, &L->gate, m->xn, m->H, 0);
+    const char *ag = prepare(m, ith, &L->gate, m->xn, m->H, 0); /* gate and up: same width, one copy */
     const char *au = L->up.dtype != G4_DT_Q8_0 ? NULL : ag ? ag : prepare(m, ith, &L->up, m->xn, m->H, 0);
     int64_t r0, r1;
     const long n = (long)((L->gate.rows + per - 1) / per);

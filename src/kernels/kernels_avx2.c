@@ -126,17 +126,13 @@ AI void mv_rows(const int dt, const int NRW, const char *w, int64_t ldw_b, const
 }
 
 /* 8 runs of S consecutive rows, one row of each per pass (8 long streams), as in
- * kernels_avx512.c; then the rest 8 at a time. */
+ * kernels_avx512.c; then the last < 8 rows. */
 AI void matvec_dt(const int dt, const g4_mat *W, const float *x, float *y, int64_t r0, int64_t r1) {
     const char *base = W->data;
     const int64_t K = W->cols, ld = W->ld_bytes;
-    int64_t r = r0;
-    const int64_t S = (r1 - r0) / 8;
-    if (S >= 2) {
-        for (int64_t p = 0; p < S; p++) mv_rows_s(dt, 8, base + (r0 + p) * ld, S * ld, x, K, y + r0 + p, S);
-        r = r0 + 8 * S;
-    }
-    for (; r + 8 <= r1; r += 8) mv_rows(dt, 8, base + r * ld, ld, x, K, y + r);
+    const int64_t S = (r1 - r0) / 8; /* S = 1: plain 8-row passes */
+    for (int64_t p = 0; p < S; p++) mv_rows_s(dt, 8, base + (r0 + p) * ld, S * ld, x, K, y + r0 + p, S);
+    int64_t r = r0 + 8 * S;
     if (r + 4 <= r1) { mv_rows(dt, 4, base + r * ld, ld, x, K, y + r); r += 4; }
     if (r + 2 <= r1) { mv_rows(dt, 2, base + r * ld, ld, x, K, y + r); r += 2; }
     if (r < r1) mv_rows(dt, 1, base + r * ld, ld, x, K, y + r);

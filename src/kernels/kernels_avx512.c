@@ -131,17 +131,13 @@ AI void mv_rows(const int dt, const int NRW, const char *w, int64_t ldw_b, const
 
 /* Rows [r0, r1) as 8 runs of S consecutive rows, one row of each run per pass: every run is
  * one stream through consecutive rows (a row's end is the next row's start, where the prefetch
- * already runs), instead of 8 short streams restarted every 8 rows. Then the rest 8 at a time. */
+ * already runs), instead of 8 short streams restarted every 8 rows. Then the last < 8 rows. */
 AI void matvec_dt(const int dt, const g4_mat *W, const float *x, float *y, int64_t r0, int64_t r1) {
     const char *base = W->data;
     const int64_t K = W->cols, ld = W->ld_bytes;
-    int64_t r = r0;
-    const int64_t S = (r1 - r0) / 8;
-    if (S >= 2) {
-        for (int64_t p = 0; p < S; p++) mv_rows_s(dt, 8, base + (r0 + p) * ld, S * ld, x, K, y + r0 + p, S);
-        r = r0 + 8 * S;
-    }
-    for (; r + 8 <= r1; r += 8) mv_rows(dt, 8, base + r * ld, ld, x, K, y + r);
+    const int64_t S = (r1 - r0) / 8; /* S = 1: plain 8-row passes */
+    for (int64_t p = 0; p < S; p++) mv_rows_s(dt, 8, base + (r0 + p) * ld, S * ld, x, K, y + r0 + p, S);
+    int64_t r = r0 + 8 * S;
     if (r + 4 <= r1) { mv_rows(dt, 4, base + r * ld, ld, x, K, y + r); r += 4; }
     if (r + 2 <= r1) { mv_rows(dt, 2, base + r * ld, ld, x, K, y + r); r += 2; }
     if (r < r1) mv_rows(dt, 1, base + r * ld, ld, x, K, y + r);
@@ -323,26 +319,16 @@ AI void matmul_direct_dt(const int dt, const g4_mat *W, const float *x, int64_t 
                          int64_t ldy, int64_t r0, int64_t r1) {
     const char *base = W->data;
     const int64_t K = W->cols, ld = W->ld_bytes;
-    int64_t r = r0;
     /* T <= 3: 8 runs of S consecutive rows, one row of each per tile (long streams, as the
-     * matvec), then the rest 8 at a time */
+     * matvec; S = 1: plain 8-row tiles) */
     const int64_t S = T <= 3 ? (r1 - r0) / 8 : 0;
-    if (S >= 2) {
-        for (int64_t p = 0; p < S; p++) {
-            const char *w = base + (r0 + p) * ld;
-            if (T == 3) tile_direct_s(dt, 8, 3, w, S * ld, x, ldx, K, y + r0 + p, ldy, S);
-            else if (T == 2) tile_direct_s(dt, 8, 2, w, S * ld, x, ldx, K, y + r0 + p, ldy, S);
-            else tile_direct_s(dt, 8, 1, w, S * ld, x, ldx, K, y + r0 + p, ldy, S);
-        }
-        r = r0 + 8 * S;
+    for (int64_t p = 0; p < S; p++) {
+        const char *w = base + (r0 + p) * ld;
+        if (T == 3) tile_direct_s(dt, 8, 3, w, S * ld, x, ldx, K, y + r0 + p, ldy, S);
+        else if (T == 2) tile_direct_s(dt, 8, 2, w, S * ld, x, ldx, K, y + r0 + p, ldy, S);
+        else tile_direct_s(dt, 8, 1, w, S * ld, x, ldx, K, y + r0 + p, ldy, S);
     }
-    if (T <= 3)
-        for (; r + 8 <= r1; r += 8) {
-            const char *w = base + r * ld;
-            if (T == 3) tile_direct(dt, 8, 3, w, ld, x, ldx, K, y + r, ldy);
-            else if (T == 2) tile_direct(dt, 8, 2, w, ld, x, ldx, K, y + r, ldy);
-            else tile_direct(dt, 8, 1, w, ld, x, ldx, K, y + r, ldy);
-        }
+    int64_t r = r0 + 8 * S;
     for (; r + 4 <= r1; r += 4)
         for (int t = 0; t < T; t += 6) {
             const char *w = base + r * ld;
@@ -646,7 +632,7 @@ static size_t q8_act_bytes(const g4_mat *W, int T) {
 }
 
 /* Quantized, then arranged for the path matmul_q8_prepared takes for this T (VNNI: pairs for
- * T = 1, transposed groups for T > 1). */
+ * T <= Q8_ROW_T, transposed groups beyond). */
 static void q8_prepare(const g4_mat *W, const float *x, int64_t ldx, int T, void *act) {
     const int64_t K = W->cols, qstride = g4__q8_act_stride(K);
     char *xq = act;
