@@ -31,6 +31,12 @@ LIBS := -ljansson -lxxhash -lmicrohttpd -lm $(MPI_LIBS)
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mavx512vnni -mfma -mf16c
 
+# The build configuration (compiler, flags, MPI on/off) is recorded in $(BUILD)/config.stamp,
+# rewritten only when it changes; every object depends on it, so a build made before OpenMPI was
+# installed (or with other flags) is rebuilt instead of silently kept.
+BUILD_CONFIG := $(CC) | $(BASE_CFLAGS) | $(MPI_CFLAGS) | $(MPI_LIBS) | $(AVX2_FLAGS) | $(AVX512_FLAGS) | $(LDSAN) | $(LIBS)
+CONFIG_STAMP := $(BUILD)/config.stamp
+
 LIB_SRCS := $(filter-out src/cli/%,$(wildcard src/*/*.c))
 CLI_SRCS := $(wildcard src/cli/*.c)
 TEST_SRCS := $(wildcard tests/unit/test_*.c)
@@ -41,18 +47,22 @@ TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all clean check test-bins bench-bins
+.PHONY: all clean check test-bins bench-bins FORCE
 all: $(BUILD)/g4tp
 
-$(BUILD)/%_avx2.o: %_avx2.c
+$(CONFIG_STAMP): FORCE
+	@mkdir -p $(dir $@)
+	@printf '%s\n' '$(BUILD_CONFIG)' | cmp -s - $@ || printf '%s\n' '$(BUILD_CONFIG)' > $@
+
+$(BUILD)/%_avx2.o: %_avx2.c $(CONFIG_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(MPI_CFLAGS) $(AVX2_FLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/%_avx512.o: %_avx512.c
+$(BUILD)/%_avx512.o: %_avx512.c $(CONFIG_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(MPI_CFLAGS) $(AVX512_FLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/%.o: %.c
+$(BUILD)/%.o: %.c $(CONFIG_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(MPI_CFLAGS) -MMD -MP -c $< -o $@
 
@@ -63,11 +73,11 @@ $(BUILD)/libg4.a: $(LIB_OBJS)
 $(BUILD)/g4tp: $(CLI_OBJS) $(BUILD)/libg4.a
 	$(CC) $(LDSAN) -pthread -o $@ $(CLI_OBJS) $(BUILD)/libg4.a $(LIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libg4.a tests/unit/testutil.h
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libg4.a tests/unit/testutil.h $(CONFIG_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(MPI_CFLAGS) -Itests/unit -MMD -MP -o $@ $< $(BUILD)/libg4.a $(LDSAN) -lcmocka $(LIBS)
 
-$(BUILD)/bench/%: bench/%.c $(BUILD)/libg4.a
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libg4.a $(CONFIG_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(MPI_CFLAGS) -MMD -MP -o $@ $< $(BUILD)/libg4.a $(LDSAN) $(LIBS)
 
