@@ -6,6 +6,7 @@
 
 #include "base/mapfile.h"
 #include "cli.h"
+#include "kernels/kernels.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/tensors.h"
@@ -63,9 +64,14 @@ int cmd_inspect(int argc, char **argv) {
            cfg.head_dim, cfg.attention_k_eq_v ? cfg.n_global_kv_heads : cfg.n_kv_heads, cfg.global_head_dim,
            cfg.attention_k_eq_v ? " (K = V, no v_proj)" : "");
     printf("softcap    %g, rms eps %g, embed scale %.7g\n", cfg.final_logit_softcapping, cfg.rms_norm_eps, (double)g4_config_embed_scale(&cfg));
-    char degrees[128];
-    g4_tp_valid_degrees(&cfg, degrees, sizeof degrees);
-    printf("tp degrees %s (reduction slices: attention %d, mlp %d)\n\n", degrees, g4_tp_slices_attn(&cfg), g4_tp_slices_mlp(&cfg));
+    char degrees[128], q8[128];
+    g4_tp_valid_degrees(&cfg, -1, degrees, sizeof degrees);
+    printf("tp degrees %s (reduction slices: attention %d, mlp %d)", degrees, g4_tp_slices_attn(&cfg), g4_tp_slices_mlp(&cfg, -1));
+    /* q8_0 blocks need 32-column slices: fewer MLP slices, maybe fewer degrees */
+    g4_tp_valid_degrees(&cfg, G4_DT_Q8_0, q8, sizeof q8);
+    if (g4_tp_slices_mlp(&cfg, G4_DT_Q8_0) != g4_tp_slices_mlp(&cfg, -1))
+        printf("; q8_0: %s (mlp %d)", g4_tp_check_dtype(&cfg, G4_DT_Q8_0, &err) ? "unsupported" : q8, g4_tp_slices_mlp(&cfg, G4_DT_Q8_0));
+    printf("\n\n");
 
     enum { C_EMB, C_ATT_S, C_ATT_F, C_MLP, C_NORM, C_SCAL, C_N };
     const char *names[C_N] = {"embedding (tied head)", "attention, sliding layers", "attention, full layers", "mlp", "norms", "layer scalars"};
@@ -93,13 +99,13 @@ int cmd_inspect(int argc, char **argv) {
 
     if (tp > 0) {
         g4_tp_plan plan;
-        if (g4_tp_plan_make(&cfg, (int)tp, 0, &plan, &err)) { cli_error("inspect", &err); free(specs); g4_config_free(&cfg); return 1; }
+        if (g4_tp_plan_make(&cfg, -1, (int)tp, 0, &plan, &err)) { cli_error("inspect", &err); free(specs); g4_config_free(&cfg); return 1; }
         printf("\nTP = %lld\n", tp);
         printf("%-6s %20s %22s %22s\n", "rank", "weight bytes", "KV B/token (fp32)", "KV B/token (bf16)");
         long long legacy_max = 0, ours_max = 0;
         for (int r = 0; r < tp; r++) {
             g4_tp_plan p;
-            g4_tp_plan_make(&cfg, (int)tp, r, &p, &err);
+            g4_tp_plan_make(&cfg, -1, (int)tp, r, &p, &err);
             long long bytes = 0, legacy = 0, kv = 0;
             for (int i = 0; i < ns; i++) {
                 int64_t r0, nr, c0, nc;

@@ -116,7 +116,7 @@ static int rank_init(g4_engine *e, rank_state *rs, int rank, g4_comm *comm, int 
     rs->e = e;
     rs->rank = rank;
     rs->comm = comm;
-    int rc = g4_tp_plan_make(e->cfg, e->tp, rank, &rs->plan, err);
+    int rc = g4_tp_plan_make(e->cfg, g4_model_source_wdtype(&e->src, dtype), e->tp, rank, &rs->plan, err);
     if (rc) return rc;
     if ((rc = g4_model_source_bind(&e->src, &rs->plan, dtype, e->o.load_copy, &rs->w, err))) return rc;
     int cpus[64], ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -238,9 +238,9 @@ int g4_engine_open(const g4_engine_opts *opts, g4_engine **out, g4_err *err) {
                         (long long)e->cfg->max_position_embeddings);
         goto fail_early;
     }
-    if (!g4_tp_degree_ok(e->cfg, e->tp)) {
+    if (!g4_tp_degree_ok(e->cfg, g4_model_source_wdtype(&e->src, dtype), e->tp)) {
         g4_tp_plan p;
-        rc = g4_tp_plan_make(e->cfg, e->tp, 0, &p, err);
+        rc = g4_tp_plan_make(e->cfg, g4_model_source_wdtype(&e->src, dtype), e->tp, 0, &p, err);
         goto fail_early;
     }
     {

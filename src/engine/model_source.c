@@ -2,6 +2,7 @@
 #include "engine/model_source.h"
 
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,15 +78,31 @@ int g4_model_source_open(g4_model_source *s, const char *dir, int only_rank, int
     return G4_OK;
 }
 
+/* Checkpoints hold f32/bf16/f16 only (-1: none of them is block-quantized); an artifact holds
+ * its manifest's dtype. */
+int g4_model_source_wdtype(const g4_model_source *s, int convert) {
+    return g4_tensor_dtype_for(G4_T_DOWN, s->is_artifact ? s->art->dtype : -1, convert);
+}
+
 int g4_model_source_bind(g4_model_source *s, const g4_tp_plan *plan, int dtype, int copy, g4_rank_weights *w, g4_err *err) {
+    int rc;
     if (s->is_artifact) {
         if (plan->tp != s->art->tp)
             return g4_err_set(err, G4_EINVAL, "%s holds artifacts for TP %d, not TP %d", s->art->dir, s->art->tp, plan->tp);
         art_ctx ac = {s->art, plan->rank};
-        return g4_weights_bind(&s->cfg, plan, s->art->specs, s->art->n_specs, art_get, &ac, dtype, copy, w, err);
+        rc = g4_weights_bind(&s->cfg, plan, s->art->specs, s->art->n_specs, art_get, &ac, dtype, copy, w, err);
+    } else {
+        hf_ctx c = {s, plan};
+        rc = g4_weights_bind(&s->cfg, plan, s->ck.specs, s->ck.n_specs, hf_get, &c, dtype, copy, w, err);
     }
-    hf_ctx c = {s, plan};
-    return g4_weights_bind(&s->cfg, plan, s->ck.specs, s->ck.n_specs, hf_get, &c, dtype, copy, w, err);
+    /* the plan was cut for one weight dtype; blocks straddling its slices would break the tree */
+    for (int l = 0; rc == G4_OK && l < s->cfg.n_layers; l++) {
+        char name[48];
+        snprintf(name, sizeof name, "layers.%d.down_proj", l);
+        rc = g4_tp_check_plan_dtype(plan, w->layers[l].down.dtype, name, err);
+    }
+    if (rc) g4_weights_free(w);
+    return rc;
 }
 
 void g4_model_source_close(g4_model_source *s) {

@@ -472,7 +472,7 @@ int g4_rank_forward(g4_rank_model *m, const g4_batch *b, float *logits_local, g4
         run(m, ph_post_attn);
         run(m, ph_gate_up);
         float *d;
-        if ((rc = rowpar(m, &L->down, m->gate, m->nf, g4_tp_mlp_slice_cols(m->cfg), m->plan->p_mlp / m->plan->tp, &d))) break;
+        if ((rc = rowpar(m, &L->down, m->gate, m->nf, m->plan->mlp_slice_cols, m->plan->p_mlp / m->plan->tp, &d))) break;
         m->rp_x = d;
         run(m, ph_post_mlp);
     }
@@ -503,7 +503,7 @@ static size_t max_scratch(const g4_rank_model *m) {
             if (all[i]->data) { size_t x = m->K->matmul_scratch_bytes(all[i], m->o.max_batch); if (x > s) s = x; }
         g4_mat o = L->o, d = L->down;
         o.cols = g4_tp_attn_slice_cols(m->cfg, l);
-        d.cols = g4_tp_mlp_slice_cols(m->cfg);
+        d.cols = m->plan->mlp_slice_cols;
         size_t x = m->K->matmul_scratch_bytes(&o, m->o.max_batch);
         if (x > s) s = x;
         x = m->K->matmul_scratch_bytes(&d, m->o.max_batch);
@@ -522,7 +522,7 @@ static size_t max_act(const g4_rank_model *m) {
         const g4_mat *col[] = {&L->q, &L->k, &L->v, &L->gate, &L->up};
         for (int i = 0; i < 5; i++)
             if (col[i]->dtype == G4_DT_Q8_0 && act_bytes(m, m->H, T) > s) s = act_bytes(m, m->H, T);
-        const int64_t cols[2] = {g4_tp_attn_slice_cols(m->cfg, l), g4_tp_mlp_slice_cols(m->cfg)};
+        const int64_t cols[2] = {g4_tp_attn_slice_cols(m->cfg, l), m->plan->mlp_slice_cols};
         const int ns[2] = {m->plan->p_attn / m->plan->tp, m->plan->p_mlp / m->plan->tp};
         const int dt[2] = {L->o.dtype, L->down.dtype};
         for (int i = 0; i < 2; i++) {

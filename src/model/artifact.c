@@ -339,7 +339,7 @@ int g4_artifact_shard(const g4_shard_opts *o, g4_err *err) {
     if ((rc = g4_tp_check_dtype(cfg, o->dtype, err))) goto done;
     /* layout of every rank file, before any byte is written */
     for (int r = 0; r < T; r++) {
-        if ((rc = g4_tp_plan_make(cfg, T, r, &c.plans[r], err))) goto done;
+        if ((rc = g4_tp_plan_make(cfg, o->dtype, T, r, &c.plans[r], err))) goto done;
         if (!(c.ents[r] = calloc((size_t)n, sizeof **c.ents))) { rc = g4_err_set(err, G4_ENOMEM, "out of memory"); goto done; }
         uint64_t off = align_up((uint64_t)G4_ART_HEADER_BYTES + (uint64_t)n * G4_ART_ENTRY_BYTES);
         for (int i = 0; i < n; i++) {
@@ -496,7 +496,7 @@ static int open_rank(g4_artifact *a, int r, json_t *jr, uint64_t cfg_hash, int v
     if (get64(d + 40) != cfg_hash) return g4_err_set(err, G4_ECHECKSUM, "%s: made for another config than the one in manifest.json", fp);
     if ((int)(int32_t)get32(d + 48) != a->dtype) return g4_err_set(err, G4_EFORMAT, "%s: header dtype differs from manifest.json", fp);
     g4_tp_plan plan;
-    if ((rc = g4_tp_plan_make(&a->cfg, a->tp, r, &plan, err))) return rc;
+    if ((rc = g4_tp_plan_make(&a->cfg, a->dtype, a->tp, r, &plan, err))) return rc;
     if (!(R->ents = calloc((size_t)n, sizeof *R->ents))) { g4_tp_plan_free(&plan); return g4_err_set(err, G4_ENOMEM, "out of memory"); }
     uint64_t prev_end = hb;
     for (int i = 0; i < n && rc == G4_OK; i++) {
@@ -592,7 +592,7 @@ int g4_artifact_open(const char *dir, int only_rank, int tp, int verify, g4_arti
     if (!json_is_object(jc)) { rc = g4_err_set(err, G4_EFORMAT, "%s: no \"config\" object", mp); goto done; }
     cfg_text = canonical(jc);
     if ((rc = g4_config_parse(cfg_text, strlen(cfg_text), &a->cfg, err))) { g4_err_prefix(err, "%s: config: ", mp); goto done; }
-    if (!g4_tp_degree_ok(&a->cfg, a->tp)) { rc = g4_err_set(err, G4_EFORMAT, "%s: TP %d does not fit its config", mp, a->tp); goto done; }
+    if (!g4_tp_degree_ok(&a->cfg, a->dtype, a->tp)) { rc = g4_err_set(err, G4_EFORMAT, "%s: TP %d does not fit its config", mp, a->tp); goto done; }
     if ((rc = g4_tensor_specs(&a->cfg, &a->specs, &a->n_specs, err))) goto done;
     if (json_integer_value(json_object_get(m, "n_tensors")) != a->n_specs) { rc = g4_err_set(err, G4_EFORMAT, "%s: n_tensors differs from the config's tensor table", mp); goto done; }
     json_t *jr = json_object_get(m, "ranks");

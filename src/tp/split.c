@@ -5,34 +5,41 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/kernels.h"
+
 static int pow2_slices(int64_t units) {
     int p = 1;
     while (p < G4_MAX_SLICES && units % (2 * p) == 0) p *= 2;
     return p;
 }
 
+/* Only block-quantized weights need slices of whole blocks; q4_0 will join q8_0 here. */
+int g4_tp_block_cols(int wdtype) { return wdtype == G4_DT_Q8_0 ? G4_Q8_BLOCK : 1; }
+
 int g4_tp_slices_attn(const g4_config *cfg) { return pow2_slices(cfg->n_heads); }
 
-int g4_tp_slices_mlp(const g4_config *cfg) {
-    int64_t units = cfg->intermediate_size % 32 == 0 ? cfg->intermediate_size / 32 : cfg->intermediate_size;
-    return pow2_slices(units);
+/* Units of whole blocks; a FFN that is no whole number of blocks cannot take that dtype at all
+ * (g4_tp_check_dtype says so) and keeps whole columns so the count stays defined. */
+int g4_tp_slices_mlp(const g4_config *cfg, int wdtype) {
+    int64_t b = g4_tp_block_cols(wdtype), f = cfg->intermediate_size;
+    return pow2_slices(f % b == 0 ? f / b : f);
 }
 
-int64_t g4_tp_mlp_slice_cols(const g4_config *cfg) { return cfg->intermediate_size / g4_tp_slices_mlp(cfg); }
+int64_t g4_tp_mlp_slice_cols(const g4_config *cfg, int wdtype) { return cfg->intermediate_size / g4_tp_slices_mlp(cfg, wdtype); }
 
 int64_t g4_tp_attn_slice_cols(const g4_config *cfg, int l) {
     return (int64_t)(cfg->n_heads / g4_tp_slices_attn(cfg)) * cfg->layers[l].head_dim;
 }
 
-int g4_tp_degree_ok(const g4_config *cfg, int tp) {
+int g4_tp_degree_ok(const g4_config *cfg, int wdtype, int tp) {
     if (tp < 1 || (tp & (tp - 1))) return 0;
-    return g4_tp_slices_attn(cfg) % tp == 0 && g4_tp_slices_mlp(cfg) % tp == 0;
+    return g4_tp_slices_attn(cfg) % tp == 0 && g4_tp_slices_mlp(cfg, wdtype) % tp == 0;
 }
 
-void g4_tp_valid_degrees(const g4_config *cfg, char *buf, size_t len) {
+void g4_tp_valid_degrees(const g4_config *cfg, int wdtype, char *buf, size_t len) {
     buf[0] = 0;
     for (int t = 1; t <= G4_MAX_SLICES; t *= 2)
-        if (g4_tp_degree_ok(cfg, t)) {
+        if (g4_tp_degree_ok(cfg, wdtype, t)) {
             size_t l = strlen(buf);
             snprintf(buf + l, len - l, "%s%d", l ? ", " : "", t);
         }
@@ -44,16 +51,19 @@ void g4_tp_vocab_range(int64_t vocab, int tp, int rank, int64_t *v0, int64_t *n)
     *v0 = rank * base + (rank < extra ? rank : extra);
 }
 
-int g4_tp_plan_make(const g4_config *cfg, int tp, int rank, g4_tp_plan *p, g4_err *err) {
+int g4_tp_plan_make(const g4_config *cfg, int wdtype, int tp, int rank, g4_tp_plan *p, g4_err *err) {
     memset(p, 0, sizeof *p);
-    if (!g4_tp_degree_ok(cfg, tp)) {
-        char ok[128];
-        g4_tp_valid_degrees(cfg, ok, sizeof ok);
+    if (!g4_tp_degree_ok(cfg, wdtype, tp)) {
+        char ok[128], why[96] = "";
+        const int b = g4_tp_block_cols(wdtype);
+        if (b > 1) snprintf(why, sizeof why, ": %s weights need slices of whole %d-column blocks", g4_dtype_name(wdtype), b);
+        g4_tp_valid_degrees(cfg, wdtype, ok, sizeof ok);
         return g4_err_set(err, G4_EINVAL,
                           "TP degree %d does not work for this model (%d query heads, FFN %lld): it must be a power "
                           "of two that splits the query heads and the FFN into whole reduction slices "
-                          "(attention %d, mlp %d); valid degrees: %s",
-                          tp, cfg->n_heads, (long long)cfg->intermediate_size, g4_tp_slices_attn(cfg), g4_tp_slices_mlp(cfg), ok);
+                          "(attention %d, mlp %d%s); valid degrees: %s",
+                          tp, cfg->n_heads, (long long)cfg->intermediate_size, g4_tp_slices_attn(cfg), g4_tp_slices_mlp(cfg, wdtype),
+                          why, ok);
     }
     if (rank < 0 || rank >= tp) return g4_err_set(err, G4_EINVAL, "rank %d out of range for TP %d", rank, tp);
     p->tp = tp;
@@ -63,8 +73,10 @@ int g4_tp_plan_make(const g4_config *cfg, int tp, int rank, g4_tp_plan *p, g4_er
     p->n_f_local = cfg->intermediate_size / tp;
     p->f0 = rank * p->n_f_local;
     g4_tp_vocab_range(cfg->vocab_size, tp, rank, &p->v0, &p->n_v_local);
+    p->wdtype = wdtype;
     p->p_attn = g4_tp_slices_attn(cfg);
-    p->p_mlp = g4_tp_slices_mlp(cfg);
+    p->p_mlp = g4_tp_slices_mlp(cfg, wdtype);
+    p->mlp_slice_cols = g4_tp_mlp_slice_cols(cfg, wdtype);
     p->s_attn0 = rank * (p->p_attn / tp);
     p->s_mlp0 = rank * (p->p_mlp / tp);
     p->layers = calloc((size_t)cfg->n_layers, sizeof *p->layers);
@@ -87,17 +99,24 @@ void g4_tp_plan_free(g4_tp_plan *p) {
 }
 
 int g4_tp_check_dtype(const g4_config *cfg, int dtype, g4_err *err) {
-    if (dtype != 3 /* G4_DT_Q8_0 */) return G4_OK;
-    int64_t sm = g4_tp_mlp_slice_cols(cfg);
+    const int b = g4_tp_block_cols(dtype);
+    if (b == 1) return G4_OK;
+    int64_t sm = g4_tp_mlp_slice_cols(cfg, dtype);
     for (int l = 0; l < cfg->n_layers; l++) {
         int64_t sa = g4_tp_attn_slice_cols(cfg, l);
-        if (sa % 32 || sm % 32 || cfg->hidden_size % 32)
+        if (sa % b || sm % b || cfg->hidden_size % b)
             return g4_err_set(err, G4_EUNSUPPORTED,
-                              "q8_0 needs the hidden size and the reduction slices of o_proj and down_proj to be "
-                              "multiples of 32 columns; this model has hidden %lld and slices of %lld and %lld "
-                              "(use bf16, f16 or f32)", (long long)cfg->hidden_size, (long long)sa, (long long)sm);
+                              "%s needs the hidden size and the reduction slices of o_proj and down_proj to be "
+                              "multiples of %d columns; this model has hidden %lld and slices of %lld and %lld "
+                              "(use bf16, f16 or f32)", g4_dtype_name(dtype), b, (long long)cfg->hidden_size, (long long)sa, (long long)sm);
     }
     return G4_OK;
+}
+
+int g4_tp_check_plan_dtype(const g4_tp_plan *p, int dtype, const char *name, g4_err *err) {
+    if (p->mlp_slice_cols % g4_tp_block_cols(dtype) == 0) return G4_OK;
+    return g4_err_set(err, G4_EUNSUPPORTED, "%s is %s, but the reduction slices were cut %lld columns wide for %s weights",
+                      name, g4_dtype_name(dtype), (long long)p->mlp_slice_cols, p->wdtype < 0 ? "as-stored" : g4_dtype_name(p->wdtype));
 }
 
 void g4_tp_tensor_slice(const g4_config *cfg, const g4_tp_plan *p, const g4_tensor_spec *s,

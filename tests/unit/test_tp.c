@@ -3,6 +3,9 @@
  * count per rank, and for a sequence decoded alone or batched with others; greedy ids equal
  * the golden ids throughout. The MPI backend is covered by tests/e2e/tp_mpi.sh. */
 #include "engine_util.h"
+#include "kernels/kernels.h"
+#include "model/artifact.h"
+#include "model/synth.h"
 
 static void run_golden(const char *preset, const char *prompt, int tp, int threads, tu_run *r, int32_t **want, int *n_want) {
     json_t *g = tu_load_json(tu_path("golden/%s__%s.json", preset, prompt));
@@ -88,6 +91,77 @@ static void test_bad_degree_refused(void **state) {
     assert_non_null(strstr(err.msg, "valid degrees: 1, 2, 4, 8"));
 }
 
+/* A synth checkpoint like tiny_default but with 16 query heads and FFN 320 (10 blocks of 32:
+ * q8_0 gets 2 reduction slices, bf16 16 of 20 whole columns). */
+static const char *synth_ffn320(void) {
+    static char dir[512];
+    if (dir[0]) return dir;
+    char cfg_path[512];
+    snprintf(cfg_path, sizeof cfg_path, "%s/ffn320.config.json", tu_tmpdir());
+    snprintf(dir, sizeof dir, "%s/ffn320", tu_tmpdir());
+    json_t *c = tu_load_json(tu_path("golden/tiny_default/config.json"));
+    json_t *t = json_object_get(c, "text_config");
+    json_object_set_new(t, "num_attention_heads", json_integer(16));
+    json_object_set_new(t, "intermediate_size", json_integer(320));
+    assert_int_equal(json_dump_file(c, cfg_path, 0), 0);
+    json_decref(c);
+    g4_synth_opts so = {.like = cfg_path, .layers = 2, .seed = 11, .out_dir = dir};
+    g4_err err = {0};
+    if (g4_synth_write(&so, &err)) fail_msg("synth: %s", err.msg);
+    return dir;
+}
+
+static void gen_ffn320(const char *dir, const char *dtype, int tp, tu_run *r) {
+    const int32_t ids[] = {2, 105, 17, 33, 44, 55, 66, 77, 88, 99};
+    g4_engine_opts o = {.tp = tp, .threads = 1, .model_dir = dir, .dtype = dtype, .max_batch = 16};
+    g4_err err = {0};
+    if (tu_generate(&o, ids, 10, 6, r, &err)) fail_msg("%s %s tp=%d: %s", dir, dtype ? dtype : "as stored", tp, err.msg);
+}
+
+/* Only block-quantized weights need 32-column reduction slices: bf16 with FFN 320 runs at every
+ * degree the heads allow, bit for bit; q8_0 is refused at TP 4 with a message naming q8_0, and
+ * its own slice count does not depend on the degree either. */
+static void test_ffn_whole_columns(void **state) {
+    (void)state;
+    const char *dir = synth_ffn320();
+    const int tps[] = {2, 4, 8};
+    tu_run base, r;
+    gen_ffn320(dir, NULL, 1, &base);
+    for (int i = 0; i < 3; i++) {
+        gen_ffn320(dir, NULL, tps[i], &r);
+        assert_memory_equal(r.gen, base.gen, sizeof(int32_t) * (size_t)base.n_gen);
+        assert_memory_equal(r.logits, base.logits, sizeof(float) * (size_t)base.n_gen * (size_t)base.vocab);
+        tu_run_free(&r);
+    }
+    /* an artifact folder (sharded as stored) cuts the same slices */
+    char art[512];
+    snprintf(art, sizeof art, "%s/ffn320-tp8", tu_tmpdir());
+    g4_err err = {0};
+    g4_shard_opts so = {.model_dir = dir, .out_dir = art, .tp = 8, .dtype = -1, .force = 1};
+    if (g4_artifact_shard(&so, &err)) fail_msg("shard: %s", err.msg);
+    gen_ffn320(art, NULL, 8, &r);
+    assert_memory_equal(r.logits, base.logits, sizeof(float) * (size_t)base.n_gen * (size_t)base.vocab);
+    tu_run_free(&r);
+    tu_run_free(&base);
+
+    gen_ffn320(dir, "q8_0", 1, &base);
+    gen_ffn320(dir, "q8_0", 2, &r);
+    assert_memory_equal(r.logits, base.logits, sizeof(float) * (size_t)base.n_gen * (size_t)base.vocab);
+    tu_run_free(&r);
+    tu_run_free(&base);
+    g4_engine_opts o = {.tp = 4, .threads = 1, .model_dir = dir, .dtype = "q8_0"};
+    g4_engine *e = NULL;
+    assert_int_equal(g4_engine_open(&o, &e, &err), G4_EINVAL);
+    print_message("q8_0 at TP 4: %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "q8_0 weights need slices of whole 32-column blocks"));
+    assert_non_null(strstr(err.msg, "valid degrees: 1, 2"));
+    so.tp = 4;
+    so.dtype = G4_DT_Q8_0;
+    snprintf(art, sizeof art, "%s/ffn320-q8-tp4", tu_tmpdir());
+    assert_int_equal(g4_artifact_shard(&so, &err), G4_EINVAL);
+    assert_non_null(strstr(err.msg, "q8_0 weights need"));
+}
+
 /* A sequence's logits do not depend on what else shares its batch. */
 static void test_batch_composition(void **state) {
     (void)state;
@@ -135,6 +209,7 @@ int main(void) {
         cmocka_unit_test(test_tiny_wide_degrees),
         cmocka_unit_test(test_thread_counts),
         cmocka_unit_test(test_bad_degree_refused),
+        cmocka_unit_test(test_ffn_whole_columns),
         cmocka_unit_test(test_batch_composition),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
