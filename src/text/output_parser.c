@@ -194,13 +194,21 @@ static int tc_delim(tcp *P) {
     return is_ws(c) || c == ',' || c == '}' || c == ']';
 }
 
+/* Keys and strings must be UTF-8, keys without U+0000: jansson reads no NUL in an object key
+ * (not even with JSON_ALLOW_NUL), so `arguments` would not read back. */
+static int tc_text_bad(tcp *P, const char *s, size_t n, const char *what) {
+    if (!utf8_valid((const unsigned char *)s, n)) return tc_fail(P, "%s is not valid UTF-8", what);
+    if (!strcmp(what, "key") && memchr(s, 0, n)) return tc_fail(P, "key contains a NUL byte (U+0000)");
+    return 0;
+}
+
 /* <|"|>...<|"|> with P->p at the opening marker: the raw bytes go to s and n. */
-static int tc_string_raw(tcp *P, const char **s, size_t *n) {
+static int tc_string_raw(tcp *P, const char **s, size_t *n, const char *what) {
     P->p += MK_STR_LEN;
     const char *start = P->p;
     const char *q = memmem(start, (size_t)(P->end - start), MK_STR, MK_STR_LEN);
     if (!q) return tc_fail(P, "unterminated <|\"|> string");
-    if (!utf8_valid((const unsigned char *)start, (size_t)(q - start))) return tc_fail(P, "string is not valid UTF-8");
+    if (tc_text_bad(P, start, (size_t)(q - start), what)) return -1;
     *s = start;
     *n = (size_t)(q - start);
     P->p = q + MK_STR_LEN;
@@ -262,7 +270,14 @@ static json_t *tc_number(tcp *P) {
     }
     if (buf != tmp) free(buf);
     if (!v) { tc_oom(P); return NULL; }
-    if (sb_add(&P->out, s, n)) { json_decref(v); tc_oom(P); return NULL; }
+    /* an integer too big for 64 bits became a real: written as one (".0"), since jansson
+     * refuses to read an integer it cannot hold */
+    if (sb_add(&P->out, s, n) || (json_is_real(v) && !memchr(s, '.', n) && !memchr(s, 'e', n) && !memchr(s, 'E', n) &&
+                                  sb_add(&P->out, ".0", 2))) {
+        json_decref(v);
+        tc_oom(P);
+        return NULL;
+    }
     return v;
 }
 
@@ -281,7 +296,7 @@ static json_t *tc_object(tcp *P, int depth) {
         const char *k;
         size_t kn;
         if (tc_at(P, MK_STR)) {
-            if (tc_string_raw(P, &k, &kn)) goto bad;
+            if (tc_string_raw(P, &k, &kn, "key")) goto bad;
         } else {
             k = P->p;
             while (P->p < P->end && *P->p != ':' && *P->p != '{' && *P->p != '}' && *P->p != '[' &&
@@ -293,7 +308,7 @@ static json_t *tc_object(tcp *P, int depth) {
                 else tc_fail(P, "expected a key, found '%c'", *P->p);
                 goto bad;
             }
-            if (!utf8_valid((const unsigned char *)k, kn)) { tc_fail(P, "key is not valid UTF-8"); goto bad; }
+            if (tc_text_bad(P, k, kn, "key")) goto bad;
         }
         tc_ws(P);
         if (P->p >= P->end || *P->p != ':') {
@@ -365,7 +380,7 @@ static json_t *tc_value(tcp *P, int depth) {
     if (tc_at(P, MK_STR)) {
         const char *s;
         size_t n;
-        if (tc_string_raw(P, &s, &n)) return NULL;
+        if (tc_string_raw(P, &s, &n, "string")) return NULL;
         json_t *v = json_stringn(s, n);
         if (!v || json_str_out(&P->out, s, n)) { json_decref(v); tc_oom(P); return NULL; }
         return v;
@@ -760,6 +775,8 @@ int g4_output_stream_take(g4_output_stream *s, g4_parsed_output *out, g4_err *er
     memset(out, 0, sizeof *out);
     if (!s) return g4_err_set(err, G4_EINVAL, "output parser: NULL stream");
     if (s->oom) return g4_err_set(err, G4_ENOMEM, "output parser: out of memory");
+    out->reasoning_len = s->acc[G4_OUT_REASONING].n;
+    out->content_len = s->acc[G4_OUT_CONTENT].n;
     out->reasoning = sb_take(&s->acc[G4_OUT_REASONING]);
     out->content = sb_take(&s->acc[G4_OUT_CONTENT]);
     if (!out->reasoning || !out->content) {

@@ -11,6 +11,10 @@
  * Reasoning and content are each trimmed of leading and trailing white space (' ', \t, \r, \n)
  * as a whole. A tool call that is unterminated or does not parse is not dropped: its raw text
  * (markers included) becomes part of the content and `malformed` is counted, with a message.
+ * Keys and strings must be valid UTF-8, and a key holding U+0000 makes the call malformed
+ * (jansson reads no NUL in an object key); U+0000 in a string value is kept (written \u0000:
+ * read it back with JSON_ALLOW_NUL). An integer too big for 64 bits is kept as a real (written
+ * with ".0"), since jansson refuses integers it cannot hold.
  * Everything else (other special tokens, stray markers) is content, verbatim.
  *
  * The streaming form gives the same result: the concatenation of all reasoning deltas equals
@@ -26,14 +30,19 @@
 #include "base/error.h"
 
 typedef struct {
-    char *name;            /* the function name after "call:" */
-    char *arguments_json;  /* compact JSON object text, for OpenAI's `arguments` */
+    char *name;            /* the function name after "call:" (no NUL, white space or markup) */
+    char *arguments_json;  /* compact JSON object text, for OpenAI's `arguments`; jansson
+                            * reads it back (JSON_ALLOW_NUL; flags 0 unless a string value
+                            * holds U+0000) as an object equal to `arguments` */
     json_t *arguments;     /* the same object as jansson (owned; json_decref on free) */
 } g4_tool_call;
 
+/* reasoning and content are the model's text as generated: they may contain NUL bytes (a
+ * byte-fallback token), so use the lengths, not strlen. */
 typedef struct {
     char *reasoning;       /* never NULL; "" when the model did not think */
     char *content;         /* never NULL; "" when there is no answer text */
+    size_t reasoning_len, content_len;
     g4_tool_call *calls;
     size_t n_calls;
     int malformed;         /* tool-call blocks that were returned as content */

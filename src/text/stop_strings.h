@@ -21,7 +21,10 @@
 typedef struct g4_stop_strings g4_stop_strings;
 
 /* Copies the n strings (NUL-terminated). n may be 0 (never matches). G4_EINVAL for an empty
- * string, more than G4_STOP_MAX strings, one longer than G4_STOP_MAX_LEN, or invalid UTF-8. */
+ * string, more than G4_STOP_MAX strings, one longer than G4_STOP_MAX_LEN, or invalid UTF-8.
+ * A stop string therefore cannot hold U+0000: a caller that takes stop strings from JSON must
+ * refuse one that does (the server's `stop` does) rather than pass it cut at the NUL. The text
+ * fed may hold NUL bytes: every text path carries a length and matches them like any byte. */
 int g4_stop_strings_create(const char *const *stops, size_t n, g4_stop_strings **out, g4_err *err);
 void g4_stop_strings_free(g4_stop_strings *s);
 /* Forgets all text, keeps the stop strings. */

@@ -36,7 +36,7 @@ static const pcase CASES[] = {
      0, 0},
     /* white space inside the argument syntax, quoted keys, numbers kept verbatim */
     {"<|tool_call>call:f{ " Q "k y" Q " : 0.1 , n : [ 1 , 2.50 , -0 , 1e-05 ] , big:123456789012345678901234 }<tool_call|>", "", "",
-     1, {"f"}, {"{\"k y\":0.1,\"n\":[1,2.50,-0,1e-05],\"big\":123456789012345678901234}"}, 0, 0},
+     1, {"f"}, {"{\"k y\":0.1,\"n\":[1,2.50,-0,1e-05],\"big\":123456789012345678901234.0}"}, 0, 0},
     /* a string may contain anything but the string marker, markers included */
     {"<|tool_call>call:run{code:" Q "if (a<b) {x} <tool_call|><turn|" Q "}<tool_call|>done", "", "done", 1, {"run"},
      {"{\"code\":\"if (a<b) {x} <tool_call|><turn|\"}"}, 0, 0},
@@ -123,6 +123,16 @@ static void col_free(collected *c) {
     memset(c, 0, sizeof *c);
 }
 
+/* arguments_json is JSON that jansson reads back as the same object as `arguments`. */
+static void check_reads_back(const g4_tool_call *c) {
+    json_error_t je;
+    json_t *re = json_loads(c->arguments_json, JSON_ALLOW_NUL, &je);
+    if (!re) fail_msg("arguments %s do not read back: %s", c->arguments_json, je.text);
+    assert_true(json_is_object(c->arguments));
+    assert_true(json_equal(re, c->arguments));
+    json_decref(re);
+}
+
 /* Streams `in` cut at the given positions; checks the deltas against the whole-text parse. */
 static void stream_check(const char *in, size_t len, const size_t *cuts, int ncuts, const g4_parsed_output *want,
                          int start_in_thought) {
@@ -143,6 +153,10 @@ static void stream_check(const char *in, size_t len, const size_t *cuts, int ncu
     assert_int_equal(g4_output_stream_finish(s, &ev, &nev, &err), 0);
     col_events(&c, ev, nev);
     const char *r = c.text[0] ? c.text[0] : "", *t = c.text[1] ? c.text[1] : "";
+    assert_int_equal(c.len[0], want->reasoning_len);
+    assert_int_equal(c.len[1], want->content_len);
+    assert_memory_equal(r, want->reasoning, c.len[0]);
+    assert_memory_equal(t, want->content, c.len[1]);
     if (strcmp(r, want->reasoning) || strcmp(t, want->content) || c.n_calls != (int)want->n_calls) {
         fprintf(stderr, "stream mismatch for input [%s] cut at", in);
         for (int i = 0; i < ncuts; i++) fprintf(stderr, " %zu", cuts[i]);
@@ -158,8 +172,10 @@ static void stream_check(const char *in, size_t len, const size_t *cuts, int ncu
     }
     g4_parsed_output got;
     assert_int_equal(g4_output_stream_take(s, &got, &err), 0);
-    assert_string_equal(got.reasoning, want->reasoning);
-    assert_string_equal(got.content, want->content);
+    assert_int_equal(got.reasoning_len, want->reasoning_len);
+    assert_int_equal(got.content_len, want->content_len);
+    assert_memory_equal(got.reasoning, want->reasoning, want->reasoning_len);
+    assert_memory_equal(got.content, want->content, want->content_len);
     assert_int_equal(got.malformed, want->malformed);
     assert_int_equal(got.ended, want->ended);
     g4_parsed_output_free(&got);
@@ -197,16 +213,7 @@ static void test_cases(void **st) {
                 fprintf(stderr, "case %zu call %d: got %s\n", k, i, out.calls[i].arguments_json);
             assert_string_equal(out.calls[i].arguments_json, pc->args[i]);
             /* the jansson object and the text agree (jansson re-parses the text) */
-            json_error_t je;
-            json_t *re = json_loads(out.calls[i].arguments_json, 0, &je);
-            if (re) {
-                assert_true(json_is_object(out.calls[i].arguments));
-                assert_true(json_equal(re, out.calls[i].arguments));
-                json_decref(re);
-            } else {
-                /* only the >int64 number case: jansson refuses big integers in text */
-                assert_non_null(strstr(out.calls[i].arguments_json, "123456789012345678901234"));
-            }
+            check_reads_back(&out.calls[i]);
         }
         g4_parsed_output_free(&out);
     }
@@ -395,11 +402,12 @@ static void test_fuzz(void **st) {
     static const char *const alpha[] = {
         "<|channel>", "thought\n", "<channel|>", "<|tool_call>", "<tool_call|>", "call:", "f", "{", "}", "[", "]",
         ":", ",", Q, "<turn|>", "<eos>", "<|tool_response>", "<", "|", ">", "a", " ", "\n", "1", "-", ".", "e",
-        "true", "null", "é", "<|", "<tool", "x:", "\"",
+        "true", "null", "é", "<|", "<tool", "x:", "\"", "", "99999999999999999999", "\x02",
     };
     const int na = (int)(sizeof alpha / sizeof alpha[0]);
     uint64_t r = 0x1234567;
     char buf[512];
+    size_t calls = 0;
     for (int it = 0; it < 3000; it++) {
         size_t len = 0;
         r = r * 6364136223846793005ull + 1442695040888963407ull;
@@ -407,7 +415,7 @@ static void test_fuzz(void **st) {
         for (int i = 0; i < parts; i++) {
             r = r * 6364136223846793005ull + 1442695040888963407ull;
             const char *a = alpha[(r >> 33) % (uint64_t)na];
-            size_t l = strlen(a);
+            size_t l = *a ? strlen(a) : 1; /* "": a NUL byte */
             if (len + l >= sizeof buf) break;
             memcpy(buf + len, a, l);
             len += l;
@@ -417,6 +425,8 @@ static void test_fuzz(void **st) {
         int sit = (int)(r >> 60) & 1;
         g4_output_parse_opts o = {sit};
         assert_int_equal(g4_output_parse_ex(buf, len, &o, &want, NULL), 0);
+        for (size_t i = 0; i < want.n_calls; i++) check_reads_back(&want.calls[i]);
+        calls += want.n_calls;
         r = r * 6364136223846793005ull + 1442695040888963407ull;
         size_t cuts[3];
         for (int i = 0; i < 3; i++) cuts[i] = len ? (size_t)((r >> (10 + 15 * i)) % (len + 1)) : 0;
@@ -426,6 +436,82 @@ static void test_fuzz(void **st) {
         stream_check(buf, len, cuts, 3, &want, sit);
         g4_parsed_output_free(&want);
     }
+    print_message("%zu tool calls parsed\n", calls);
+}
+
+/* NUL bytes: a key holding one makes the call malformed (jansson could not read `arguments`
+ * back: the fuzzer's {"b+3\u0000\u0000\u0002":1.5}), the raw text stays content with its
+ * NULs counted; integers beyond 64 bits read back as reals. */
+static void test_nul_bytes(void **st) {
+    (void)st;
+    const char in[] = "A\0B<|tool_call>call:f{b+3\0\0\x02:1.5}<tool_call|>";
+    g4_parsed_output out;
+    g4_err err;
+    assert_int_equal(g4_output_parse(in, sizeof in - 1, &out, &err), 0);
+    assert_int_equal(out.n_calls, 0);
+    assert_int_equal(out.malformed, 1);
+    assert_non_null(strstr(out.malformed_msg, "NUL"));
+    assert_int_equal(out.content_len, sizeof in - 1);
+    assert_memory_equal(out.content, in, sizeof in - 1);
+    for (size_t k = 0; k <= sizeof in - 1; k++) stream_check(in, sizeof in - 1, &k, 1, &out, 0);
+    g4_parsed_output_free(&out);
+    const char th[] = "<|channel>thought\na\0b<channel|>c\0";
+    assert_int_equal(g4_output_parse(th, sizeof th - 1, &out, &err), 0);
+    assert_int_equal(out.reasoning_len, 3);
+    assert_memory_equal(out.reasoning, "a\0b", 3);
+    assert_int_equal(out.content_len, 2);
+    g4_parsed_output_free(&out);
+    g4_tool_call c;
+    const char quoted[] = "call:f{" Q "k\0" Q ":1}";
+    assert_int_equal(g4_tool_call_parse(quoted, sizeof quoted - 1, &c, &err), G4_EFORMAT);
+    assert_non_null(strstr(err.msg, "key contains a NUL byte"));
+    const char big[] = "call:f{n:-99999999999999999999,m:[18446744073709551616]}";
+    assert_int_equal(g4_tool_call_parse(big, sizeof big - 1, &c, &err), 0);
+    assert_string_equal(c.arguments_json, "{\"n\":-99999999999999999999.0,\"m\":[18446744073709551616.0]}");
+    json_t *re = json_loads(c.arguments_json, 0, NULL);
+    assert_non_null(re);
+    assert_true(json_equal(re, c.arguments));
+    json_decref(re);
+    g4_tool_call_free(&c);
+    /* random keys and values from bytes that broke it: every call that parses reads back */
+    static const char *const kp[] = {"b", "+", "3", "", "\x02", "\x7f", "é", "_"};
+    static const char *const vp[] = {"1.5", "-0", "99999999999999999999", Q "x\0y" Q, "[1,2]", "true", "{z:1}", "1e-400"};
+    uint64_t r = 0xfeed;
+    int ok = 0;
+    for (int it = 0; it < 4000; it++) {
+        char b[256];
+        size_t n = (size_t)sprintf(b, "call:f{");
+        for (int pair = 0; pair < 3; pair++) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            int quote = (int)(r >> 62) & 1, nk = 1 + (int)((r >> 40) % 5);
+            if (pair) b[n++] = ',';
+            if (quote) n += (size_t)sprintf(b + n, Q);
+            for (int i = 0; i < nk; i++) {
+                r = r * 6364136223846793005ull + 1442695040888963407ull;
+                const char *k = kp[(r >> 33) % 8];
+                size_t l = *k ? strlen(k) : 1;
+                memcpy(b + n, k, l);
+                n += l;
+            }
+            if (quote) n += (size_t)sprintf(b + n, Q);
+            b[n++] = ':';
+            const char *v = vp[(r >> 20) % 8];
+            size_t l = strlen(v) + (v[0] == '<' ? 1 + strlen(v + strlen(v) + 1) : 0); /* past the NUL */
+            memcpy(b + n, v, l);
+            n += l;
+        }
+        b[n++] = '}';
+        int rc = g4_tool_call_parse(b, n, &c, &err);
+        if (rc == G4_OK) {
+            check_reads_back(&c);
+            ok++;
+            g4_tool_call_free(&c);
+        } else {
+            assert_int_equal(rc, G4_EFORMAT);
+        }
+    }
+    print_message("%d of 4000 random calls parsed\n", ok);
+    assert_true(ok > 100);
 }
 
 int main(void) {
@@ -436,6 +522,7 @@ int main(void) {
         cmocka_unit_test(test_tool_call_parse_errors),
         cmocka_unit_test(test_template_round_trip),
         cmocka_unit_test(test_fuzz),
+        cmocka_unit_test(test_nul_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -210,12 +210,48 @@ static void test_random_splits(void **st) {
     }
 }
 
+/* NUL bytes in the text are bytes like any other: nothing is cut at them, streamed at any
+ * split or whole. */
+static void test_nul_in_text(void **st) {
+    (void)st;
+    const char text[] = "x\0a\0ab\0y";
+    const size_t len = sizeof text - 1;
+    const char *stops[] = {"ab", "b\0y" /* stops at the NUL: "b" */};
+    size_t cut;
+    int which;
+    assert_int_equal(g4_stop_strings_find(text, len, stops, 2, &cut, &which, NULL), 0);
+    assert_int_equal(cut, 4); /* "x\0a\0", then "ab" ends first */
+    assert_int_equal(which, 0);
+    const char *one[] = {"y"};
+    assert_int_equal(g4_stop_strings_find(text, len, one, 1, &cut, &which, NULL), 0);
+    assert_int_equal(cut, len - 1);
+    g4_stop_strings *s;
+    assert_int_equal(g4_stop_strings_create(one, 1, &s, NULL), 0);
+    for (size_t i = 0; i <= len; i++) {
+        char got[32];
+        size_t gn = 0;
+        const char *e;
+        size_t el;
+        g4_stop_strings_reset(s);
+        assert_true(g4_stop_strings_feed(s, text, i, &e, &el, NULL) >= 0);
+        memcpy(got + gn, e, el);
+        gn += el;
+        assert_int_equal(g4_stop_strings_feed(s, text + i, len - i, &e, &el, NULL), 1);
+        memcpy(got + gn, e, el);
+        gn += el;
+        assert_int_equal(gn, len - 1);
+        assert_memory_equal(got, text, gn);
+    }
+    g4_stop_strings_free(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_basic),
         cmocka_unit_test(test_holdback),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_random_splits),
+        cmocka_unit_test(test_nul_in_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
