@@ -144,9 +144,35 @@ int g4_file_exists(const char *path) {
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+int g4_optional_file(const char *path, int *present, g4_err *err) {
+    *present = 0;
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        int e = errno;
+        if (e != ENOENT) return g4_err_set(err, G4_EIO, "%s: %s", path, strerror(e));
+        if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+            return g4_err_set(err, G4_EIO, "%s: a symbolic link to nothing (its target does not exist)", path);
+        return G4_OK;
+    }
+    if (S_ISDIR(st.st_mode)) return g4_err_set(err, G4_EIO, "%s: is a directory, not a file", path);
+    if (!S_ISREG(st.st_mode)) return g4_err_set(err, G4_EIO, "%s: not a regular file", path);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return g4_err_set(err, G4_EIO, "%s: cannot open: %s", path, strerror(errno));
+    close(fd);
+    *present = 1;
+    return G4_OK;
+}
+
 int g4_is_dir(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int g4_check_dir(const char *path, const char *what, g4_err *err) {
+    struct stat st;
+    if (stat(path, &st) != 0) return g4_err_set(err, G4_EIO, "%s %s: %s", what, path, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return g4_err_set(err, G4_EIO, "%s %s: not a folder", what, path);
+    return G4_OK;
 }
 
 char *g4_path_join(const char *dir, const char *name) {

@@ -23,7 +23,15 @@ int g4_read_file(const char *path, char **data, size_t *len, g4_err *err);
 /* Writes len bytes to path atomically (temp file in the same folder, fsync, rename). */
 int g4_write_file_atomic(const char *path, const void *data, size_t len, g4_err *err);
 int g4_file_exists(const char *path);
+/* An optional file: G4_OK with *present = 0 when nothing is at path (ENOENT), 1 when a regular
+ * file is there and opens for reading; anything else is G4_EIO naming the file with what the
+ * system said (permission denied, a directory, a symbolic-link loop, a dangling link): present
+ * but unreadable is an error, never "absent". */
+int g4_optional_file(const char *path, int *present, g4_err *err);
 int g4_is_dir(const char *path);
+/* G4_OK when path is a folder (links followed); else G4_EIO "<what> <path>: <what the system
+ * said>" (no such file, a symbolic-link loop, permission denied, not a folder). */
+int g4_check_dir(const char *path, const char *what, g4_err *err);
 /* path_join into a malloc'd string: dir + "/" + name. */
 char *g4_path_join(const char *dir, const char *name);
 

@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/mapfile.h"
+
 void g4_gen_config_default(g4_gen_config *c) {
     memset(c, 0, sizeof *c);
     c->bos_token_id = -1;
@@ -243,27 +245,19 @@ int g4_gen_config_load_dir(const char *model_dir, g4_gen_config *c, g4_err *err)
     char gpath[4096], cpath[4096];
     snprintf(gpath, sizeof gpath, "%s/generation_config.json", model_dir);
     snprintf(cpath, sizeof cpath, "%s/config.json", model_dir);
-    FILE *f = fopen(gpath, "rb");
-    int have_gen = f != NULL;
-    if (f) fclose(f);
-    int rc;
+    /* absent files fall back; present but unreadable ones are errors (never silently defaults) */
+    int have_gen, have_cfg;
+    int rc = g4_optional_file(gpath, &have_gen, err);
+    if (!rc) rc = g4_optional_file(cpath, &have_cfg, err);
+    if (rc) return rc;
     if (have_gen) {
         rc = g4_gen_config_load_file(gpath, c, err);
-        if (rc) return rc;
-        if (c->n_eos == 0) {
-            f = fopen(cpath, "rb");
-            if (f) {
-                fclose(f);
-                rc = from_model_config(cpath, c, 1, err);
-            }
-        }
+        if (!rc && c->n_eos == 0 && have_cfg) rc = from_model_config(cpath, c, 1, err);
         return rc;
     }
     g4_gen_config_default(c);
-    f = fopen(cpath, "rb");
-    if (!f)
-        return g4_err_set(err, G4_EIO, "%s: neither generation_config.json nor config.json can be opened", model_dir);
-    fclose(f);
+    if (!have_cfg)
+        return g4_err_set(err, G4_EIO, "%s: neither generation_config.json nor config.json is there", model_dir);
     return from_model_config(cpath, c, 1, err);
 }
 

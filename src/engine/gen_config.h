@@ -43,7 +43,9 @@ int g4_gen_config_parse(const char *json, size_t len, const char *what, g4_gen_c
 /* Reads one file (G4_EIO when it cannot be read). */
 int g4_gen_config_load_file(const char *path, g4_gen_config *c, g4_err *err);
 /* The checkpoint directory: generation_config.json if present, config.json for missing stop
- * ids. G4_EIO when neither file exists; G4_EFORMAT on bad content of either. */
+ * ids. G4_EIO when neither file exists, or when one is there but cannot be read (permission
+ * denied, a directory, a symbolic-link loop or dangling link: never taken as absent);
+ * G4_EFORMAT on bad content of either. */
 int g4_gen_config_load_dir(const char *model_dir, g4_gen_config *c, g4_err *err);
 
 /* The request defaults the checkpoint asks for: do_sample false (or temperature 0) gives

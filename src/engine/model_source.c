@@ -1,12 +1,12 @@
 /* model_source.c — opens a model folder of either kind (see model_source.h). */
 #include "engine/model_source.h"
 
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/mapfile.h"
+#include "engine/gen_config.h"
 #include "model/artifact.h"
 
 static int hf_get(void *src, const g4_tensor_spec *spec, int idx, g4_mat *view, g4_err *err);
@@ -45,37 +45,34 @@ static int art_get(void *p, const g4_tensor_spec *spec, int idx, g4_mat *view, g
 
 int g4_model_source_tp(const char *dir) { return g4_artifact_is_dir(dir) ? g4_artifact_manifest_tp(dir) : 0; }
 
-static void read_gen_config(g4_model_source *s, const char *dir) {
+/* The stop ids of generation_config.json: absent is fine, unreadable or malformed is an error
+ * (the same reader and rules as `g4tp run`'s sampling defaults). */
+static int read_gen_config(g4_model_source *s, const char *dir, g4_err *err) {
     char *p = g4_path_join(dir, "generation_config.json");
-    json_t *j = json_load_file(p, 0, NULL);
+    if (!p) return g4_err_set(err, G4_ENOMEM, "out of memory");
+    g4_gen_config gc;
+    int present, rc = g4_optional_file(p, &present, err);
+    if (!rc && present) rc = g4_gen_config_load_file(p, &gc, err);
     free(p);
-    if (!j) return;
-    json_t *eos = json_object_get(j, "eos_token_id");
-    if (json_is_integer(eos)) s->gen_eos[s->n_gen_eos++] = (int)json_integer_value(eos);
-    size_t i;
-    json_t *v;
-    if (json_is_array(eos))
-        json_array_foreach(eos, i, v) if (json_is_integer(v) && s->n_gen_eos < 8) s->gen_eos[s->n_gen_eos++] = (int)json_integer_value(v);
-    json_decref(j);
+    for (int i = 0; !rc && present && i < gc.n_eos && s->n_gen_eos < 8; i++) s->gen_eos[s->n_gen_eos++] = gc.eos_ids[i];
+    return rc;
 }
 
 int g4_model_source_open(g4_model_source *s, const char *dir, int only_rank, int tp, int verify, g4_err *err) {
     memset(s, 0, sizeof *s);
-    if (!g4_is_dir(dir)) return g4_err_set(err, G4_EIO, "model folder %s does not exist", dir);
-    int rc;
+    int rc = g4_check_dir(dir, "model folder", err);
+    if (rc) return rc;
     if (g4_artifact_is_dir(dir)) {
         if ((rc = g4_artifact_open(dir, only_rank, tp, verify, &s->art, err))) return rc;
         s->is_artifact = 1;
         s->cfg = s->art->cfg; /* the source owns the config from here on */
         memset(&s->art->cfg, 0, sizeof s->art->cfg);
-        read_gen_config(s, dir);
-        return G4_OK;
+    } else {
+        if ((rc = g4_checkpoint_open(dir, &s->ck, err))) return rc;
+        s->cfg = s->ck.cfg; /* the source owns the config from here on */
     }
-    rc = g4_checkpoint_open(dir, &s->ck, err);
-    if (rc) return rc;
-    s->cfg = s->ck.cfg; /* the source owns the config from here on */
-    read_gen_config(s, dir);
-    return G4_OK;
+    if ((rc = read_gen_config(s, dir, err))) g4_model_source_close(s);
+    return rc;
 }
 
 /* Checkpoints hold f32/bf16/f16 only (-1: none of them is block-quantized); an artifact holds

@@ -152,9 +152,12 @@ int g4_checkpoint_open(const char *dir, g4_checkpoint *ck, g4_err *err) {
     int rc = g4_config_load(cpath, &ck->cfg, err);
     free(cpath);
     if (rc) goto fail;
+    /* a file that is there but cannot be read says what the system said, not "missing" */
     char *ipath = g4_path_join(dir, "model.safetensors.index.json");
-    int has_index = g4_file_exists(ipath);
+    int has_index;
+    rc = g4_optional_file(ipath, &has_index, err);
     free(ipath);
+    if (rc) goto fail;
     json_t *idx = NULL;
     char **names = NULL;
     int n_names = 0;
@@ -169,7 +172,9 @@ int g4_checkpoint_open(const char *dir, g4_checkpoint *ck, g4_err *err) {
     if (!ck->files) { rc = g4_err_set(err, G4_ENOMEM, "out of memory"); goto fail_idx; }
     for (int i = 0; i < n_names; i++) {
         char *p = g4_path_join(dir, names[i]);
-        if (!g4_file_exists(p)) {
+        int present;
+        if ((rc = g4_optional_file(p, &present, err))) { free(p); goto fail_idx; }
+        if (!present) {
             rc = has_index ? g4_err_set(err, G4_EIO, "model.safetensors.index.json names shard %s, which does not exist in %s", names[i], dir)
                            : g4_err_set(err, G4_EIO, "%s: no model.safetensors and no model.safetensors.index.json", dir);
             free(p);

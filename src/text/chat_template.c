@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/mapfile.h"
 #include "text/chat_template.h"
 #include "text/jinja_engine.h"
 
@@ -86,14 +87,15 @@ int g4_chat_template_special_tokens(const char *model_dir, json_t **out, g4_err 
     char *p = malloc(dl + 32);
     if (!p) return g4_err_set(err, G4_ENOMEM, "out of memory");
     snprintf(p, dl + 32, "%s/tokenizer_config.json", model_dir);
-    FILE *f = fopen(p, "rb");
-    if (!f) { free(p); return G4_OK; } /* no tokenizer_config.json: the template's defaults */
-    fclose(f);
+    /* no tokenizer_config.json: the template's defaults; one that cannot be read is an error
+     * (rendering without its bos_token would silently change every prompt) */
+    int present, rc = g4_optional_file(p, &present, err);
+    if (rc || !present) { free(p); return rc; }
     /* INT_AS_REAL: HF writes model_max_length = 1e30 as an integer literal jansson cannot hold */
     json_error_t je;
     json_t *tc = json_load_file(p, JSON_DECODE_INT_AS_REAL, &je);
     if (!tc) {
-        int rc = g4_err_set(err, G4_EFORMAT, "%s: malformed JSON at line %d: %s", p, je.line, je.text);
+        rc = g4_err_set(err, G4_EFORMAT, "%s: malformed JSON at line %d: %s", p, je.line, je.text);
         free(p);
         return rc;
     }

@@ -29,7 +29,8 @@ int g4_chat_template_render(const g4_chat_template *t, const json_t *request, co
                             char **out, size_t *out_len, g4_err *err);
 
 /* The *_token strings of MODEL_DIR/tokenizer_config.json (bos_token, eos_token, …) as HF passes
- * them to the template; an empty object when the file is absent. *out is a new reference. */
+ * them to the template; an empty object when the file is absent (G4_EIO when it is there but
+ * cannot be read, G4_EFORMAT when malformed). *out is a new reference. */
 int g4_chat_template_special_tokens(const char *model_dir, json_t **out, g4_err *err);
 
 #endif

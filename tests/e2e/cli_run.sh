@@ -20,4 +20,74 @@ out=$($G4TP run -p "What is the capital of France?" --max-ctx 8 2>&1); rc=$?
 expect_eq "$rc" 1 "prompt longer than the context exits 1"
 echo "$out" | grep -q "context" && ok "message names the context" || bad "message: $out"
 $G4TP run --help | grep -q "usage: g4tp run" && ok "run --help" || bad "run --help"
+
+# A side file that is there but cannot be read is an error naming it, never taken as absent
+# (the prompt would lose its <bos>, the sampling defaults would be ours). As root a mode-000
+# file is still readable, so: a directory and a symlink loop, and mode 000 as nobody (setpriv).
+tmp=$(mktemp -d); chmod 755 "$tmp"
+cp -r models/demo "$tmp/m"; chmod 755 "$tmp/m"
+unreadable() { # file how
+  local f=$1 how=$2 out rc
+  out=$($G4TP run --model "$tmp/m" -p "What is the capital of France?" --temperature 0 2>&1); rc=$?
+  expect_eq "$rc" 1 "$f as $how: run exits 1"
+  echo "$out" | grep -q "$f" && ok "$f as $how: the message names it" || bad "$f as $how: $out"
+}
+for f in tokenizer_config.json generation_config.json; do
+  mv "$tmp/m/$f" "$tmp/$f"
+  mkdir "$tmp/m/$f"; unreadable $f "a directory"; rmdir "$tmp/m/$f"
+  ln -s "$f" "$tmp/m/$f"; unreadable $f "a symlink loop"; rm "$tmp/m/$f"
+  mv "$tmp/$f" "$tmp/m/$f"
+done
+# generation_config.json's stop ids are read by the engine too (g4tp generate)
+mv "$tmp/m/generation_config.json" "$tmp/gc"; ln -s gone "$tmp/m/generation_config.json"
+out=$($G4TP generate --model "$tmp/m" --prompt-ids 2,105 --max-new-tokens 1 2>&1); rc=$?
+expect_eq "$rc" 1 "generate: dangling generation_config.json exits 1"
+echo "$out" | grep -q "generation_config.json: a symbolic link to nothing" && ok "generate: the message says so" || bad "generate: $out"
+rm "$tmp/m/generation_config.json"
+echo '{"eos_token_id": [1, ' > "$tmp/m/generation_config.json"
+out=$($G4TP generate --model "$tmp/m" --prompt-ids 2,105 --max-new-tokens 1 2>&1); rc=$?
+expect_eq "$rc" 1 "generate: malformed generation_config.json exits 1"
+echo "$out" | grep -q "generation_config.json" && ok "generate: the message names it" || bad "generate: $out"
+mv "$tmp/gc" "$tmp/m/generation_config.json"
+# absent is fine
+mv "$tmp/m/tokenizer_config.json" "$tmp/tc"
+out=$($G4TP run --model "$tmp/m" -p "What is the capital of France?" --temperature 0 2>&1); rc=$?
+expect_eq "$rc" 0 "absent tokenizer_config.json: run works"
+mv "$tmp/tc" "$tmp/m/tokenizer_config.json"
+if command -v setpriv >/dev/null && [ "$(id -u)" = 0 ] && setpriv --reuid=nobody --regid=nogroup --clear-groups true 2>/dev/null; then
+  for f in tokenizer_config.json generation_config.json; do
+    chmod 000 "$tmp/m/$f"
+    out=$(setpriv --reuid=nobody --regid=nogroup --clear-groups $G4TP run --model "$tmp/m" -p "What is the capital of France?" --temperature 0 2>&1); rc=$?
+    expect_eq "$rc" 1 "$f unreadable by nobody: run exits 1"
+    echo "$out" | grep -q "$f: cannot open: Permission denied" && ok "$f: Permission denied" || bad "$f as nobody: $out"
+    chmod 644 "$tmp/m/$f"
+  done
+elif [ "$(id -u)" != 0 ]; then
+  chmod 000 "$tmp/m/tokenizer_config.json"
+  out=$($G4TP run --model "$tmp/m" -p "What is the capital of France?" --temperature 0 2>&1); rc=$?
+  expect_eq "$rc" 1 "unreadable tokenizer_config.json: run exits 1"
+  echo "$out" | grep -q "Permission denied" && ok "message: Permission denied" || bad "message: $out"
+  chmod 644 "$tmp/m/tokenizer_config.json"
+else
+  echo "# skipped the EACCES case: setpriv cannot switch to nobody here"
+fi
+# messages say what the system said: a folder that is a symlink loop, a model.safetensors that
+# is a directory or a loop
+ln -s loop "$tmp/loop"
+out=$($G4TP run --model "$tmp/loop" -p hi 2>&1); rc=$?
+expect_eq "$rc" 1 "model folder as a symlink loop exits 1"
+echo "$out" | grep -q "model folder $tmp/loop: Too many levels of symbolic links" && ok "message: a symlink loop" || bad "message: $out"
+mv "$tmp/m/model.safetensors" "$tmp/w"
+mkdir "$tmp/m/model.safetensors"
+out=$($G4TP run --model "$tmp/m" -p hi 2>&1); rc=$?
+expect_eq "$rc" 1 "model.safetensors as a directory exits 1"
+echo "$out" | grep -q "model.safetensors: is a directory" && ok "message: is a directory" || bad "message: $out"
+rmdir "$tmp/m/model.safetensors"; ln -s model.safetensors "$tmp/m/model.safetensors"
+out=$($G4TP run --model "$tmp/m" -p hi 2>&1); rc=$?
+expect_eq "$rc" 1 "model.safetensors as a symlink loop exits 1"
+echo "$out" | grep -q "model.safetensors: Too many levels of symbolic links" && ok "message: a symlink loop" || bad "message: $out"
+rm "$tmp/m/model.safetensors"
+out=$($G4TP run --model "$tmp/m" -p hi 2>&1); rc=$?
+echo "$out" | grep -q "no model.safetensors and no model.safetensors.index.json" && ok "absent: says so" || bad "absent: $out"
+rm -rf "$tmp"
 finish

@@ -3,6 +3,8 @@
 #include "testutil.h"
 
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "engine/gen_config.h"
 
@@ -154,11 +156,76 @@ static void test_types(void **st) {
     assert_non_null(strstr(err.msg, "/nonexistent/generation_config.json"));
 }
 
+static void expect_unreadable(const char *dir, const char *file, const char *why) {
+    g4_gen_config c;
+    g4_err err = {0};
+    assert_int_equal(g4_gen_config_load_dir(dir, &c, &err), G4_EIO);
+    print_message("%s\n", err.msg);
+    assert_non_null(strstr(err.msg, file));
+    assert_non_null(strstr(err.msg, why));
+}
+
+/* A generation_config.json (or config.json) that is there but cannot be read is an error naming
+ * it, never "absent" (the model's sampling defaults would silently become ours). As root chmod
+ * cannot deny a read, so: a directory, a symlink loop, a dangling link, and a mode-000 file read
+ * by a child process that drops to nobody. */
+static void test_unreadable(void **st) {
+    (void)st;
+    char dir[512], p[600];
+    snprintf(dir, sizeof dir, "%s/unreadable", tu_tmpdir());
+    write_file(dir, "config.json", "{\"eos_token_id\": 1}");
+    snprintf(p, sizeof p, "%s/generation_config.json", dir);
+    assert_int_equal(mkdir(p, 0755), 0);
+    expect_unreadable(dir, "generation_config.json", "is a directory");
+    rmdir(p);
+    assert_int_equal(symlink("generation_config.json", p), 0);
+    expect_unreadable(dir, "generation_config.json", "symbolic links");
+    unlink(p);
+    assert_int_equal(symlink("gone.json", p), 0);
+    expect_unreadable(dir, "generation_config.json", "symbolic link to nothing");
+    unlink(p);
+    /* config.json as the fallback is held to the same rule */
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    unlink(p);
+    assert_int_equal(mkdir(p, 0755), 0);
+    expect_unreadable(dir, "config.json", "is a directory");
+    rmdir(p);
+
+    /* permission denied: a folder anyone may enter, a file only root could read */
+    char open_dir[] = "/tmp/g4gen.XXXXXX";
+    assert_non_null(mkdtemp(open_dir));
+    chmod(open_dir, 0755);
+    write_file(open_dir, "config.json", "{\"eos_token_id\": 1}");
+    write_file(open_dir, "generation_config.json", "{\"do_sample\": true}");
+    snprintf(p, sizeof p, "%s/generation_config.json", open_dir);
+    chmod(p, 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (getuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(77);
+        g4_gen_config c;
+        g4_err err = {0};
+        int rc = g4_gen_config_load_dir(open_dir, &c, &err);
+        fprintf(stderr, "as uid %d: rc %d: %s\n", (int)getuid(), rc, err.msg);
+        _exit(rc == G4_EIO && strstr(err.msg, "generation_config.json") && strstr(err.msg, "Permission denied") ? 0 : 1);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    if (WEXITSTATUS(status) == 77) print_message("skipped the EACCES case: cannot switch to uid 65534\n");
+    else assert_int_equal(WEXITSTATUS(status), 0);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/config.json", open_dir);
+    unlink(p);
+    rmdir(open_dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_31b),
         cmocka_unit_test(test_missing_file_uses_config_json),
         cmocka_unit_test(test_types),
+        cmocka_unit_test(test_unreadable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
