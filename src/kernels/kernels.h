@@ -7,11 +7,12 @@
  * decode and TP=1 equal TP=8 bit for bit (DESIGN.md §4).
  *
  * Knows nothing about Gemma: only matrices, vectors and attention over key/value segments.
- * Activations are fp32; weights are fp32, bf16, f16 or q8_0 (blocks of 32 int8 + one f16 scale,
- * the llama.cpp Q8_0 layout). A q8_0 matmul has llama.cpp's semantics: each token's activations
- * are quantized per 32-block to int8 with an fp32 scale (in the scratch buffer, deterministically,
- * per token), each block's integer dot product is exact and is scaled by d_w * d_x in fp32, and
- * the block values are summed in fp32 in the set's fixed order. */
+ * Activations are fp32; weights are fp32, bf16, f16, q8_0 (blocks of 32 int8 + one f16 scale,
+ * the llama.cpp Q8_0 layout) or q4_0 (blocks of 32 4-bit levels + one f16 scale, llama.cpp's
+ * Q4_0). A q8_0 or q4_0 matmul has llama.cpp's semantics: each token's activations are quantized
+ * per 32-block to int8 with an fp32 scale (in the scratch buffer, deterministically, per token),
+ * each block's integer dot product is exact (q4_0: sum (q-8) x) and is scaled by d_w * d_x in
+ * fp32, and the block values are summed in fp32 in the set's fixed order. */
 #ifndef G4_KERNELS_H
 #define G4_KERNELS_H
 
@@ -23,6 +24,7 @@ typedef enum {
     G4_DT_BF16 = 1,
     G4_DT_F16 = 2,
     G4_DT_Q8_0 = 3,
+    G4_DT_Q4_0 = 4,
     G4_DT_COUNT
 } g4_dtype;
 
@@ -32,14 +34,23 @@ typedef struct {
     int8_t qs[G4_Q8_BLOCK];  /* value = d * qs[i] */
 } g4_block_q8_0;
 
-/* Bytes of one row of n elements in dtype dt (q8_0: n must be a multiple of 32). */
+/* llama.cpp's block_q4_0, the on-disk layout: element j of the block is the low nibble of qs[j]
+ * (j < 16) or the high nibble of qs[j-16]; value = d * (q - 8), q in 0..15. */
+#define G4_Q4_BLOCK 32
+typedef struct {
+    uint16_t d;                   /* f16 scale */
+    uint8_t qs[G4_Q4_BLOCK / 2];  /* two levels per byte */
+} g4_block_q4_0;
+_Static_assert(sizeof(g4_block_q4_0) == 18, "g4_block_q4_0 must be 18 bytes, unpadded");
+
+/* Bytes of one row of n elements in dtype dt (q8_0, q4_0: n must be a multiple of 32). */
 size_t g4_dtype_row_bytes(int dt, int64_t n);
 const char *g4_dtype_name(int dt);
-int g4_dtype_from_name(const char *name); /* "f32", "bf16", "f16", "q8_0"; -1 if unknown */
+int g4_dtype_from_name(const char *name); /* "f32", "bf16", "f16", "q8_0", "q4_0"; -1 if unknown */
 
 /* A weight matrix W [rows][cols], row-major, row r starting ld_bytes after row r-1.
  * A column sub-range is another g4_mat whose data points at the first column (for q8_0 the
- * offset must be a multiple of 32 columns). */
+ * offset must be a multiple of 32 columns; the same for q4_0). */
 typedef struct {
     const void *data;
     int dtype;
@@ -63,16 +74,18 @@ typedef struct g4_kernels {
      * every row range. scratch: matmul_scratch_bytes(W, T) bytes owned by the calling thread
      * (quantized activations, unpacked weight panels, partial accumulators), so the hot path
      * never allocates; any alignment is fine. NULL makes the kernel allocate (and free) what it
-     * needs itself. A column sub-range of a q8_0 matrix needs cols a multiple of 32. */
+     * needs itself. A column sub-range of a q8_0 / q4_0 matrix needs cols a multiple of 32. */
     void (*matmul)(const g4_mat *W, const float *x, int64_t ldx, int T,
                    float *y, int64_t ldy, int64_t r0, int64_t r1, void *scratch);
     size_t (*matmul_scratch_bytes)(const g4_mat *W, int T);
 
-    /* q8_0 only (W->dtype == G4_DT_Q8_0): matmul's activations quantized once for many calls
-     * over row ranges of W, or of column slices of W's width (decode walks a matrix a few rows
-     * at a time; quantizing in every call cost as much as the rows). act: 64-byte aligned,
-     * matmul_act_bytes(W, T) bytes, laid out per ISA. matmul_prepared(W, act, ..) gives the
-     * bits of matmul(W, x, ..); scratch: matmul_scratch_bytes(W, T) bytes, not NULL. */
+    /* q8_0 and q4_0 only (W->dtype == G4_DT_Q8_0 or G4_DT_Q4_0): matmul's activations
+     * quantized once for many calls over row ranges of W, or of column slices of W's width
+     * (decode walks a matrix a few rows at a time; quantizing in every call cost as much as the
+     * rows). act: 64-byte aligned, matmul_act_bytes(W, T) bytes, laid out per ISA and per dtype:
+     * a copy prepared for a q4_0 matrix serves any q4_0 matrix of that width, never a q8_0 one
+     * (and the other way round). matmul_prepared(W, act, ..) gives the bits of
+     * matmul(W, x, ..); scratch: matmul_scratch_bytes(W, T) bytes, not NULL. */
     size_t (*matmul_act_bytes)(const g4_mat *W, int T);
     void (*matmul_prepare)(const g4_mat *W, const float *x, int64_t ldx, int T, void *act);
     void (*matmul_prepared)(const g4_mat *W, const void *act, int T, float *y, int64_t ldy,
@@ -101,7 +114,8 @@ typedef struct g4_kernels {
     void (*scale)(float *y, const float *x, float s, int64_t n);
     /* y[i] = cap * tanh(x[i] / cap) */
     void (*softcap)(float *y, const float *x, float cap, int64_t n);
-    /* dst[i] = (float)src[i] for a row of dtype dt (exact for bf16/f16; dequantized for q8_0) */
+    /* dst[i] = (float)src[i] for a row of dtype dt (exact for bf16/f16; dequantized for q8_0 and
+     * q4_0: d * q, d * (q - 8), bitwise the same in every set) */
     void (*row_to_f32)(float *dst, const void *src, int dt, int64_t n);
 } g4_kernels;
 
@@ -120,6 +134,17 @@ extern const g4_kernels g4_kernels_avx512;
 /* Quantizes n floats (n a multiple of 32) to q8_0 blocks, as llama.cpp's quantize_row_q8_0_ref:
  * per block d = max|x|/127 (stored as f16), q = roundf(x / d). For shard/load-time conversion. */
 void g4_quantize_row_q8_0(const float *x, g4_block_q8_0 *y, int64_t n);
+
+/* Quantizes n floats (n a multiple of 32) to q4_0 blocks by llama.cpp's quantize_row_q4_0_ref
+ * (the element of largest |x| is `max`, d = max / -8 stored as f16, q = min(15, (int)(x/d + 8.5))
+ * with x/d computed as x * (1/d)), except that a block already on a 4-bit grid, every value
+ * exactly D * (q - 8) for one f16 D and q in 0..15 (not necessarily spanning the levels),
+ * quantizes losslessly: g4_dequantize_row_q4_0 gives back its values bit for bit (zeros with their
+ * sign), and an unambiguous block its D and levels. Non-finite inputs never invoke undefined
+ * behaviour (NaN -> level 8). */
+void g4_quantize_row_q4_0(const float *x, g4_block_q4_0 *y, int64_t n);
+/* y[i] = d * (q - 8) for n elements (n a multiple of 32); the same as row_to_f32. */
+void g4_dequantize_row_q4_0(const g4_block_q4_0 *x, float *y, int64_t n);
 
 /* Exact conversions used everywhere. */
 static inline float g4_bf16_to_f32(uint16_t h) {

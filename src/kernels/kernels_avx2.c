@@ -369,6 +369,7 @@ static void matmul_q8(const g4_mat *W, const float *x, int64_t ldx, int T, float
 }
 
 static size_t matmul_scratch_bytes(const g4_mat *W, int T) {
+    if (W->dtype == G4_DT_Q4_0) return g4_kernels_scalar.matmul_scratch_bytes(W, T); /* for now */
     if (W->dtype == G4_DT_Q8_0) return (size_t)T * (size_t)g4__q8_act_stride(W->cols) + 64;
     return T > SMALL_T ? f_scratch_bytes() : 0;
 }
@@ -383,6 +384,7 @@ static void matmul(const g4_mat *W, const float *x, int64_t ldx, int T, float *y
     }
     switch (W->dtype) {
     case G4_DT_Q8_0: matmul_q8(W, x, ldx, T, y, ldy, r0, r1, scratch); break;
+    case G4_DT_Q4_0: g4_kernels_scalar.matmul(W, x, ldx, T, y, ldy, r0, r1, scratch); break; /* for now */
     default:
         if (T == 1) {
             if (W->dtype == G4_DT_F32) matvec_dt(G4_DT_F32, W, x, y, r0, r1);
@@ -492,6 +494,7 @@ static void row_to_f32(float *dst, const void *src, int dt, int64_t n) {
         }
         break;
     }
+    case G4_DT_Q4_0: g4_dequantize_row_q4_0(src, dst, n); break;
     default: break;
     }
 }
@@ -568,13 +571,27 @@ static void attention(float *out, const float *q, int nq, int64_t d, const g4_kv
     for (int h = 0; h < nq; h++) attention1(out + h * d, q + h * d, d, segs, nseg, scores);
 }
 
+/* q4_0 goes to the scalar set for now */
+static size_t act_bytes_any(const g4_mat *W, int T) {
+    return W->dtype == G4_DT_Q4_0 ? g4_kernels_scalar.matmul_act_bytes(W, T) : g4__q8_act_bytes_plain(W, T);
+}
+static void prepare_any(const g4_mat *W, const float *x, int64_t ldx, int T, void *act) {
+    if (W->dtype == G4_DT_Q4_0) g4_kernels_scalar.matmul_prepare(W, x, ldx, T, act);
+    else g4__q8_prepare_plain(W, x, ldx, T, act);
+}
+static void prepared_any(const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0, int64_t r1,
+                         void *scratch) {
+    if (W->dtype == G4_DT_Q4_0) g4_kernels_scalar.matmul_prepared(W, act, T, y, ldy, r0, r1, scratch);
+    else matmul_q8_prepared(W, act, T, y, ldy, r0, r1, scratch);
+}
+
 const g4_kernels g4_kernels_avx2 = {
     .name = "avx2",
     .matmul = matmul,
     .matmul_scratch_bytes = matmul_scratch_bytes,
-    .matmul_act_bytes = g4__q8_act_bytes_plain,
-    .matmul_prepare = g4__q8_prepare_plain,
-    .matmul_prepared = matmul_q8_prepared,
+    .matmul_act_bytes = act_bytes_any,
+    .matmul_prepare = prepare_any,
+    .matmul_prepared = prepared_any,
     .rmsnorm = rmsnorm,
     .rope = rope,
     .gelu_mul = gelu_mul,

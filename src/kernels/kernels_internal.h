@@ -28,6 +28,20 @@ void g4__q8_prepare_plain(const g4_mat *W, const float *x, int64_t ldx, int T, v
 /* The same, vectorised (kernels_avx512.c; identical bytes — IEEE division, exact rounding). */
 void g4__q8_quantize_act_avx512(const float *x, int64_t K, void *dst);
 
+/* q4_0 uses the same quantized activations plus, after the record above, int32 s[nb_pad]: the
+ * sum of each block's int8 values, for sum (q-8) x = sum q x - 8 sum x (scalar and avx2 keep
+ * them as they are; avx512 arranges all three arrays for its own loop, same size). */
+static inline int64_t g4__q4_act_stride(int64_t K) { return g4__q8_act_stride(K) + g4__q8_act_nb_pad(K) * 4; }
+static inline int32_t *g4__q4_act_sums(void *rec, int64_t K) {
+    return (int32_t *)((char *)rec + g4__q8_act_stride(K));
+}
+/* T records of g4__q4_act_stride(cols) bytes (every set). */
+size_t g4__q4_act_bytes(const g4_mat *W, int T);
+/* s[] of a quantized record (zero-padded blocks give 0). */
+void g4__q4_block_sums(void *rec, int64_t K);
+/* matmul_prepare of scalar and avx2 for q4_0: g4__q8_quantize_act, then the sums. */
+void g4__q4_prepare_plain(const g4_mat *W, const float *x, int64_t ldx, int T, void *act);
+
 /* Aligns a scratch pointer up to 64 bytes (scratch sizes include the 64 bytes of slack). */
 static inline void *g4__align64(void *p) {
     return (void *)(((uintptr_t)p + 63) & ~(uintptr_t)63);

@@ -6,7 +6,8 @@
  * int8 (g4__q8_quantize_act, into the scratch buffer); per block the integer dot product is
  * exact, times (d_w * d_x) in fp32, summed over blocks with 4 running sums (blocks 0,4,8.. /
  * 1,5,9.. / ..) combined as (s0+s1)+(s2+s3). The SIMD sets compute the same block values and
- * differ only in the order of that float sum. */
+ * differ only in the order of that float sum. q4_0: the same with the block value
+ * (float)(sum q_w x - 8 sum x) * (d_w * d_x). */
 #include "kernels/kernels.h"
 #include "kernels/kernels_internal.h"
 
@@ -20,6 +21,7 @@ size_t g4_dtype_row_bytes(int dt, int64_t n) {
     case G4_DT_BF16:
     case G4_DT_F16: return (size_t)n * 2;
     case G4_DT_Q8_0: return (size_t)(n / G4_Q8_BLOCK) * sizeof(g4_block_q8_0);
+    case G4_DT_Q4_0: return (size_t)(n / G4_Q4_BLOCK) * sizeof(g4_block_q4_0);
     default: return 0;
     }
 }
@@ -30,6 +32,7 @@ const char *g4_dtype_name(int dt) {
     case G4_DT_BF16: return "bf16";
     case G4_DT_F16: return "f16";
     case G4_DT_Q8_0: return "q8_0";
+    case G4_DT_Q4_0: return "q4_0";
     default: return "?";
     }
 }
@@ -94,6 +97,7 @@ static void row_to_f32(float *dst, const void *src, int dt, int64_t n) {
         }
         break;
     }
+    case G4_DT_Q4_0: g4_dequantize_row_q4_0(src, dst, n); break;
     }
 }
 
@@ -187,9 +191,34 @@ static inline float dot_q8(const g4_block_q8_0 *w, const int8_t *xq, const float
     return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
+/* q4_0 weights times one quantized token: sum (q-8) x = sum q x - 8 sum x per block. */
+static inline float dot_q4(const g4_block_q4_0 *w, const int8_t *xq, const float *xd, const int32_t *xs,
+                           int64_t n) {
+    float s[4] = {0, 0, 0, 0};
+    for (int64_t b = 0; b < n / G4_Q4_BLOCK; b++) {
+        const int8_t *xb = xq + b * G4_Q4_BLOCK;
+        int32_t isum = 0;
+        for (int j = 0; j < G4_Q4_BLOCK / 2; j++)
+            isum += (int32_t)(w[b].qs[j] & 15) * xb[j] + (int32_t)(w[b].qs[j] >> 4) * xb[j + 16];
+        isum -= 8 * xs[b];
+        const float d = g4_f16_to_f32(w[b].d) * xd[b];
+        s[b & 3] += (float)isum * d;
+    }
+    return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+static size_t act_bytes(const g4_mat *W, int T) {
+    return W->dtype == G4_DT_Q4_0 ? g4__q4_act_bytes(W, T) : g4__q8_act_bytes_plain(W, T);
+}
+
+static void prepare(const g4_mat *W, const float *x, int64_t ldx, int T, void *act) {
+    if (W->dtype == G4_DT_Q4_0) g4__q4_prepare_plain(W, x, ldx, T, act);
+    else g4__q8_prepare_plain(W, x, ldx, T, act);
+}
+
 static size_t matmul_scratch_bytes(const g4_mat *W, int T) {
-    if (W->dtype != G4_DT_Q8_0) return 0;
-    return g4__q8_act_bytes_plain(W, T) + 64;
+    if (W->dtype != G4_DT_Q8_0 && W->dtype != G4_DT_Q4_0) return 0;
+    return act_bytes(W, T) + 64;
 }
 
 size_t g4__q8_act_bytes_plain(const g4_mat *W, int T) {
@@ -201,15 +230,18 @@ void g4__q8_prepare_plain(const g4_mat *W, const float *x, int64_t ldx, int T, v
     for (int t = 0; t < T; t++) g4__q8_quantize_act(x + t * ldx, W->cols, (char *)act + t * qstride);
 }
 
-/* q8_0 rows [r0, r1) times T prepared tokens */
+/* q8_0 / q4_0 rows [r0, r1) times T prepared tokens */
 static void matmul_prepared(const g4_mat *W, const void *act, int T, float *y, int64_t ldy,
                             int64_t r0, int64_t r1, void *scratch) {
-    const int64_t n = W->cols, qstride = g4__q8_act_stride(n), qsb = g4__q8_act_qs_bytes(n);
+    const int64_t n = W->cols, qstride = (int64_t)act_bytes(W, 1), qsb = g4__q8_act_qs_bytes(n);
     for (int64_t r = r0; r < r1; r++) {
         const void *row = (const char *)W->data + r * W->ld_bytes;
         for (int t = 0; t < T; t++) {
             const char *rec = (const char *)act + t * qstride;
-            y[t * ldy + r] = dot_q8(row, (const int8_t *)rec, (const float *)(rec + qsb), n);
+            const float *xd = (const float *)(rec + qsb);
+            y[t * ldy + r] = W->dtype == G4_DT_Q4_0
+                                 ? dot_q4(row, (const int8_t *)rec, xd, g4__q4_act_sums((void *)rec, n), n)
+                                 : dot_q8(row, (const int8_t *)rec, xd, n);
         }
     }
 }
@@ -217,12 +249,12 @@ static void matmul_prepared(const g4_mat *W, const void *act, int T, float *y, i
 static void matmul(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy,
                    int64_t r0, int64_t r1, void *scratch) {
     const int64_t n = W->cols;
-    if (W->dtype == G4_DT_Q8_0) {
+    if (W->dtype == G4_DT_Q8_0 || W->dtype == G4_DT_Q4_0) {
         void *owned = NULL;
         if (!scratch) scratch = owned = malloc(matmul_scratch_bytes(W, T));
         if (!scratch) return; /* out of memory: nothing sensible to compute */
         char *xq = g4__align64(scratch);
-        g4__q8_prepare_plain(W, x, ldx, T, xq);
+        prepare(W, x, ldx, T, xq);
         matmul_prepared(W, xq, T, y, ldy, r0, r1, NULL);
         free(owned);
         return;
@@ -316,8 +348,8 @@ const g4_kernels g4_kernels_scalar = {
     .name = "scalar",
     .matmul = matmul,
     .matmul_scratch_bytes = matmul_scratch_bytes,
-    .matmul_act_bytes = g4__q8_act_bytes_plain,
-    .matmul_prepare = g4__q8_prepare_plain,
+    .matmul_act_bytes = act_bytes,
+    .matmul_prepare = prepare,
     .matmul_prepared = matmul_prepared,
     .rmsnorm = rmsnorm,
     .rope = rope,

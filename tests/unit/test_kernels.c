@@ -2,7 +2,8 @@
  * reference (tolerances derived from the length of the sums), the scalar reference against
  * double precision, the bitwise invariance properties of DESIGN.md §4 (T tokens == T single
  * calls, any row split, any x alignment, attention independent of the key segmentation), exact
- * bf16/f16 conversions, q8_0 quantization, and the dispatch rules. */
+ * bf16/f16 conversions, q8_0 quantization, and the dispatch rules. q4_0 goes through the same
+ * matmul tests (its quantizer has tests/unit/test_q4.c). */
 #include "testutil.h"
 #include "kernels/kernels.h"
 #include "kernels/kernels_internal.h"
@@ -260,6 +261,26 @@ static void test_quantize_act(void **state) {
 
 /* ---------------- matmul ---------------- */
 
+/* The block-quantized weight formats (activations quantized to int8 blocks too). */
+static int is_q(int dt) { return dt == G4_DT_Q8_0 || dt == G4_DT_Q4_0; }
+
+/* Exact integer dot of weight block b of a q8_0 / q4_0 row with int8 activations xq (the
+ * block's 32 values), and the block's f16 weight scale as fp32. */
+static long block_isum(int dt, const void *row, int64_t b, const int8_t *xq) {
+    long is = 0;
+    if (dt == G4_DT_Q8_0) {
+        const g4_block_q8_0 *w = (const g4_block_q8_0 *)row + b;
+        for (int j = 0; j < 32; j++) is += (long)w->qs[j] * xq[j];
+    } else {
+        const g4_block_q4_0 *w = (const g4_block_q4_0 *)row + b;
+        for (int j = 0; j < 16; j++) is += (long)((w->qs[j] & 15) - 8) * xq[j] + (long)((w->qs[j] >> 4) - 8) * xq[j + 16];
+    }
+    return is;
+}
+static float block_dw(int dt, const void *row, int64_t b) {
+    return g4_f16_to_f32(dt == G4_DT_Q8_0 ? ((const g4_block_q8_0 *)row)[b].d : ((const g4_block_q4_0 *)row)[b].d);
+}
+
 typedef struct {
     int dt;
     int64_t rows, cols, ld;
@@ -272,7 +293,7 @@ static void wmat_make(wmat *m, int dt, int64_t rows, int64_t cols, int64_t pad_e
     m->rows = rows;
     m->cols = cols;
     int64_t rowcols = cols + pad_elems;
-    if (dt == G4_DT_Q8_0) rowcols = (cols + pad_elems + 31) / 32 * 32;
+    if (is_q(dt)) rowcols = (cols + pad_elems + 31) / 32 * 32;
     m->ld = (int64_t)g4_dtype_row_bytes(dt, rowcols);
     m->data = malloc((size_t)(m->ld * rows) + 64);
     m->deq = malloc((size_t)(rows * cols) * 4);
@@ -288,7 +309,8 @@ static void wmat_make(wmat *m, int dt, int64_t rows, int64_t cols, int64_t pad_e
         case G4_DT_F16:
             for (int64_t k = 0; k < rowcols; k++) ((uint16_t *)dst)[k] = g4_f32_to_f16(tmp[k]);
             break;
-        default: g4_quantize_row_q8_0(tmp, (g4_block_q8_0 *)dst, rowcols); break;
+        case G4_DT_Q8_0: g4_quantize_row_q8_0(tmp, (g4_block_q8_0 *)dst, rowcols); break;
+        default: g4_quantize_row_q4_0(tmp, (g4_block_q4_0 *)dst, rowcols); break;
         }
         g4_kernels_scalar.row_to_f32(m->deq + r * cols, dst, dt, cols);
     }
@@ -299,7 +321,7 @@ static void wmat_free(wmat *m) {
     free(m->deq);
 }
 static g4_mat wmat_view(const wmat *m) {
-    g4_mat g = {m->data, m->dt, m->rows, m->cols, m->ld};
+    g4_mat g = {.data = m->data, .dtype = m->dt, .rows = m->rows, .cols = m->cols, .ld_bytes = m->ld};
     return g;
 }
 
@@ -311,25 +333,33 @@ static void run_mm(const g4_kernels *k, const g4_mat *W, const float *x, int64_t
     free(scratch);
 }
 
+/* Row r of the block-quantized weights times x with the matmul's semantics, in double: the
+ * exact block integers times (float)(d_w * d_x), summed in double; *abs_sum gets sum |terms|. */
+static double quant_dot(const wmat *m, int64_t r, const float *x, double *abs_sum) {
+    const void *row = (const char *)m->data + r * m->ld;
+    char *rec = malloc((size_t)g4__q8_act_stride(m->cols) + 64);
+    g4__q8_quantize_act(x, m->cols, rec);
+    const float *xd = (const float *)(rec + g4__q8_act_qs_bytes(m->cols));
+    double s = 0, a = 0;
+    for (int64_t b = 0; b < m->cols / 32; b++) {
+        double v = (double)block_isum(m->dt, row, b, (const int8_t *)rec + b * 32) * (double)(block_dw(m->dt, row, b) * xd[b]);
+        s += v;
+        a += fabs(v);
+    }
+    free(rec);
+    if (abs_sum) *abs_sum = a;
+    return s;
+}
+
 /* Error bound of one output: c * (number of sequential additions) * eps * sum |terms|.
- * For q8_0 the terms are the block values (exact int dot) * d_w * d_x of the quantized x. */
+ * For q8_0 / q4_0 the terms are the block values (exact int dot) * d_w * d_x of the quantized x. */
 static double term_abs_sum(const wmat *m, int64_t r, const float *x) {
     double s = 0;
-    if (m->dt != G4_DT_Q8_0) {
+    if (!is_q(m->dt)) {
         for (int64_t k = 0; k < m->cols; k++) s += fabs((double)m->deq[r * m->cols + k] * x[k]);
         return s;
     }
-    const g4_block_q8_0 *w = (const void *)((const char *)m->data + r * m->ld);
-    char *rec = malloc((size_t)g4__q8_act_stride(m->cols) + 64);
-    g4__q8_quantize_act(x, m->cols, rec);
-    const int8_t *xq = (const int8_t *)rec;
-    const float *xd = (const float *)(rec + g4__q8_act_qs_bytes(m->cols));
-    for (int64_t b = 0; b < m->cols / 32; b++) {
-        long is = 0;
-        for (int j = 0; j < 32; j++) is += (long)w[b].qs[j] * xq[b * 32 + j];
-        s += fabs((double)is * (double)(g4_f16_to_f32(w[b].d) * xd[b]));
-    }
-    free(rec);
+    quant_dot(m, r, x, &s);
     return s;
 }
 
@@ -338,12 +368,12 @@ static const int64_t Kq[] = {32, 64, 96, 160, 288, 1024, 4128};
 static const int64_t Rs[] = {1, 3, 17, 65};
 static const int Ts[] = {1, 2, 3, 5, 13};
 
-/* The scalar reference against double precision (f32..f16: the dequantized dot; q8_0: the
+/* The scalar reference against double precision (f32..f16: the dequantized dot; q8_0, q4_0: the
  * quantized semantics computed exactly). */
 static void test_scalar_vs_double(void **state) {
     (void)state;
     for (int dt = 0; dt < G4_DT_COUNT; dt++) {
-        int64_t K = dt == G4_DT_Q8_0 ? 1024 : 1000;
+        int64_t K = is_q(dt) ? 1024 : 1000;
         wmat m;
         wmat_make(&m, dt, 9, K, 0);
         g4_mat W = wmat_view(&m);
@@ -352,19 +382,12 @@ static void test_scalar_vs_double(void **state) {
         run_mm(&g4_kernels_scalar, &W, x, K, 1, y, 0, 0, 9);
         for (int r = 0; r < 9; r++) {
             double ref = 0;
-            if (dt != G4_DT_Q8_0) {
+            if (!is_q(dt)) {
                 for (int64_t k = 0; k < K; k++) ref += (double)m.deq[r * K + k] * x[k];
             } else {
-                const g4_block_q8_0 *w = (const void *)((const char *)m.data + r * m.ld);
-                char rec[1024 + 32 * 4 + 64];
-                g4__q8_quantize_act(x, K, rec);
-                const float *xd = (const float *)(rec + g4__q8_act_qs_bytes(K));
-                for (int b = 0; b < K / 32; b++) {
-                    long is = 0;
-                    for (int j = 0; j < 32; j++) is += (long)w[b].qs[j] * ((int8_t *)rec)[b * 32 + j];
-                    ref += (double)is * (double)(g4_f16_to_f32(w[b].d) * xd[b]);
-                }
-                /* and the quantized dot is close to the fp32 one (quantization error only) */
+                ref = quant_dot(&m, r, x, NULL);
+                /* and the quantized dot is close to the fp32 one of the dequantized weights
+                 * (activation quantization error only) */
                 double f = 0, fa = 0;
                 for (int64_t k = 0; k < K; k++) {
                     f += (double)m.deq[r * K + k] * x[k];
@@ -385,8 +408,8 @@ static void test_matmul_vs_scalar(void **state) {
     const g4_kernels *ks[3];
     int nk = simd_sets(ks);
     for (int dt = 0; dt < G4_DT_COUNT; dt++) {
-        const int64_t *kl = dt == G4_DT_Q8_0 ? Kq : Ks;
-        int nkl = dt == G4_DT_Q8_0 ? (int)(sizeof Kq / sizeof *Kq) : (int)(sizeof Ks / sizeof *Ks);
+        const int64_t *kl = is_q(dt) ? Kq : Ks;
+        int nkl = is_q(dt) ? (int)(sizeof Kq / sizeof *Kq) : (int)(sizeof Ks / sizeof *Ks);
         for (int ki = 0; ki < nkl; ki++)
             for (int ri = 0; ri < 4; ri++) {
                 const int64_t K = kl[ki], R = Rs[ri];
@@ -400,7 +423,7 @@ static void test_matmul_vs_scalar(void **state) {
                 double *tol = malloc((size_t)(13 * R) * sizeof(double));
                 for (int t = 0; t < 13; t++)
                     for (int64_t r = 0; r < R; r++)
-                        tol[t * R + r] = 2.0 * (double)(K / (dt == G4_DT_Q8_0 ? 32 : 1) + 32) * EPS *
+                        tol[t * R + r] = 2.0 * (double)(K / (is_q(dt) ? 32 : 1) + 32) * EPS *
                                          term_abs_sum(&m, r, x + t * ldx) + 1e-30;
                 for (int ti = 0; ti < 5; ti++) {
                     const int T = Ts[ti];
@@ -474,7 +497,7 @@ static void test_matmul_invariance(void **state) {
     int nk = all_sets(ks);
     for (int s = 0; s < nk; s++)
         for (int dt = 0; dt < G4_DT_COUNT; dt++) {
-            int q = dt == G4_DT_Q8_0;
+            int q = is_q(dt);
             check_invariance(ks[s], dt, 17, q ? 96 : 33, 13);
             check_invariance(ks[s], dt, 65, q ? 1056 : 1037, 5);   /* K > one 512 block */
             check_invariance(ks[s], dt, 70, q ? 640 : 600, 100);   /* direct tiles, many token tiles */
@@ -490,7 +513,7 @@ static void test_matmul_large_T(void **state) {
     const g4_kernels *ks[3];
     int nk = simd_sets(ks);
     for (int dt = 0; dt < G4_DT_COUNT; dt++) {
-        const int64_t K = dt == G4_DT_Q8_0 ? 1056 : 1037, R = 37, ldx = K + 2;
+        const int64_t K = is_q(dt) ? 1056 : 1037, R = 37, ldx = K + 2;
         const int T = 150;
         wmat m;
         wmat_make(&m, dt, R, K, 0);
@@ -502,7 +525,7 @@ static void test_matmul_large_T(void **state) {
             run_mm(ks[s], &W, x, ldx, T, ys, R, 0, R);
             for (int t = 0; t < T; t += 7)
                 for (int64_t r = 0; r < R; r++) {
-                    double tol = 2.0 * (double)(K / (dt == G4_DT_Q8_0 ? 32 : 1) + 32) * EPS *
+                    double tol = 2.0 * (double)(K / (is_q(dt) ? 32 : 1) + 32) * EPS *
                                  term_abs_sum(&m, r, x + t * ldx) + 1e-30;
                     if (!(fabs((double)ys[t * R + r] - yr[t * R + r]) <= tol))
                         fail_msg("%s %s T=%d t=%d r=%ld: %.9g vs %.9g", ks[s]->name, g4_dtype_name(dt), T, t,
@@ -516,17 +539,18 @@ static void test_matmul_large_T(void **state) {
     }
 }
 
-/* avx512 q8_0: the VNNI and the AVX512-BW integer paths give the same bits. */
+/* avx512 q8_0 / q4_0: the VNNI and the AVX512-BW integer paths give the same bits. */
 static void test_q8_vnni_paths(void **state) {
     (void)state;
     const g4_kernels *k = g4_kernels_by_name("avx512");
     if (!k || !g4__avx512_vnni) skip();
     const int64_t kq[] = {32, 64, 480, 512, 544, 1056, 5376};
-    for (int ki = 0; ki < 21; ki++) {
+    for (int ki = 0; ki < 56; ki++) {
+        const int dt = ki < 28 ? G4_DT_Q8_0 : G4_DT_Q4_0;
         const int64_t K = kq[ki % 7], R = 7;
-        const int T = ki < 7 ? 6 : ki < 14 ? 1 : 3; /* T <= 4 takes the T = 1 dot per token */
+        const int T = (int[]){6, 1, 3, 2}[ki / 7 % 4]; /* q8_0: T <= 4 takes the T = 1 dot per token */
         wmat m;
-        wmat_make(&m, G4_DT_Q8_0, R, K, 0);
+        wmat_make(&m, dt, R, K, 0);
         g4_mat W = wmat_view(&m);
         float *x = malloc((size_t)(T * K) * 4), *y1 = malloc((size_t)(T * R) * 4), *y2 = malloc((size_t)(T * R) * 4);
         fill(x, T * K);
@@ -536,10 +560,17 @@ static void test_q8_vnni_paths(void **state) {
         g4__avx512_vnni = 0;
         run_mm(k, &W, x, K, T, y2, R, 0, R);
         g4__avx512_vnni = 1;
-        if (memcmp(y1, y2, (size_t)(T * R) * 4) != 0) fail_msg("K=%ld: VNNI and BW paths differ", (long)K);
-        /* -128 weights (not produced by the quantizer, but legal in a file) */
-        ((g4_block_q8_0 *)m.data)[0].qs[0] = -128;
-        ((g4_block_q8_0 *)m.data)[0].qs[31] = -128;
+        if (memcmp(y1, y2, (size_t)(T * R) * 4) != 0)
+            fail_msg("%s K=%ld T=%d: VNNI and BW paths differ", g4_dtype_name(dt), (long)K, T);
+        /* the extreme levels: q8_0 -128 (not produced by the quantizer, but legal in a file),
+         * q4_0 0 and 15 in one byte */
+        if (dt == G4_DT_Q8_0) {
+            ((g4_block_q8_0 *)m.data)[0].qs[0] = -128;
+            ((g4_block_q8_0 *)m.data)[0].qs[31] = -128;
+        } else {
+            ((g4_block_q4_0 *)m.data)[0].qs[0] = 0xf0;
+            ((g4_block_q4_0 *)m.data)[0].qs[15] = 0x0f;
+        }
         run_mm(k, &W, x, K, T, y1, R, 0, R);
         g4__avx512_vnni = 0;
         run_mm(k, &W, x, K, T, y2, R, 0, R);
@@ -555,16 +586,17 @@ static void test_q8_vnni_paths(void **state) {
     }
 }
 
-/* q8_0 activations prepared once (matmul_prepare) then used by calls over parts of the rows
- * (matmul_prepared) give exactly matmul's bits, for every set and path, T = 1 and T > 1. */
+/* q8_0 / q4_0 activations prepared once (matmul_prepare) then used by calls over parts of the
+ * rows (matmul_prepared) give exactly matmul's bits, for every set and path, T = 1 and T > 1. */
 static void test_q8_prepared(void **state) {
     (void)state;
     const g4_kernels *ks[3];
     int nk = all_sets(ks);
     const int64_t kq[] = {32, 544, 1344, 5376};
     const int Ts[] = {1, 3, 6};
-    for (int s = 0; s < nk; s++)
+    for (int ds = 0; ds < 2 * nk; ds++) /* q8_0 then q4_0, each set */
         for (int vnni = 0; vnni <= 1; vnni++) {
+            const int dt = ds < nk ? G4_DT_Q8_0 : G4_DT_Q4_0, s = ds % nk;
             if (strcmp(ks[s]->name, "avx512") != 0 && vnni) continue; /* the flag is avx512's */
             const int saved = g4__avx512_vnni;
             if (!strcmp(ks[s]->name, "avx512")) {
@@ -576,7 +608,7 @@ static void test_q8_prepared(void **state) {
                     const int64_t K = kq[ki], R = 13;
                     const int T = Ts[ti];
                     wmat m;
-                    wmat_make(&m, G4_DT_Q8_0, R, K, 0);
+                    wmat_make(&m, dt, R, K, 0);
                     g4_mat W = wmat_view(&m);
                     const int64_t ldx = K + 5; /* a token stride that is not the width */
                     float *x = malloc((size_t)(T * ldx) * 4), *y1 = malloc((size_t)(T * R) * 4),
@@ -604,8 +636,8 @@ static void test_q8_prepared(void **state) {
                     }
                     memcpy(y2, y3, (size_t)(T * R) * 4);
                     if (memcmp(y1, y2, (size_t)(T * R) * 4) != 0)
-                        fail_msg("%s vnni=%d K=%ld T=%d: prepared and plain matmul differ", ks[s]->name, vnni,
-                                 (long)K, T);
+                        fail_msg("%s %s vnni=%d K=%ld T=%d: prepared and plain matmul differ", ks[s]->name,
+                                 g4_dtype_name(dt), vnni, (long)K, T);
                     free(act);
                     free(scratch);
                     free(x);
@@ -616,6 +648,40 @@ static void test_q8_prepared(void **state) {
                 }
             g4__avx512_vnni = saved;
         }
+}
+
+/* A column slice (a view into a wider matrix: data at the first column, the wide ld; for q8_0 /
+ * q4_0 on 32-column boundaries, so q4_0 rows start at any 2-byte offset) gives the bits of the
+ * same columns copied into a matrix of their own, every set, dtype and path. */
+static void test_matmul_col_slices(void **state) {
+    (void)state;
+    const g4_kernels *ks[3];
+    const int nk = all_sets(ks);
+    const int Ts[] = {1, 2, 3, 5, 150};
+    for (int s = 0; s < nk; s++)
+        for (int dt = 0; dt < G4_DT_COUNT; dt++)
+            for (int ti = 0; ti < 5; ti++) {
+                const int64_t R = 21, K = 1088, c0 = is_q(dt) ? 96 : 37, Kc = is_q(dt) ? 544 : 531;
+                const int T = Ts[ti];
+                wmat m;
+                wmat_make(&m, dt, R, K, 0);
+                const size_t off = g4_dtype_row_bytes(dt, c0), rb = g4_dtype_row_bytes(dt, Kc);
+                char *copy = malloc(rb * (size_t)R + 64);
+                for (int64_t r = 0; r < R; r++) memcpy(copy + r * (int64_t)rb, (char *)m.data + r * m.ld + off, rb);
+                g4_mat V = {.data = (char *)m.data + off, .dtype = dt, .rows = R, .cols = Kc, .ld_bytes = m.ld};
+                g4_mat C = {.data = copy, .dtype = dt, .rows = R, .cols = Kc, .ld_bytes = (int64_t)rb};
+                float *x = malloc((size_t)(T * Kc) * 4), *y1 = malloc((size_t)(T * R) * 4), *y2 = malloc((size_t)(T * R) * 4);
+                fill(x, T * Kc);
+                run_mm(ks[s], &V, x, Kc, T, y1, R, 0, R);
+                run_mm(ks[s], &C, x, Kc, T, y2, R, 0, R);
+                if (memcmp(y1, y2, (size_t)(T * R) * 4) != 0)
+                    fail_msg("%s %s T=%d: column slice != its copy", ks[s]->name, g4_dtype_name(dt), T);
+                free(copy);
+                free(x);
+                free(y1);
+                free(y2);
+                wmat_free(&m);
+            }
 }
 
 /* Degenerate calls: an empty row range or no tokens writes nothing. */
@@ -643,7 +709,7 @@ static void test_matmul_empty(void **state) {
 static void test_matmul_scalar_order(void **state) {
     (void)state;
     float w[5] = {1e8f, 1.0f, -1e8f, 1.0f, 1.0f}, x[5] = {1, 1, 1, 1, 1}, y;
-    g4_mat W = {w, G4_DT_F32, 1, 5, 20};
+    g4_mat W = {.data = w, .dtype = G4_DT_F32, .rows = 1, .cols = 5, .ld_bytes = 20};
     g4_kernels_scalar.matmul(&W, x, 5, 1, &y, 1, 0, 1, NULL);
     /* s0 = 1e8 + 1 (k=4) = 1e8 (rounded), s1 = 1, s2 = -1e8, s3 = 1: (1e8+1)+(-1e8+1) = 0 */
     assert_true(y == 0.0f);
@@ -990,6 +1056,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_empty),
         cmocka_unit_test(test_q8_vnni_paths),
         cmocka_unit_test(test_q8_prepared),
+        cmocka_unit_test(test_matmul_col_slices),
         cmocka_unit_test(test_matmul_vs_scalar),
         cmocka_unit_test(test_matmul_invariance),
         cmocka_unit_test(test_matmul_large_T),

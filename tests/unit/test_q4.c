@@ -1,0 +1,307 @@
+/* Unit tests for the q4_0 format (src/kernels/kernels_q4.c and the q4_0 matmuls): the block
+ * layout and dtype table, the quantizer (llama.cpp's rule, byte for byte, off the grid; lossless
+ * on a 4-bit grid, with the grid's own scale and levels where they are unique), non-finite
+ * inputs, the dequantizer against every set's row_to_f32, and every set's q4_0 matmul against a
+ * float64 reference of dequantized weights times quantized activations. The invariance tests
+ * (T, row splits, column slices, prepared calls, VNNI on/off) run for q4_0 in test_kernels.c. */
+#include "testutil.h"
+#include "kernels/kernels.h"
+#include "kernels/kernels_internal.h"
+
+#include <float.h>
+#include <math.h>
+#include <stddef.h>
+
+static uint64_t rng_state = 0x2545f4914f6cdd1dull;
+static uint32_t rnd(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 11);
+}
+static float frand(void) { return (float)((double)rnd() / 2147483648.0 - 1.0); } /* [-1, 1) */
+
+static uint32_t fbits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static int level(const g4_block_q4_0 *b, int j) { return j < 16 ? b->qs[j] & 15 : b->qs[j - 16] >> 4; }
+
+/* llama.cpp's quantize_row_q4_0_ref for one block, written out plainly (finite inputs). */
+static void llama_q4_0(const float *x, g4_block_q4_0 *y) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < 32; j++) {
+        const float v = x[j];
+        if (amax < fabsf(v)) {
+            amax = fabsf(v);
+            max = v;
+        }
+    }
+    const float d = max / -8;
+    const float id = d ? 1.0f / d : 0.0f;
+    y->d = g4_f32_to_f16(d);
+    for (int j = 0; j < 16; ++j) {
+        const float x0 = x[0 + j] * id;
+        const float x1 = x[16 + j] * id;
+        const int a = (int8_t)(x0 + 8.5f), b = (int8_t)(x1 + 8.5f);
+        const uint8_t xi0 = (uint8_t)(a < 15 ? a : 15);
+        const uint8_t xi1 = (uint8_t)(b < 15 ? b : 15);
+        y->qs[j] = xi0;
+        y->qs[j] |= xi1 << 4;
+    }
+}
+
+static void test_q4_layout(void **state) {
+    (void)state;
+    assert_int_equal(sizeof(g4_block_q4_0), 18);
+    assert_int_equal(offsetof(g4_block_q4_0, qs), 2);
+    assert_int_equal(G4_DT_Q4_0, 4);
+    assert_true(G4_DT_Q4_0 < G4_DT_COUNT);
+    assert_string_equal(g4_dtype_name(G4_DT_Q4_0), "q4_0");
+    assert_int_equal(g4_dtype_from_name("q4_0"), G4_DT_Q4_0);
+    assert_int_equal(g4_dtype_from_name("q4_1"), -1);
+    assert_int_equal(g4_dtype_row_bytes(G4_DT_Q4_0, 5376), 5376 / 32 * 18);
+    assert_int_equal(g4_dtype_row_bytes(G4_DT_Q4_0, 32), 18);
+}
+
+/* Random f16 step: any sign, exponents from subnormal to large. */
+static uint16_t rand_step(void) {
+    const uint16_t sign = (uint16_t)((rnd() & 1) << 15);
+    if (rnd() % 16 == 0) return (uint16_t)(sign | (1 + rnd() % 1023)); /* subnormal */
+    return (uint16_t)(sign | (1 + rnd() % 30) << 10 | (rnd() % 1024));
+}
+
+/* Levels of one test block, by kind: full range, no -8, small levels only, no zero level, one
+ * level, zero plus one other level, non-negative levels only. */
+static void rand_levels(int kind, uint8_t *q) {
+    const int one = (int)(rnd() % 16), other = (int)(rnd() % 16);
+    for (int j = 0; j < 32; j++) {
+        int v;
+        switch (kind) {
+        case 0: v = (int)(rnd() % 16); break;
+        case 1: v = 1 + (int)(rnd() % 15); break;
+        case 2: v = 8 + (int)(rnd() % 5) - 2; break;
+        case 3: v = (int)(rnd() % 15); v += v >= 8; break;
+        case 4: v = one; break;
+        case 5: v = rnd() % 2 ? 8 : other; break;
+        default: v = 8 + (int)(rnd() % 8); break;
+        }
+        q[j] = (uint8_t)v;
+    }
+}
+
+/* How many (f16 step, levels) give back the nonzero block x exactly: any such step is v / k for
+ * the block's first nonzero value v and its level k, so trying the 15 k is exhaustive. */
+static int grid_solutions(const float *x) {
+    int j0 = 0;
+    while (x[j0] == 0.0f) j0++;
+    int n = 0;
+    for (int k = -8; k <= 7; k++) {
+        if (!k) continue;
+        const float D = x[j0] / (float)k;
+        const uint16_t h = g4_f32_to_f16(D);
+        if (g4_f16_to_f32(h) != D) continue;
+        int ok = 1;
+        for (int j = 0; j < 32 && ok; j++) {
+            const double r = (double)x[j] / (double)D;
+            ok = r == floor(r) && r >= -8 && r <= 7 && fbits(D * (float)(int)r) == fbits(x[j]);
+        }
+        n += ok;
+    }
+    return n;
+}
+
+/* Values exactly on a 4-bit grid come back bit for bit, and with their own step and levels
+ * where those are the only ones. */
+static void test_q4_grid_roundtrip(void **state) {
+    (void)state;
+    enum { NB = 4096 };
+    float *x = malloc(NB * 32 * 4), *back = malloc(NB * 32 * 4);
+    uint16_t *h = malloc(NB * 2);
+    uint8_t *lv = malloc(NB * 32);
+    g4_block_q4_0 *y = malloc(NB * sizeof *y);
+    for (int b = 0; b < NB; b++) {
+        const int kind = b % 8;
+        h[b] = kind == 7 ? (uint16_t)(rnd() % 2 ? 0x8000 : 0) : rand_step(); /* kind 7: step +-0 */
+        rand_levels(kind == 7 ? 0 : kind, lv + b * 32);
+        const float D = g4_f16_to_f32(h[b]);
+        for (int j = 0; j < 32; j++) x[b * 32 + j] = D * (float)(lv[b * 32 + j] - 8);
+    }
+    g4_quantize_row_q4_0(x, y, NB * 32);
+    g4_dequantize_row_q4_0(y, back, NB * 32);
+    int unique = 0, zero = 0;
+    for (int b = 0; b < NB; b++) {
+        for (int j = 0; j < 32; j++)
+            if (fbits(back[b * 32 + j]) != fbits(x[b * 32 + j]))
+                fail_msg("block %d (kind %d, step 0x%04x) element %d: %.9g came back as %.9g (d 0x%04x)", b, b % 8,
+                         h[b], j, x[b * 32 + j], back[b * 32 + j], y[b].d);
+        int nonzero = 0;
+        for (int j = 0; j < 32; j++) nonzero |= x[b * 32 + j] != 0.0f;
+        if (!nonzero) { zero++; continue; }
+        if (grid_solutions(x + b * 32) != 1) continue;
+        unique++;
+        assert_int_equal(y[b].d, h[b]);
+        for (int j = 0; j < 32; j++) assert_int_equal(level(&y[b], j), lv[b * 32 + j]);
+    }
+    print_message("q4_0 grid: %d blocks, %d unambiguous, %d all zero\n", NB, unique, zero);
+    assert_true(unique > NB / 3 && zero >= NB / 8);
+    free(x);
+    free(back);
+    free(h);
+    free(lv);
+    free(y);
+}
+
+/* Off the grid the quantizer is llama.cpp's, byte for byte: random blocks of several magnitudes,
+ * and grid blocks with one value one ulp off. */
+static void test_q4_off_grid(void **state) {
+    (void)state;
+    enum { NB = 4096 };
+    float *x = malloc(NB * 32 * 4), *back = malloc(NB * 32 * 4);
+    g4_block_q4_0 *y = malloc(NB * sizeof *y), ref;
+    for (int b = 0; b < NB; b++) {
+        const float scale = ldexpf(1.0f, (int)(rnd() % 40) - 30);
+        if (b % 4 == 3) { /* a grid block with one value nudged */
+            uint8_t lv[32];
+            rand_levels(0, lv);
+            const float D = g4_f16_to_f32(rand_step());
+            for (int j = 0; j < 32; j++) x[b * 32 + j] = D * (float)(lv[j] - 8);
+            const int j = (int)(rnd() % 32);
+            x[b * 32 + j] = nextafterf(x[b * 32 + j], rnd() % 2 ? INFINITY : -INFINITY);
+        } else
+            for (int j = 0; j < 32; j++) x[b * 32 + j] = frand() * scale;
+    }
+    g4_quantize_row_q4_0(x, y, NB * 32);
+    g4_dequantize_row_q4_0(y, back, NB * 32);
+    double err = 0;
+    for (int b = 0; b < NB; b++) {
+        llama_q4_0(x + b * 32, &ref);
+        if (memcmp(&ref, &y[b], sizeof ref) != 0) fail_msg("block %d: not llama.cpp's quantization", b);
+        const float d = fabsf(g4_f16_to_f32(ref.d));
+        if (d < ldexpf(1.0f, -14)) continue; /* a subnormal f16 step is coarser than llama's fp32 d */
+        for (int j = 0; j < 32; j++) { /* the ordinary error: half a step, one step at the clamp */
+            const double e = fabs((double)back[b * 32 + j] - x[b * 32 + j]);
+            if (!(e <= 1.01 * d)) fail_msg("block %d element %d: error %g, step %g", b, j, e, d);
+            err += e;
+        }
+    }
+    print_message("q4_0 off the grid: llama.cpp's bytes for %d blocks\n", NB);
+    assert_true(err > 0);
+    free(x);
+    free(back);
+    free(y);
+}
+
+/* NaN and inf inputs: no undefined behaviour (the sanitizer build checks the conversions), NaN
+ * at the zero level, finite neighbours still quantized. */
+static void test_q4_nonfinite(void **state) {
+    (void)state;
+    float x[96];
+    g4_block_q4_0 y[3];
+    for (int j = 0; j < 96; j++) x[j] = frand();
+    x[3] = NAN;
+    x[40] = INFINITY;
+    for (int j = 64; j < 96; j++) x[j] = NAN;
+    g4_quantize_row_q4_0(x, y, 96);
+    assert_int_equal(level(&y[0], 3), 8);
+    g4_block_q4_0 ref;
+    float x0[32];
+    memcpy(x0, x, sizeof x0);
+    x0[3] = 0.0f; /* a NaN is ignored by the max: the rest of the block is llama's */
+    llama_q4_0(x0, &ref);
+    assert_int_equal(y[0].d, ref.d);
+    for (int j = 0; j < 32; j++)
+        if (j != 3) assert_int_equal(level(&y[0], j), level(&ref, j));
+    for (int j = 0; j < 32; j++) assert_int_equal(level(&y[2], j), 8);
+}
+
+/* g4_dequantize_row_q4_0 is d * (q - 8) and every set's row_to_f32 gives the same bits, on
+ * every level and on scales of every kind (subnormal, negative, inf, NaN). */
+static void test_q4_dequantize(void **state) {
+    (void)state;
+    enum { NB = 64 };
+    g4_block_q4_0 b[NB];
+    for (int i = 0; i < NB; i++) {
+        b[i].d = i == 0 ? 0x7c00 : i == 1 ? 0xfe00 : i == 2 ? 0x8000 : rand_step();
+        for (int j = 0; j < 16; j++) b[i].qs[j] = (uint8_t)(i == 3 ? (uint32_t)j * 17 : rnd());
+    }
+    float ref[NB * 32], got[NB * 32 + 1];
+    g4_dequantize_row_q4_0(b, ref, NB * 32);
+    for (int i = 0; i < NB; i++)
+        for (int j = 0; j < 32; j++)
+            assert_int_equal(fbits(ref[i * 32 + j]), fbits(g4_f16_to_f32(b[i].d) * (float)(level(&b[i], j) - 8)));
+    const char *names[3];
+    const int n = g4_kernels_available(names, 3);
+    for (int s = 0; s < n; s++) {
+        got[NB * 32] = 42.0f;
+        g4_kernels_by_name(names[s])->row_to_f32(got, b, G4_DT_Q4_0, NB * 32);
+        for (int i = 0; i < NB * 32; i++)
+            if (fbits(got[i]) != fbits(ref[i])) fail_msg("%s row_to_f32 element %d", names[s], i);
+        assert_true(got[NB * 32] == 42.0f);
+    }
+}
+
+/* Every set's q4_0 matmul against float64: the dequantized weights times the dequantized int8
+ * activations (what the integer semantics compute), within a bound from the block count. */
+static void test_q4_matmul_vs_double(void **state) {
+    (void)state;
+    const char *names[3];
+    const int n = g4_kernels_available(names, 3);
+    const int64_t Ks[] = {32, 96, 512, 544, 1056, 5376};
+    const int Ts[] = {1, 2, 3, 4, 5, 9, 40};
+    for (int ki = 0; ki < 6; ki++) {
+        const int64_t K = Ks[ki], R = 11, nb = K / 32;
+        const int T = Ts[(ki + 3) % 7] > Ts[ki] ? Ts[(ki + 3) % 7] : Ts[ki];
+        g4_block_q4_0 *w = malloc((size_t)(R * nb) * sizeof *w);
+        float *x = malloc((size_t)(T * K) * 4), *wd = malloc((size_t)(R * K) * 4), *y = malloc((size_t)(T * R) * 4);
+        for (int64_t i = 0; i < R * K; i++) wd[i] = frand();
+        for (int64_t r = 0; r < R; r++) g4_quantize_row_q4_0(wd + r * K, w + r * nb, K);
+        g4_dequantize_row_q4_0(w, wd, R * K);
+        for (int64_t i = 0; i < T * K; i++) x[i] = frand() * (i % 7 == 0 ? 10.0f : 1.0f);
+        char *rec = malloc((size_t)g4__q8_act_stride(K));
+        double *ref = malloc((size_t)(T * R) * sizeof(double)), *mag = malloc((size_t)(T * R) * sizeof(double));
+        for (int t = 0; t < T; t++) {
+            g4__q8_quantize_act(x + t * K, K, rec);
+            const float *xd = (const float *)(rec + g4__q8_act_qs_bytes(K));
+            for (int64_t r = 0; r < R; r++) {
+                double s = 0, a = 0;
+                for (int64_t k = 0; k < K; k++) {
+                    const double v = (double)wd[r * K + k] * ((double)((int8_t *)rec)[k] * xd[k / 32]);
+                    s += v;
+                    a += fabs(v);
+                }
+                ref[t * R + r] = s;
+                mag[t * R + r] = a;
+            }
+        }
+        g4_mat W = {.data = w, .dtype = G4_DT_Q4_0, .rows = R, .cols = K, .ld_bytes = (int64_t)(nb * sizeof *w)};
+        for (int s = 0; s < n; s++) {
+            const g4_kernels *k = g4_kernels_by_name(names[s]);
+            k->matmul(&W, x, K, T, y, R, 0, R, NULL);
+            for (int i = 0; i < T * R; i++)
+                if (!(fabs(y[i] - ref[i]) <= 4.0 * (double)(nb + 8) * FLT_EPSILON * mag[i] + 1e-30))
+                    fail_msg("%s K=%ld T=%d out %d: %.9g vs %.9g", names[s], (long)K, T, i, y[i], ref[i]);
+        }
+        free(w);
+        free(x);
+        free(wd);
+        free(y);
+        free(rec);
+        free(ref);
+        free(mag);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_q4_layout),
+        cmocka_unit_test(test_q4_grid_roundtrip),
+        cmocka_unit_test(test_q4_off_grid),
+        cmocka_unit_test(test_q4_nonfinite),
+        cmocka_unit_test(test_q4_dequantize),
+        cmocka_unit_test(test_q4_matmul_vs_double),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
