@@ -432,8 +432,21 @@ static int load_added(g4_tokenizer *t, const tj_val *arr, g4_err *err) {
 }
 
 static int build_id_tables(g4_tokenizer *t, g4_err *err) {
+    const int32_t vocab_max = t->n_ids - 1;
     for (size_t k = 0; k < t->n_added; k++)
         if (t->added[k].id + 1 > t->n_ids) t->n_ids = t->added[k].id + 1;
+    /* the tables below have one entry per id: ids far beyond the tokens actually present (a
+     * 60-byte file with the id 2e8 asked for 1.5 GB) are refused; a few holes are tolerated, and
+     * added ids are dense by construction */
+    const size_t present = t->vocab.n + t->n_added, limit = 2 * present + 256;
+    if ((size_t)t->n_ids > limit)
+        return g4_err_set(err, G4_EFORMAT,
+                          "tokenizer.json: model.vocab uses the id %d, but the file holds only %zu tokens (vocab and added); "
+                          "ids beyond %zu are refused", vocab_max, present, limit - 1);
+    for (size_t i = 0; i < t->n_tmpl; i++)
+        if (t->tmpl[i] >= t->n_ids)
+            return g4_err_set(err, G4_EFORMAT, "tokenizer.json: post_processor adds the id %d, which is no token (ids 0..%d)",
+                              t->tmpl[i], t->n_ids - 1);
     size_t n = (size_t)t->n_ids;
     t->id_off = malloc((n ? n : 1) * sizeof *t->id_off);
     t->id_len = malloc((n ? n : 1) * sizeof *t->id_len);

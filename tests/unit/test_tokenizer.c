@@ -310,6 +310,24 @@ static void expect_load(const char *json, int code, const char *needle) {
 
 #define MINI_MODEL "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2},\"merges\":[[\"a\",\"b\"]]}"
 
+/* Ids are bounded by the tokens the file holds: the tables have one entry per id, and a 60-byte
+ * file with the id 2e8 made the loader allocate 1.5 GB. */
+static void test_ids_bounded(void **state) {
+    (void)state;
+    expect_load("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":200000000},\"merges\":[]}}", G4_EFORMAT,
+                "uses the id 200000000, but the file holds only 1 tokens");
+    expect_load("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":2147483646},\"merges\":[]}}", G4_EFORMAT,
+                "ids beyond 259 are refused");
+    expect_load("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":3000000},\"merges\":[]}}", G4_EFORMAT, "3000000");
+    /* a few holes are fine */
+    expect_load("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":9},\"merges\":[]}}", G4_OK, NULL);
+    /* the post-processor may only add ids that are tokens */
+    expect_load("{" MINI_MODEL ",\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":"
+                "{\"id\":\"<s>\",\"type_id\":0}},{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],\"special_tokens\":"
+                "{\"<s>\":{\"id\":\"<s>\",\"ids\":[1000000],\"tokens\":[\"<s>\"]}}}}",
+                G4_EFORMAT, "post_processor adds the id 1000000");
+}
+
 static void test_malformed(void **state) {
     (void)state;
     expect_load("{" MINI_MODEL "}", G4_OK, NULL);
@@ -486,6 +504,7 @@ int main(void) {
         cmocka_unit_test(test_byte_fallback_and_nul),
         cmocka_unit_test(test_invalid_utf8),
         cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_ids_bounded),
         cmocka_unit_test(test_long_input),
         cmocka_unit_test(test_mutations),
         cmocka_unit_test(test_demo_golden),
