@@ -39,6 +39,14 @@ void g4_chat_template_free(g4_chat_template *t)
 int g4_chat_template_render(const g4_chat_template *t, const json_t *request, const json_t *special,
                             char **out, size_t *out_len, g4_err *err)
 {
+    return g4_chat_template_render_ex(t, request, special, NULL, NULL, out, out_len, err);
+}
+
+int g4_chat_template_render_ex(const g4_chat_template *t, const json_t *request, const json_t *special,
+                               const g4_jinja_limits *lim, g4_jinja_stats *stats, char **out, size_t *out_len,
+                               g4_err *err)
+{
+    if (stats) memset(stats, 0, sizeof *stats);
     if (!out) return g4_err_set(err, G4_EINVAL, "chat template: out is NULL");
     *out = NULL;
     if (out_len) *out_len = 0;
@@ -74,7 +82,7 @@ int g4_chat_template_render(const g4_chat_template *t, const json_t *request, co
         if (!strcmp(k, "messages") || !strcmp(k, "tools")) continue;
         json_object_set(vars, k, v);
     }
-    int rc = g4_jinja_render(t->j, vars, out, out_len, err);
+    int rc = g4_jinja_render_ex(t->j, vars, lim, stats, out, out_len, err);
     json_decref(vars);
     if (rc && err) g4_err_prefix(err, "chat template: ");
     return rc;

@@ -9,6 +9,7 @@
 #include <stddef.h>
 
 #include "base/error.h"
+#include "text/jinja_engine.h"
 
 typedef struct g4_chat_template g4_chat_template;
 
@@ -24,9 +25,18 @@ void g4_chat_template_free(g4_chat_template *t);
  * eos_token="<eos>"); request keys override special ones. Like HF, `tools` is None when absent,
  * `documents` is None, add_generation_prompt defaults to false. *out is malloc'd,
  * NUL-terminated, *out_len bytes. G4_ETEMPLATE: the template raised (raise_exception, a type
- * error, an undefined value used); G4_EINVAL: the request is not an object / has no messages. */
+ * error, an undefined value used); G4_EINVAL: the request is not an object / has no messages.
+ * Renders under the engine's default limits (see g4_chat_template_render_ex). */
 int g4_chat_template_render(const g4_chat_template *t, const json_t *request, const json_t *special,
                             char **out, size_t *out_len, g4_err *err);
+
+/* The same under explicit bounds (lim may be NULL: G4_JINJA_DEFAULT_*), reporting the steps and
+ * memory used in *stats (may be NULL). Past max_memory/max_output/max_steps: G4_ENOMEM; cancel
+ * set or timeout_ms passed: G4_ECANCELED; the shared memory budget full: G4_EBUSY. Each message
+ * names the limit. See g4_jinja_limits in text/jinja_engine.h. */
+int g4_chat_template_render_ex(const g4_chat_template *t, const json_t *request, const json_t *special,
+                               const g4_jinja_limits *lim, g4_jinja_stats *stats, char **out, size_t *out_len,
+                               g4_err *err);
 
 /* The *_token strings of MODEL_DIR/tokenizer_config.json (bos_token, eos_token, …) as HF passes
  * them to the template; an empty object when the file is absent (G4_EIO when it is there but

@@ -375,9 +375,9 @@ static int py_attr(jx_ctx *c, jv obj, const char *name, jv *out)
         else if (!strcmp(name, "depth")) *out = jv_int(lp->depth0 + 1);
         else if (!strcmp(name, "depth0")) *out = jv_int(lp->depth0);
         else if (!strcmp(name, "previtem"))
-            *out = i > 0 ? lp->items->v[i - 1] : jv_undef_hint("there is no previous item");
+            *out = i > 0 ? jx_list_at(lp->items, i - 1) : jv_undef_hint("there is no previous item");
         else if (!strcmp(name, "nextitem"))
-            *out = i + 1 < n ? lp->items->v[i + 1] : jv_undef_hint("there is no next item");
+            *out = i + 1 < n ? jx_list_at(lp->items, i + 1) : jv_undef_hint("there is no next item");
         else if (!strcmp(name, "cycle") || !strcmp(name, "changed")) *out = method(c, obj, name);
         else return 0;
         return 1;
@@ -427,7 +427,7 @@ jv jx_getitem(jx_ctx *c, jv obj, jv key)
         if (as_index(key, &i)) {
             int64_t n = (int64_t)obj.l->n;
             if (i < 0) i += n;
-            if (i >= 0 && i < n) return obj.l->v[i];
+            if (i >= 0 && i < n) return jx_list_at(obj.l, (size_t)i);
             return jv_undef_attr(c, obj, key);
         }
         break;
@@ -492,12 +492,14 @@ jv jx_slice(jx_ctx *c, jv obj, jv start, jv stop, jv step)
         return jv_strn(buf.p, buf.n);
     }
     jx_list *l = jx_list_new(c->a, 0);
-    for (int64_t i = a; st > 0 ? i < b : i > b; i += st) jx_list_push(c->a, l, obj.l->v[i]);
-    if (obj.l->is_range) {
+    if (obj.l->is_range) { /* a slice of a range is a range: no items either */
         l->is_range = true;
         l->r0 = obj.l->r0 + a * obj.l->rs;
         l->r1 = obj.l->r0 + b * obj.l->rs;
         l->rs = obj.l->rs * st;
+        if (st > 0 ? a < b : a > b) l->n = (size_t)((st > 0 ? b - a - 1 : a - b - 1) / (st > 0 ? st : -st) + 1);
+    } else {
+        for (int64_t i = a; st > 0 ? i < b : i > b; i += st) jx_list_push(c->a, l, obj.l->v[i]);
     }
     jv r = obj;
     r.l = l;
@@ -522,6 +524,11 @@ jx_list *jx_iterate(jx_ctx *c, jv v)
     switch (v.t) {
     case JV_LIST: case JV_TUPLE:
         if (v.l->gen_error) jx_fail(&c->trap, G4_ETEMPLATE, "TypeError: %s", v.l->gen_error);
+        if (!v.l->v && v.l->n) { /* a range: its items, once (ranges are immutable) */
+            v.l->v = jx_alloc(c->a, v.l->n * sizeof(jv));
+            v.l->cap = v.l->n;
+            for (size_t i = 0; i < v.l->n; i++) v.l->v[i] = jv_int(v.l->r0 + (int64_t)i * v.l->rs);
+        }
         return v.l;
     case JV_UNDEF: return jx_list_new(c->a, 0);
     case JV_DICT: {
@@ -766,7 +773,7 @@ jv jx_call_method(jx_ctx *c, const jx_method *m, const jx_args *a)
             jv x = jx_arg(a, 0, NULL, NULL);
             int64_t k = 0;
             for (size_t i = 0; i < s.l->n; i++)
-                if (jv_eq(s.l->v[i], x)) {
+                if (jv_eq(jx_list_at(s.l, i), x)) {
                     if (nm[0] == 'i') return jv_int((int64_t)i);
                     k++;
                 }
@@ -775,7 +782,7 @@ jv jx_call_method(jx_ctx *c, const jx_method *m, const jx_args *a)
         }
         if (!strcmp(nm, "copy")) {
             jx_list *l = jx_list_new(c->a, s.l->n);
-            for (size_t i = 0; i < s.l->n; i++) jx_list_push(c->a, l, s.l->v[i]);
+            for (size_t i = 0; i < s.l->n; i++) jx_list_push(c->a, l, jx_list_at(s.l, i));
             return jv_list(l);
         }
         break;
@@ -854,8 +861,8 @@ jv jx_call_global(jx_ctx *c, int fn, const jx_args *a)
         if (step < 0 && start > stop) len = (start - stop - 1) / (-step) + 1;
         if (len > JX_MAX_RANGE)
             jx_fail(&c->trap, G4_ETEMPLATE, "OverflowError: Range too big. The sandbox blocks ranges larger than MAX_RANGE (%d).", JX_MAX_RANGE);
-        jx_list *l = jx_list_new(c->a, (size_t)len);
-        for (int64_t i = 0; i < len; i++) jx_list_push(c->a, l, jv_int(start + i * step));
+        jx_list *l = jx_list_new(c->a, 0); /* items computed on demand (jx_list_at, jx_iterate) */
+        l->n = (size_t)len;
         l->is_range = true;
         l->r0 = start;
         l->r1 = stop;

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "text/jinja_engine.h"
 #include "text/jinja_internal.h"
@@ -56,16 +57,40 @@ static jv lookup(jx_ctx *c, jx_scope *s, const char *name)
     return jv_undef_name(name);
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void jx_poll(jx_ctx *c)
+{
+    if (c->steps > c->max_steps)
+        jx_fail(&c->trap, G4_ENOMEM, "template render exceeded its budget of %llu evaluation steps",
+                (unsigned long long)c->max_steps);
+    if (c->cancel && *c->cancel) jx_fail(&c->trap, G4_ECANCELED, "template render cancelled");
+    if (c->deadline_ns && now_ns() > c->deadline_ns)
+        jx_fail(&c->trap, G4_ECANCELED, "template render timed out after %u ms", (unsigned)c->timeout_ms);
+    c->poll_at = c->steps + JX_POLL_STEPS;
+    if (c->poll_at > c->max_steps + 1) c->poll_at = c->max_steps + 1;
+}
+
+/* Every expression, statement list and loop iteration passes here: the recursion bound and the
+ * step budget (cancellation, deadline) hold wherever the template spends its time. */
 static void enter(jx_ctx *c)
 {
     if (++c->depth > JX_MAX_DEPTH)
         jx_fail(&c->trap, G4_ETEMPLATE, "RecursionError: maximum recursion depth exceeded while rendering");
+    jx_charge(c, 1);
 }
 
 static void out_put(jx_ctx *c, const char *p, size_t n)
 {
-    if (c->out->n + n > c->out_limit)
-        jx_fail(&c->trap, G4_ENOMEM, "rendered template exceeds the output limit (%zu bytes)", c->out_limit);
+    if (c->out->n + n > c->out_limit) {
+        char sz[32];
+        jx_fail(&c->trap, G4_ENOMEM, "rendered template exceeds the output limit (%s)", jx_size_str(sz, c->out_limit));
+    }
     jx_buf_put(c->out, p, n);
 }
 
@@ -249,15 +274,12 @@ static bool contains(jx_ctx *c, jv item, jv cont)
     case JV_STR:
         if (item.t != JV_STR)
             jx_fail(&c->trap, G4_ETEMPLATE, "TypeError: 'in <string>' requires string as left operand, not %s", jv_pytype(item));
-        if (item.s.n == 0) return true;
-        if (item.s.n > cont.s.n) return false;
-        for (size_t i = 0; i + item.s.n <= cont.s.n; i++)
-            if (memcmp(cont.s.p + i, item.s.p, item.s.n) == 0) return true;
-        return false;
+        return item.s.n == 0 || (item.s.n <= cont.s.n && memmem(cont.s.p, cont.s.n, item.s.p, item.s.n) != NULL);
     case JV_LIST: case JV_TUPLE:
-        jx_iterate(c, cont); /* raises for a failing generator */
+        if (cont.l->gen_error) jx_iterate(c, cont); /* raises */
+        jx_charge(c, cont.l->n / 16);
         for (size_t i = 0; i < cont.l->n; i++)
-            if (jv_eq(cont.l->v[i], item)) return true;
+            if (jv_eq(jx_list_at(cont.l, i), item)) return true;
         return false;
     case JV_DICT:
         if (item.t == JV_LIST || item.t == JV_DICT || item.t == JV_NS)
@@ -548,20 +570,79 @@ static jv render_block(jx_ctx *c, jx_scope *s, const jx_body *b)
     return jv_strn(buf.p, buf.n);
 }
 
+/* ---- loops that can stop early ----
+ * The official template scans forward from every message ({% for j in range(i + 1, n) %} whose
+ * body is one {% if not ns.found %}): in Jinja2 that is quadratic. Such an iteration whose `if`
+ * takes an empty branch changed nothing, and when the condition reads nothing a loop iteration
+ * sets (no loop variable, no `loop`, no call or filter that could have an effect or differ from
+ * call to call), every later iteration takes the same empty branch: the loop can stop there with
+ * the same output, and the scan becomes linear overall. */
+
+static bool is_blank(const jx_body *b)
+{
+    for (int i = 0; i < b->n; i++)
+        if (b->v[i]->kind != S_TEXT || b->v[i]->val.s.n) return false;
+    return true;
+}
+
+static bool names_target(const jx_node *loop, const char *name)
+{
+    if (!strcmp(name, "loop")) return true;
+    for (int i = 0; i < loop->nnames; i++)
+        if (!strcmp(loop->names[i], name)) return true;
+    return false;
+}
+
+static bool loop_invariant(const jx_node *e, const jx_node *loop)
+{
+    if (!e) return true;
+    switch (e->kind) {
+    case E_CONST: return true;
+    case E_NAME: return !names_target(loop, e->name);
+    case E_LIST: case E_TUPLE: case E_DICT: case E_ATTR: case E_ITEM: case E_SLICE: case E_TEST: case E_NOT:
+    case E_NEG: case E_POS: case E_BIN: case E_AND: case E_OR: case E_CMP: case E_COND:
+        break;
+    default: return false; /* calls, filters */
+    }
+    if (!loop_invariant(e->a, loop) || !loop_invariant(e->b, loop) || !loop_invariant(e->c, loop)) return false;
+    for (int i = 0; i < e->nargs; i++)
+        if (!loop_invariant(e->args[i], loop)) return false;
+    for (int i = 0; i < e->nkw; i++)
+        if (!loop_invariant(e->kwv[i], loop)) return false;
+    return true;
+}
+
+/* The loop body's single `if` when its condition is loop-invariant, else NULL. */
+static const jx_node *invariant_guard(const jx_node *loop)
+{
+    const jx_node *g = NULL;
+    for (int i = 0; i < loop->body.n; i++) {
+        const jx_node *st = loop->body.v[i];
+        if (st->kind == S_TEXT && !st->val.s.n) continue;
+        if (g || st->kind != S_IF) return NULL;
+        g = st;
+    }
+    return g && loop_invariant(g->a, loop) ? g : NULL;
+}
+
 static int exec_for(jx_ctx *c, jx_scope *s, const jx_node *n)
 {
     jv it = eval(c, s, n->a);
     c->trap.line = n->line;
-    jx_list *items = jx_iterate(c, it);
+    /* a range is walked without materialising it: a loop over range(i, n) per message would
+     * otherwise cost memory quadratic in the messages */
+    jx_list *items = it.t == JV_LIST && it.l->is_range ? it.l : jx_iterate(c, it);
     if (n->b) { /* loop filter: applied before the loop, so loop.length counts kept items */
         jx_list *kept = jx_list_new(c->a, items->n);
         for (size_t i = 0; i < items->n; i++) {
             jx_scope *fs = scope_new(c, s);
-            assign_targets(c, fs, n, items->v[i]);
-            if (jv_truthy(eval(c, fs, n->b))) jx_list_push(c->a, kept, items->v[i]);
+            jv item = jx_list_at(items, i);
+            assign_targets(c, fs, n, item);
+            if (jv_truthy(eval(c, fs, n->b))) jx_list_push(c->a, kept, item);
         }
         items = kept;
     }
+    const jx_node *guard = items->n > 1 ? invariant_guard(n) : NULL;
     if (items->n == 0) return exec_body(c, scope_new(c, s), &n->else_body);
     jx_loop *lp = jx_alloc(c->a, sizeof *lp);
     lp->items = items;
@@ -576,8 +657,18 @@ static int exec_for(jx_ctx *c, jx_scope *s, const jx_node *n)
         /* a fresh scope per iteration (Jinja semantics), recycled when nothing kept it */
         if (!is || is->captured) is = scope_new(c, s);
         else is->vars.n = 0;
-        assign_targets(c, is, n, items->v[i]);
+        assign_targets(c, is, n, jx_list_at(items, i));
         scope_set(c, is, "loop", lv);
+        if (guard) { /* what exec_body(&n->body) would do, stopping at the first empty branch */
+            enter(c);
+            c->trap.line = guard->line;
+            const jx_body *br = jv_truthy(eval(c, is, guard->a)) ? &guard->body : &guard->else_body;
+            int f = is_blank(br) ? FLOW_BREAK : exec_body(c, is, br);
+            c->depth--;
+            if (is->captured) is->ended = true;
+            if (f == FLOW_BREAK) break;
+            continue;
+        }
         int f = exec_body(c, is, &n->body);
         if (is->captured) is->ended = true;
         if (f == FLOW_BREAK) break;
@@ -704,8 +795,6 @@ struct g4_jinja {
 };
 
 #define JX_TEMPLATE_MEM (256u << 20)
-#define JX_RENDER_MEM (1024u << 20)
-#define JX_OUT_LIMIT (64u << 20)
 
 int g4_jinja_compile(const char *src, size_t len, g4_jinja **out, g4_err *err)
 {
@@ -748,26 +837,50 @@ void g4_jinja_free(g4_jinja *j)
     free(j);
 }
 
+static void render_done(jx_ctx *c, g4_jinja_stats *stats)
+{
+    if (stats) {
+        stats->steps = c->steps;
+        stats->memory = jx_arena_total(c->a);
+    }
+    jx_arena_free(c->a);
+    free(c);
+}
+
 int g4_jinja_render(const g4_jinja *j, const json_t *vars, char **out, size_t *out_len, g4_err *err)
+{
+    return g4_jinja_render_ex(j, vars, NULL, NULL, out, out_len, err);
+}
+
+int g4_jinja_render_ex(const g4_jinja *j, const json_t *vars, const g4_jinja_limits *lim, g4_jinja_stats *stats,
+                       char **out, size_t *out_len, g4_err *err)
 {
     *out = NULL;
     if (out_len) *out_len = 0;
+    if (stats) memset(stats, 0, sizeof *stats);
     if (!j) return g4_err_set(err, G4_EINVAL, "template is NULL");
     if (vars && !json_is_object(vars)) return g4_err_set(err, G4_EINVAL, "template variables must be a JSON object");
+    static const g4_jinja_limits none;
+    if (!lim) lim = &none;
     jx_ctx *c = calloc(1, sizeof *c);
     if (!c) return g4_err_set(err, G4_ENOMEM, "out of memory");
-    c->a = jx_arena_new(JX_RENDER_MEM);
+    c->a = jx_arena_new(lim->max_memory ? lim->max_memory : G4_JINJA_DEFAULT_MEMORY);
     if (!c->a) {
         free(c);
         return g4_err_set(err, G4_ENOMEM, "out of memory");
     }
-    c->out_limit = JX_OUT_LIMIT;
+    if (lim->shared) jx_arena_share(c->a, lim->shared, lim->shared_max);
+    c->out_limit = lim->max_output ? lim->max_output : G4_JINJA_DEFAULT_OUTPUT;
+    c->max_steps = lim->max_steps ? lim->max_steps : G4_JINJA_DEFAULT_STEPS;
+    c->cancel = lim->cancel;
+    c->timeout_ms = lim->timeout_ms;
+    if (lim->timeout_ms) c->deadline_ns = now_ns() + (uint64_t)lim->timeout_ms * 1000000u;
+    c->poll_at = 0; /* poll at the first step: a render cancelled before it starts does nothing */
     jx_arena_set_trap(c->a, &c->trap);
     if (setjmp(c->trap.jb)) {
         int code = c->trap.err.code;
         if (err) *err = c->trap.err;
-        jx_arena_free(c->a);
-        free(c);
+        render_done(c, stats);
         return code ? code : G4_ETEMPLATE;
     }
     c->root = scope_new(c, NULL);
@@ -785,15 +898,13 @@ int g4_jinja_render(const g4_jinja *j, const json_t *vars, char **out, size_t *o
     exec_body(c, c->root, &j->t.root);
     char *res = malloc(buf.n + 1);
     if (!res) {
-        jx_arena_free(c->a);
-        free(c);
+        render_done(c, stats);
         return g4_err_set(err, G4_ENOMEM, "out of memory");
     }
     memcpy(res, buf.p, buf.n);
     res[buf.n] = 0;
     *out = res;
     if (out_len) *out_len = buf.n;
-    jx_arena_free(c->a);
-    free(c);
+    render_done(c, stats);
     return G4_OK;
 }

@@ -143,10 +143,11 @@ static jv do_tojson(jx_ctx *c, jv v, const jx_args *a)
     else if (ind.t != JV_NONE) jx_fail(&c->trap, G4_EUNSUPPORTED, "tojson indent must be an integer or None");
     const char *isep = NULL, *ksep = NULL;
     if (sep.t == JV_LIST || sep.t == JV_TUPLE) {
-        if (sep.l->n != 2 || sep.l->v[0].t != JV_STR || sep.l->v[1].t != JV_STR)
+        jv s0 = sep.l->n == 2 ? jx_list_at(sep.l, 0) : jv_none(), s1 = sep.l->n == 2 ? jx_list_at(sep.l, 1) : jv_none();
+        if (s0.t != JV_STR || s1.t != JV_STR)
             jx_fail(&c->trap, G4_ETEMPLATE, "ValueError: separators must be a pair of strings");
-        isep = jx_strdup(c->a, sep.l->v[0].s.p, sep.l->v[0].s.n);
-        ksep = jx_strdup(c->a, sep.l->v[1].s.p, sep.l->v[1].s.n);
+        isep = jx_strdup(c->a, s0.s.p, s0.s.n);
+        ksep = jx_strdup(c->a, s1.s.p, s1.s.n);
     } else if (sep.t != JV_NONE) {
         jx_fail(&c->trap, G4_ETEMPLATE, "TypeError: separators must be a tuple of two strings");
     }
@@ -304,7 +305,7 @@ static jv do_select(jx_ctx *c, jv seq, const jx_args *a, bool select, bool by_at
     int off = 0;
     jv attr = {0};
     if (by_attr) {
-        if (a->npos < 1) jx_fail(&c->trap, G4_ETEMPLATE, "TypeError: missing attribute argument");
+        if (a->npos < 1) jx_fail(&c->trap, G4_ETEMPLATE, "FilterArgumentError: Missing parameter for attribute name");
         attr = a->pos[0];
         off = 1;
     }
@@ -315,9 +316,10 @@ static jv do_select(jx_ctx *c, jv seq, const jx_args *a, bool select, bool by_at
         tname = jx_strdup(c->a, t.s.p, t.s.n);
         if (!jx_test_known(tname)) jx_fail(&c->trap, G4_EUNSUPPORTED, "test '%s' is not supported", tname);
     }
+    /* no test name: Jinja2 selects by truthiness (its kwargs are then ignored) */
     jx_args sub = *a;
-    sub.pos = a->pos + off + 1;
-    sub.npos = a->npos - off - 1 < 0 ? 0 : a->npos - off - 1;
+    sub.pos = tname ? a->pos + off + 1 : NULL;
+    sub.npos = tname ? a->npos - off - 1 : 0;
     for (size_t i = 0; i < items->n; i++) {
         jv v = by_attr ? attr_path(c, items->v[i], attr) : items->v[i];
         bool r = tname ? jx_apply_test(c, tname, v, &sub) : jv_truthy(v);
@@ -561,6 +563,7 @@ jv jx_apply_filter(jx_ctx *c, const char *f, jv in, const jx_args *a)
             jx_list *l = jx_list_new(c->a, items->n), *seen = jx_list_new(c->a, items->n);
             for (size_t i = 0; i < items->n; i++) {
                 bool dup = false;
+                jx_charge(c, seen->n / 16); /* quadratic in the items: counted against the step budget */
                 for (size_t k = 0; k < seen->n; k++)
                     if (jv_eq(seen->v[k], keys[i])) dup = true;
                 if (!dup) {
@@ -682,7 +685,7 @@ bool jx_apply_test(jx_ctx *c, const char *t, jv v, const jx_args *a)
             return v.s.n == 0 || (v.s.n <= arg.s.n && memmem(arg.s.p, arg.s.n, v.s.p, v.s.n) != NULL);
         case JV_LIST: case JV_TUPLE:
             for (size_t i = 0; i < arg.l->n; i++)
-                if (jv_eq(arg.l->v[i], v)) return true;
+                if (jv_eq(jx_list_at(arg.l, i), v)) return true;
             return false;
         case JV_DICT: return jx_dict_get(arg.d, v) != NULL;
         case JV_UNDEF: return false;

@@ -9,6 +9,7 @@
 #define G4_TEXT_JINJA_INTERNAL_H
 
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -27,10 +28,15 @@ _Noreturn void jx_fail(jx_trap *t, int code, const char *fmt, ...) __attribute__
 /* ---- arena ---- */
 typedef struct jx_arena jx_arena;
 jx_arena *jx_arena_new(size_t limit_bytes);
+/* Also charges the arena's chunks to *shared (bytes held by every arena sharing it, e.g. all
+ * renders in flight) and fails with G4_EBUSY past shared_max; jx_arena_free gives them back. */
+void jx_arena_share(jx_arena *a, atomic_size_t *shared, size_t shared_max);
+size_t jx_arena_total(const jx_arena *a); /* bytes taken from malloc so far (the peak: nothing is freed early) */
 void jx_arena_free(jx_arena *a);
 void jx_arena_set_trap(jx_arena *a, jx_trap *t);
 void *jx_alloc(jx_arena *a, size_t n); /* zeroed; fails through the trap when out of memory */
 char *jx_strdup(jx_arena *a, const char *p, size_t n); /* NUL-terminated copy */
+const char *jx_size_str(char buf[32], size_t n);       /* "256 MiB" or "1000 bytes", for messages */
 
 /* ---- growable byte buffer in the arena ---- */
 typedef struct jx_buf {
@@ -90,8 +96,9 @@ typedef struct jv {
 
 typedef struct jx_list {
     size_t n, cap;
-    jv *v;
-    bool is_range;             /* made by range(): prints as range(a, b[, s]) */
+    jv *v;                     /* NULL for a range() until something needs all items (jx_iterate):
+                                  read single items with jx_list_at */
+    bool is_range;             /* made by range(): prints as range(a, b[, s]); item i = r0 + i*rs */
     const char *view;          /* "dict_items"/"dict_keys"/"dict_values": repr wraps the list */
     bool gen;                  /* stands for a Python generator/iterator (map, select, ...):
                                   always truthy, has no len(), cannot be printed */
@@ -142,6 +149,11 @@ jv jv_undef_hint(const char *hint);
 jv jv_undef_attr(jx_ctx *c, jv obj, jv key); /* "<type> object has no attribute/element <key>" */
 
 jx_list *jx_list_new(jx_arena *a, size_t cap);
+/* Item i < l->n of any list, a range included, without materialising it. */
+static inline jv jx_list_at(const jx_list *l, size_t i)
+{
+    return l->v ? l->v[i] : jv_int(l->r0 + (int64_t)i * l->rs);
+}
 void jx_list_push(jx_arena *a, jx_list *l, jv v);
 jv jv_list(jx_list *l);
 jv jv_tuple(jx_list *l);
@@ -237,11 +249,27 @@ struct jx_ctx {
     int depth;           /* recursion depth (expressions, statements, macro calls) */
     int loop_depth;
     size_t out_limit;
+    uint64_t steps;      /* evaluation steps so far (enter() counts them) */
+    uint64_t max_steps;
+    uint64_t poll_at;    /* next step count at which jx_poll runs */
+    const volatile int *cancel;
+    uint64_t deadline_ns; /* CLOCK_MONOTONIC; 0: none */
+    uint32_t timeout_ms;
 };
 
 #define JX_MAX_DEPTH 400
 #define JX_MAX_PARSE_DEPTH 200
 #define JX_MAX_RANGE 100000
+#define JX_POLL_STEPS 1024  /* cancellation and the deadline are checked this often */
+
+/* Counts n evaluation steps (builtins charge their per-item work with it); past the step budget,
+ * on cancellation or after the deadline it fails through the trap. */
+void jx_poll(jx_ctx *c);
+static inline void jx_charge(jx_ctx *c, uint64_t n)
+{
+    c->steps += n;
+    if (c->steps >= c->poll_at) jx_poll(c);
+}
 
 /* jinja_builtins.c */
 bool jx_filter_known(const char *name);

@@ -30,6 +30,13 @@ _Noreturn void jx_fail(jx_trap *t, int code, const char *fmt, ...)
 
 /* ---------------------------------------------------------------- arena */
 
+const char *jx_size_str(char buf[32], size_t n)
+{
+    if (n >= (1u << 20) && n % (1u << 20) == 0) snprintf(buf, 32, "%zu MiB", n >> 20);
+    else snprintf(buf, 32, "%zu bytes", n);
+    return buf;
+}
+
 typedef struct jx_chunk {
     struct jx_chunk *next;
     size_t used, cap;
@@ -40,6 +47,8 @@ struct jx_arena {
     jx_chunk *head;
     size_t total, limit;
     jx_trap *trap;
+    atomic_size_t *shared;  /* see jx_arena_share; a->total of it is ours */
+    size_t shared_max;
 };
 
 jx_arena *jx_arena_new(size_t limit_bytes)
@@ -49,9 +58,18 @@ jx_arena *jx_arena_new(size_t limit_bytes)
     return a;
 }
 
+void jx_arena_share(jx_arena *a, atomic_size_t *shared, size_t shared_max)
+{
+    a->shared = shared;
+    a->shared_max = shared_max;
+}
+
+size_t jx_arena_total(const jx_arena *a) { return a->total; }
+
 void jx_arena_free(jx_arena *a)
 {
     if (!a) return;
+    if (a->shared) atomic_fetch_sub(a->shared, a->total);
     jx_chunk *c = a->head;
     while (c) {
         jx_chunk *n = c->next;
@@ -73,11 +91,21 @@ void *jx_alloc(jx_arena *a, size_t n)
         if (a->total > 4 * cap) cap = a->total / 4;
         if (cap < n) cap = n;
         if (a->total + cap > a->limit) {
-            if (a->trap) jx_fail(a->trap, G4_ENOMEM, "template memory limit (%zu bytes) exceeded", a->limit);
+            char sz[32];
+            if (a->trap) jx_fail(a->trap, G4_ENOMEM, "template working memory limit (%s) exceeded", jx_size_str(sz, a->limit));
+            return NULL;
+        }
+        if (a->shared && atomic_fetch_add(a->shared, cap) + cap > a->shared_max) {
+            atomic_fetch_sub(a->shared, cap);
+            char sz[32];
+            if (a->trap)
+                jx_fail(a->trap, G4_EBUSY, "the template renders in progress already use their shared memory budget (%s)",
+                        jx_size_str(sz, a->shared_max));
             return NULL;
         }
         jx_chunk *nc = malloc(sizeof *nc + cap);
         if (!nc) {
+            if (a->shared) atomic_fetch_sub(a->shared, cap);
             if (a->trap) jx_fail(a->trap, G4_ENOMEM, "out of memory in the template engine");
             return NULL;
         }
@@ -365,7 +393,7 @@ bool jv_eq(jv a, jv b)
         if (a.l->gen || b.l->gen) return a.l == b.l; /* generators compare by identity */
         if (a.l->n != b.l->n) return false;
         for (size_t i = 0; i < a.l->n; i++)
-            if (!jv_eq(a.l->v[i], b.l->v[i])) return false;
+            if (!jv_eq(jx_list_at(a.l, i), jx_list_at(b.l, i))) return false;
         return true;
     case JV_DICT:
         if (a.d->n != b.d->n) return false;
@@ -424,8 +452,10 @@ int jv_cmp(jx_ctx *c, jv a, jv b, const char *opname)
     }
     if ((a.t == JV_LIST || a.t == JV_TUPLE) && a.t == b.t) {
         size_t n = a.l->n < b.l->n ? a.l->n : b.l->n;
-        for (size_t i = 0; i < n; i++)
-            if (!jv_eq(a.l->v[i], b.l->v[i])) return jv_cmp(c, a.l->v[i], b.l->v[i], opname);
+        for (size_t i = 0; i < n; i++) {
+            jv x = jx_list_at(a.l, i), y = jx_list_at(b.l, i);
+            if (!jv_eq(x, y)) return jv_cmp(c, x, y, opname);
+        }
         return a.l->n < b.l->n ? -1 : a.l->n > b.l->n;
     }
     jx_fail(&c->trap, G4_ETEMPLATE, "TypeError: '%s' not supported between instances of '%s' and '%s'",

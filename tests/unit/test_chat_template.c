@@ -1,7 +1,8 @@
 /* test_chat_template.c — the chat template renderer against Python Jinja2 as HF runs it:
  * every case of tests/data/template/parity_{current,launch}.json (written by
  * scripts/make_template_parity.py) must render byte for byte the same, or fail where Jinja2
- * raised; plus the rendering examples of gemma4-spec §5.2 and API argument checks. */
+ * raised; plus the rendering examples of gemma4-spec §5.2, API argument checks, and that long
+ * conversations cost steps and memory linear in their length (issue 11). */
 #include "testutil.h"
 
 #include <jansson.h>
@@ -195,6 +196,96 @@ static void test_api_errors(void **state)
     assert_non_null(strstr(e.msg, "line 1"));
 }
 
+/* A conversation of n messages repeating the JSON array pattern. */
+static json_t *conversation(const char *pattern, size_t n)
+{
+    json_t *pat = json_loads(pattern, 0, NULL), *msgs = json_array();
+    assert_non_null(pat);
+    for (size_t i = 0; i < n; i++) json_array_append(msgs, json_array_get(pat, i % json_array_size(pat)));
+    json_decref(pat);
+    json_t *req = json_object();
+    json_object_set_new(req, "messages", msgs);
+    json_object_set_new(req, "add_generation_prompt", json_true());
+    return req;
+}
+
+static g4_jinja_stats render_stats(g4_chat_template *t, const char *pattern, size_t n, const g4_jinja_limits *lim)
+{
+    json_t *req = conversation(pattern, n);
+    char *out = NULL;
+    size_t len = 0;
+    g4_err e = {0};
+    g4_jinja_stats st;
+    int rc = g4_chat_template_render_ex(t, req, NULL, lim, &st, &out, &len, &e);
+    if (rc) fprintf(stderr, "%zu messages: %s\n", n, e.msg);
+    assert_int_equal(rc, G4_OK);
+    assert_true(len >= n * 20);
+    free(out);
+    json_decref(req);
+    return st;
+}
+
+/* The current template scans forward from every message (for j in range(i + 1, n)): rendering
+ * used to cost memory and steps quadratic in the messages (12,000 empty ones passed 1 GiB). Now
+ * 2.5x the messages cost about 2.5x the steps and memory (quadratic would be 6.25x), and 20,000
+ * fit in 128 MiB and 20 M steps. */
+static void test_render_linear(void **state)
+{
+    (void)state;
+    static const char *const files[] = {"chat_template.jinja", "chat_template.release-2026-04-02.jinja"};
+    static const char *const patterns[] = {
+        "[{\"role\":\"user\",\"content\":\"\"}]",
+        "[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":"
+        "[{\"id\":\"a\",\"function\":{\"name\":\"f\",\"arguments\":{\"x\":1}}}]},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"a\",\"content\":\"r\"},{\"role\":\"tool\",\"content\":\"s\"},"
+        "{\"role\":\"assistant\",\"content\":\"<|channel>t<channel|>done\"}]",
+    };
+    g4_jinja_limits lim = {.max_memory = 128u << 20, .max_steps = 20000000};
+    for (size_t f = 0; f < 2; f++) {
+        g4_chat_template *t = load_tpl(files[f]);
+        for (size_t p = 0; p < 2; p++) {
+            if (f == 1 && p == 1) continue; /* the launch template rejects role: tool */
+            g4_jinja_stats a = render_stats(t, patterns[p], 8000, &lim), b = render_stats(t, patterns[p], 20000, &lim);
+            fprintf(stderr, "%s pattern %zu: 8000 msgs %llu steps %zu KiB, 20000 msgs %llu steps %zu KiB\n", files[f], p,
+                    (unsigned long long)a.steps, a.memory >> 10, (unsigned long long)b.steps, b.memory >> 10);
+            assert_true(b.steps * 10 <= a.steps * 28);   /* <= 2.8x */
+            assert_true(b.memory * 10 <= a.memory * 35); /* <= 3.5x: the arena grows in chunks */
+        }
+        g4_chat_template_free(t);
+    }
+}
+
+/* Bounds reach the chat layer, named in the message. */
+static void test_render_limits(void **state)
+{
+    (void)state;
+    g4_chat_template *t = load_tpl("chat_template.jinja");
+    json_t *req = conversation("[{\"role\":\"user\",\"content\":\"hello\"}]", 2000);
+    char *out = NULL;
+    size_t n;
+    g4_err e = {0};
+    g4_jinja_limits lim = {.max_steps = 10000};
+    assert_int_equal(g4_chat_template_render_ex(t, req, NULL, &lim, NULL, &out, &n, &e), G4_ENOMEM);
+    assert_null(out);
+    assert_non_null(strstr(e.msg, "chat template: "));
+    assert_non_null(strstr(e.msg, "budget of 10000 evaluation steps"));
+    lim = (g4_jinja_limits){.max_memory = 1u << 20};
+    assert_int_equal(g4_chat_template_render_ex(t, req, NULL, &lim, NULL, &out, &n, &e), G4_ENOMEM);
+    assert_non_null(strstr(e.msg, "working memory limit (1 MiB)"));
+    volatile int cancel = 1;
+    lim = (g4_jinja_limits){.cancel = &cancel};
+    g4_jinja_stats st;
+    assert_int_equal(g4_chat_template_render_ex(t, req, NULL, &lim, &st, &out, &n, &e), G4_ECANCELED);
+    assert_non_null(strstr(e.msg, "cancelled"));
+    assert_true(st.steps <= 1);
+    cancel = 0;
+    assert_int_equal(g4_chat_template_render_ex(t, req, NULL, &lim, &st, &out, &n, &e), G4_OK);
+    assert_true(st.steps > 10000 && st.memory > 0);
+    free(out);
+    json_decref(req);
+    g4_chat_template_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -203,6 +294,8 @@ int main(void)
         cmocka_unit_test(test_spec_examples),
         cmocka_unit_test(test_demo_template_same),
         cmocka_unit_test(test_api_errors),
+        cmocka_unit_test(test_render_linear),
+        cmocka_unit_test(test_render_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

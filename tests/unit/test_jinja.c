@@ -2,10 +2,13 @@
  * tests/data/template/jinja_cases.json (expected output or error rendered by Python Jinja2 with
  * HF's settings; scripts/make_template_parity.py) plus robustness: malformed templates give
  * errors, unsupported constructs are refused by name, deep nesting and runaway recursion or
- * output are bounded, and mutated real templates never crash. */
+ * output are bounded, the render limits (steps, memory, output, timeout, cancellation, a memory
+ * budget shared across renders) stop a render with a clear error, and mutated real templates
+ * never crash. */
 #include "testutil.h"
 
 #include <jansson.h>
+#include <pthread.h>
 
 #include "text/jinja_engine.h"
 
@@ -192,6 +195,73 @@ static void test_limits(void **state)
     free(out);
 }
 
+static int render_lim(const char *src, const g4_jinja_limits *lim, g4_jinja_stats *st, g4_err *e)
+{
+    g4_jinja *j = NULL;
+    assert_int_equal(g4_jinja_compile(src, strlen(src), &j, e), G4_OK);
+    char *out = NULL;
+    size_t n;
+    int rc = g4_jinja_render_ex(j, NULL, lim, st, &out, &n, e);
+    if (rc) assert_null(out);
+    free(out);
+    g4_jinja_free(j);
+    return rc;
+}
+
+/* ~10^10 iterations (no output): only a limit ends it */
+static const char *const k_endless = "{% set ns = namespace(k=0) %}{% for i in range(100000) %}{% for j in range(100000) %}"
+                                     "{% set ns.k = ns.k + 1 %}{% endfor %}{% endfor %}{{ ns.k }}";
+
+static void *cancel_later(void *arg)
+{
+    volatile int *flag = arg;
+    *flag = 1;
+    return NULL;
+}
+
+static void test_render_limits(void **state)
+{
+    (void)state;
+    g4_err e = {0};
+    g4_jinja_stats st;
+    /* the step budget ends a runaway loop; stats say how far it got */
+    g4_jinja_limits lim = {.max_steps = 100000};
+    assert_int_equal(render_lim(k_endless, &lim, &st, &e), G4_ENOMEM);
+    assert_non_null(strstr(e.msg, "exceeded its budget of 100000 evaluation steps"));
+    assert_true(st.steps > 100000 && st.steps < 100100);
+    /* working memory and output */
+    lim = (g4_jinja_limits){.max_memory = 1u << 20};
+    assert_int_equal(render_lim("{{ 'x' * 2000000 }}", &lim, &st, &e), G4_ENOMEM);
+    assert_non_null(strstr(e.msg, "working memory limit (1 MiB) exceeded"));
+    assert_true(st.memory <= (1u << 20));
+    lim = (g4_jinja_limits){.max_output = 1000};
+    assert_int_equal(render_lim("{% for i in range(100) %}0123456789abcdef{% endfor %}", &lim, &st, &e), G4_ENOMEM);
+    assert_non_null(strstr(e.msg, "output limit (1000 bytes)"));
+    /* timeout: the loop runs until the clock says stop, however slow the machine */
+    lim = (g4_jinja_limits){.max_steps = UINT64_MAX - 1, .timeout_ms = 1};
+    assert_int_equal(render_lim(k_endless, &lim, &st, &e), G4_ECANCELED);
+    assert_non_null(strstr(e.msg, "timed out after 1 ms"));
+    /* cancellation from another thread while the render runs (timeout only as a safety net) */
+    volatile int flag = 0;
+    lim = (g4_jinja_limits){.max_steps = UINT64_MAX - 1, .timeout_ms = 600000, .cancel = &flag};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, cancel_later, (void *)&flag), 0);
+    assert_int_equal(render_lim(k_endless, &lim, &st, &e), G4_ECANCELED);
+    pthread_join(th, NULL);
+    assert_non_null(strstr(e.msg, "template render cancelled"));
+    /* a memory budget shared by renders: over it G4_EBUSY, and each render gives back its share */
+    atomic_size_t shared = 0;
+    lim = (g4_jinja_limits){.shared = &shared, .shared_max = 4u << 20};
+    assert_int_equal(render_lim("{{ ('x' * 100) | length }}", &lim, &st, &e), G4_OK);
+    assert_int_equal(atomic_load(&shared), 0);
+    assert_int_equal(render_lim("{{ ('x' * 8000000) | length }}", &lim, &st, &e), G4_EBUSY);
+    assert_non_null(strstr(e.msg, "shared memory budget (4 MiB)"));
+    assert_int_equal(atomic_load(&shared), 0);
+    atomic_store(&shared, (4u << 20) - 1000); /* other renders in flight hold nearly all of it */
+    assert_int_equal(render_lim("{{ 1 }}", &lim, &st, &e), G4_EBUSY);
+    assert_int_equal(atomic_load(&shared), (4u << 20) - 1000);
+}
+
 static void test_api(void **state)
 {
     (void)state;
@@ -294,6 +364,7 @@ int main(void)
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_unsupported),
         cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_render_limits),
         cmocka_unit_test(test_api),
         cmocka_unit_test(test_fuzz_real_template),
     };
