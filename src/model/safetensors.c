@@ -92,12 +92,18 @@ int g4_st_parse(g4_st_file *f, const uint8_t *bytes, size_t size, const char *fn
         spans[f->n_tensors] = (span){(uint64_t)b, (uint64_t)e, t->name};
         f->n_tensors++;
     }
+    /* sorted by begin, each non-empty range against the one reaching furthest before it (an
+     * empty tensor between two overlapping ones must not hide the overlap) */
     qsort(spans, f->n_tensors, sizeof *spans, cmp_span);
-    for (size_t i = 1; i < f->n_tensors; i++)
-        if (spans[i].begin < spans[i - 1].end && spans[i].end > spans[i].begin) {
-            rc = g4_err_set(err, G4_EFORMAT, "%s: tensors %s and %s overlap", fname, spans[i - 1].name, spans[i].name);
+    const span *far = NULL;
+    for (size_t i = 0; i < f->n_tensors; i++) {
+        if (spans[i].end == spans[i].begin) continue;
+        if (far && spans[i].begin < far->end) {
+            rc = g4_err_set(err, G4_EFORMAT, "%s: tensors %s and %s overlap", fname, far->name, spans[i].name);
             goto out;
         }
+        if (!far || spans[i].end > far->end) far = &spans[i];
+    }
     qsort(f->tensors, f->n_tensors, sizeof *f->tensors, cmp_tensor);
 out:
     free(spans);

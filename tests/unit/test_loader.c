@@ -264,6 +264,45 @@ static void test_tensor_errors(void **state) {
     expect_fail(dir, G4_EFORMAT, "unexpected tensor model.embed_visiom.");
 }
 
+/* A safetensors file from a header and a data area of n zero bytes. */
+static void write_st(const char *path, const char *header, size_t n) {
+    size_t hl = strlen(header);
+    uint8_t *b = calloc(8 + hl + n, 1);
+    for (int i = 0; i < 8; i++) b[i] = (uint8_t)((uint64_t)hl >> (8 * i));
+    memcpy(b + 8, header, hl);
+    spit(path, b, 8 + hl + n);
+    free(b);
+}
+
+/* Overlaps are found on the non-empty ranges: an empty tensor sorted between two overlapping
+ * ones used to hide them. */
+static void test_overlap_past_empty(void **state) {
+    (void)state;
+    char path[512];
+    snprintf(path, sizeof path, "%s/overlap.safetensors", tu_tmpdir());
+    static const struct { const char *header; int code; } cases[] = {
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
+         "\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,8]},"
+         "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}", G4_EFORMAT},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
+         "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]},"
+         "\"c\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}", G4_EFORMAT},
+        /* empty tensors anywhere, even inside another's bytes, share nothing */
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+         "\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[4,4]},"
+         "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}", G4_OK},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        write_st(path, cases[i].header, 16);
+        g4_st_file f;
+        g4_err err = {0};
+        int rc = g4_st_open(&f, path, &err);
+        if (rc != cases[i].code) fail_msg("case %zu: rc %d (%s)", i, rc, err.msg);
+        if (rc) assert_non_null(strstr(err.msg, "overlap"));
+        else g4_st_close(&f);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_good_checkpoints),
@@ -271,6 +310,7 @@ int main(void) {
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_file_errors),
         cmocka_unit_test(test_tensor_errors),
+        cmocka_unit_test(test_overlap_past_empty),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
