@@ -92,9 +92,9 @@ int g4_read_file(const char *path, char **data, size_t *len, g4_err *err) {
         n += got;
         if (got == 0) break;
     }
-    int bad = ferror(f);
+    int bad = ferror(f), e = errno;
     fclose(f);
-    if (bad) { free(buf); return g4_err_set(err, G4_EIO, "read error on %s", path); }
+    if (bad) { free(buf); return g4_err_set(err, G4_EIO, "cannot read %s: %s", path, strerror(e)); }
     buf[n] = 0;
     *data = buf;
     if (len) *len = n;

@@ -89,5 +89,8 @@ echo "$out" | grep -q "model.safetensors: Too many levels of symbolic links" && 
 rm "$tmp/m/model.safetensors"
 out=$($G4TP run --model "$tmp/m" -p hi 2>&1); rc=$?
 echo "$out" | grep -q "no model.safetensors and no model.safetensors.index.json" && ok "absent: says so" || bad "absent: $out"
+mv "$tmp/m/config.json" "$tmp/cj"; mkdir "$tmp/m/config.json"
+out=$($G4TP run --model "$tmp/m" -p hi 2>&1); rc=$?
+echo "$out" | grep -q "config.json: Is a directory" && ok "config.json as a directory: says so" || bad "config.json as a directory: $out"
 rm -rf "$tmp"
 finish
