@@ -325,6 +325,14 @@ AI __m256i q8_blk(const int8_t *w8, const int8_t *x8) {
     return _mm256_madd_epi16(d16, _mm256_set1_epi16(1));
 }
 
+/* Lane i = the sum of the 8 int32 lanes of p[i] (exact). */
+AI __m256i sum_lanes8(const __m256i *p) {
+    __m256i h01 = _mm256_hadd_epi32(p[0], p[1]), h23 = _mm256_hadd_epi32(p[2], p[3]);
+    __m256i h45 = _mm256_hadd_epi32(p[4], p[5]), h67 = _mm256_hadd_epi32(p[6], p[7]);
+    __m256i a = _mm256_hadd_epi32(h01, h23), b = _mm256_hadd_epi32(h45, h67);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+}
+
 AI float dot_q8(const g4_block_q8_0 *w, const int8_t *xq, const float *xd, int64_t nb) {
     __m256 acc = _mm256_setzero_ps();
     for (int64_t g = 0; g < nb; g += 8) {
@@ -337,10 +345,7 @@ AI float dot_q8(const g4_block_q8_0 *w, const int8_t *xq, const float *xd, int64
                 dwh[i] = w[g + i].d;
             } else p[i] = _mm256_setzero_si256();
         }
-        __m256i h01 = _mm256_hadd_epi32(p[0], p[1]), h23 = _mm256_hadd_epi32(p[2], p[3]);
-        __m256i h45 = _mm256_hadd_epi32(p[4], p[5]), h67 = _mm256_hadd_epi32(p[6], p[7]);
-        __m256i a = _mm256_hadd_epi32(h01, h23), b = _mm256_hadd_epi32(h45, h67);
-        __m256i s = _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+        const __m256i s = sum_lanes8(p);
         __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dwh));
         __m256 d = _mm256_mul_ps(dw, _mm256_loadu_ps(xd + g));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, acc);
@@ -368,8 +373,106 @@ static void matmul_q8(const g4_mat *W, const float *x, int64_t ldx, int T, float
     matmul_q8_prepared(W, xq, T, y, ldy, r0, r1, NULL);
 }
 
+/* ---- matmul: q4_0 ---- */
+
+/* A block's 32 levels (u8 0..15) in element order: low nibbles (elements 0..15), then high. */
+AI __m256i q4_unpack(const uint8_t *qs) {
+    const __m128i q = _mm_loadu_si128((const __m128i *)qs);
+    const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
+    return _mm256_and_si256(v, _mm256_set1_epi8(15));
+}
+
+/* 8 int32 partial sums of levels * x (exact: maddubs cannot saturate, 2 * 15 * 127 < 2^15). */
+AI __m256i q4_blk(__m256i lv, const int8_t *x8) {
+    const __m256i d16 = _mm256_maddubs_epi16(lv, _mm256_loadu_si256((const __m256i *)x8));
+    return _mm256_madd_epi16(d16, _mm256_set1_epi16(1));
+}
+
+/* Block g + i in lane i: acc + (float)(sum q x - 8 sum x) * (d_w * d_x). */
+AI __m256 q4_fin(const __m256i *p, __m256 dw, const int8_t *rec_s, const float *xd, __m256 acc) {
+    const __m256i s8 = _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)rec_s), 3);
+    const __m256i isum = _mm256_sub_epi32(sum_lanes8(p), s8);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_loadu_ps(xd)), acc);
+}
+
+/* T = 1: one row straight from W, groups of 8 blocks (fewer at the end: zero sums and scales). A
+ * non-temporal prefetch 8 groups ahead keeps the single stream going (as the avx512 q8_0 dot). */
+#ifndef G4_Q4_PREFETCH2
+#define G4_Q4_PREFETCH2 1152
+#endif
+static float dot_q4(const g4_block_q4_0 *w, const int8_t *xq, const float *xd, const int32_t *xs, int64_t nb) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t g = 0; g < nb; g += 8) {
+        const int64_t nin = nb - g < 8 ? nb - g : 8;
+        const char *pf = (const char *)(w + g) + G4_Q4_PREFETCH2;
+        _mm_prefetch(pf, _MM_HINT_NTA);
+        _mm_prefetch(pf + 64, _MM_HINT_NTA);
+        _mm_prefetch(pf + 128, _MM_HINT_NTA);
+        __m256i p[8];
+        uint16_t dwh[8] = {0};
+        for (int i = 0; i < 8; i++) {
+            if (i < nin) {
+                p[i] = q4_blk(q4_unpack(w[g + i].qs), xq + (g + i) * 32);
+                dwh[i] = w[g + i].d;
+            } else p[i] = _mm256_setzero_si256();
+        }
+        acc = q4_fin(p, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dwh)), (const int8_t *)(xs + g), xd + g, acc);
+    }
+    return hsum8(acc);
+}
+
+/* T > 1: the row's levels unpacked once (32 bytes a block) and its scales as fp32 (zero-padded to
+ * 8), then each token's dot from them: the same integers and operations as dot_q4. */
+static void q4_unpack_row(const g4_block_q4_0 *w, int64_t nb, uint8_t *lv, float *dw) {
+    for (int64_t b = 0; b < nb; b++) _mm256_storeu_si256((__m256i *)(lv + b * 32), q4_unpack(w[b].qs));
+    for (int64_t b = 0; b < (nb + 7) / 8 * 8; b++) dw[b] = b < nb ? g4_f16_to_f32(w[b].d) : 0.0f;
+}
+
+static float dot_q4_pre(const uint8_t *lv, const float *dw, const int8_t *xq, const float *xd, const int32_t *xs,
+                        int64_t nb) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t g = 0; g < nb; g += 8) {
+        const int64_t nin = nb - g < 8 ? nb - g : 8;
+        __m256i p[8];
+        for (int i = 0; i < 8; i++)
+            p[i] = i < nin ? q4_blk(_mm256_loadu_si256((const __m256i *)(lv + (g + i) * 32)), xq + (g + i) * 32)
+                           : _mm256_setzero_si256();
+        acc = q4_fin(p, _mm256_loadu_ps(dw + g), (const int8_t *)(xs + g), xd + g, acc);
+    }
+    return hsum8(acc);
+}
+
+/* Bytes of one unpacked row (levels + scales) in the scratch buffer. */
+static size_t q4_row_bytes(int64_t K) { return (size_t)(K / 32 + 8) * 36; }
+
+static void matmul_q4_prepared(const g4_mat *W, const void *act, int T, float *y, int64_t ldy,
+                               int64_t r0, int64_t r1, void *scratch) {
+    const int64_t K = W->cols, nb = K / G4_Q4_BLOCK, stride = g4__q4_act_stride(K), qsb = g4__q8_act_qs_bytes(K);
+    uint8_t *lv = T > 1 ? g4__align64(scratch) : NULL;
+    float *dw = T > 1 ? (float *)(lv + nb * 32) : NULL;
+    for (int64_t r = r0; r < r1; r++) {
+        const g4_block_q4_0 *row = (const void *)((const char *)W->data + r * W->ld_bytes);
+        if (T > 1) q4_unpack_row(row, nb, lv, dw);
+        for (int t = 0; t < T; t++) {
+            const char *rec = (const char *)act + t * stride;
+            const float *xd = (const float *)(rec + qsb);
+            const int32_t *xs = g4__q4_act_sums((void *)rec, K);
+            y[t * ldy + r] = T > 1 ? dot_q4_pre(lv, dw, (const int8_t *)rec, xd, xs, nb)
+                                   : dot_q4(row, (const int8_t *)rec, xd, xs, nb);
+        }
+    }
+}
+
+static void matmul_q4(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy,
+                      int64_t r0, int64_t r1, void *scratch) {
+    char *xq = g4__align64(scratch);
+    const size_t ab = g4__q4_act_bytes(W, T);
+    g4__q4_prepare_plain(W, x, ldx, T, xq);
+    matmul_q4_prepared(W, xq, T, y, ldy, r0, r1, xq + ab); /* ab is a multiple of 64 */
+}
+
 static size_t matmul_scratch_bytes(const g4_mat *W, int T) {
-    if (W->dtype == G4_DT_Q4_0) return g4_kernels_scalar.matmul_scratch_bytes(W, T); /* for now */
+    if (W->dtype == G4_DT_Q4_0) return g4__q4_act_bytes(W, T) + 64 + (T > 1 ? q4_row_bytes(W->cols) + 64 : 0);
     if (W->dtype == G4_DT_Q8_0) return (size_t)T * (size_t)g4__q8_act_stride(W->cols) + 64;
     return T > SMALL_T ? f_scratch_bytes() : 0;
 }
@@ -384,7 +487,7 @@ static void matmul(const g4_mat *W, const float *x, int64_t ldx, int T, float *y
     }
     switch (W->dtype) {
     case G4_DT_Q8_0: matmul_q8(W, x, ldx, T, y, ldy, r0, r1, scratch); break;
-    case G4_DT_Q4_0: g4_kernels_scalar.matmul(W, x, ldx, T, y, ldy, r0, r1, scratch); break; /* for now */
+    case G4_DT_Q4_0: matmul_q4(W, x, ldx, T, y, ldy, r0, r1, scratch); break;
     default:
         if (T == 1) {
             if (W->dtype == G4_DT_F32) matvec_dt(G4_DT_F32, W, x, y, r0, r1);
@@ -571,17 +674,17 @@ static void attention(float *out, const float *q, int nq, int64_t d, const g4_kv
     for (int h = 0; h < nq; h++) attention1(out + h * d, q + h * d, d, segs, nseg, scores);
 }
 
-/* q4_0 goes to the scalar set for now */
+/* matmul_act_bytes / matmul_prepare / matmul_prepared of q8_0 and q4_0 (plain records) */
 static size_t act_bytes_any(const g4_mat *W, int T) {
-    return W->dtype == G4_DT_Q4_0 ? g4_kernels_scalar.matmul_act_bytes(W, T) : g4__q8_act_bytes_plain(W, T);
+    return W->dtype == G4_DT_Q4_0 ? g4__q4_act_bytes(W, T) : g4__q8_act_bytes_plain(W, T);
 }
 static void prepare_any(const g4_mat *W, const float *x, int64_t ldx, int T, void *act) {
-    if (W->dtype == G4_DT_Q4_0) g4_kernels_scalar.matmul_prepare(W, x, ldx, T, act);
+    if (W->dtype == G4_DT_Q4_0) g4__q4_prepare_plain(W, x, ldx, T, act);
     else g4__q8_prepare_plain(W, x, ldx, T, act);
 }
 static void prepared_any(const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0, int64_t r1,
                          void *scratch) {
-    if (W->dtype == G4_DT_Q4_0) g4_kernels_scalar.matmul_prepared(W, act, T, y, ldy, r0, r1, scratch);
+    if (W->dtype == G4_DT_Q4_0) matmul_q4_prepared(W, act, T, y, ldy, r0, r1, scratch);
     else matmul_q8_prepared(W, act, T, y, ldy, r0, r1, scratch);
 }
 
