@@ -19,7 +19,8 @@ typedef struct g4_engine_opts {
     int tp;                  /* ranks (local backend); MPI: must equal the world size or 0 */
     int threads;             /* threads per rank (>= 1) */
     const char *comm;        /* "local" (default) or "mpi" */
-    const char *dtype;       /* NULL: as stored; "f32", "bf16", "f16", "q8_0": convert at load */
+    const char *dtype;       /* NULL: as stored (packed int4 as q4_0); "f32", "bf16", "f16", "q8_0", "q4_0": convert at load */
+    const char *head_dtype;  /* NULL: follows dtype when that is q8_0/q4_0/a float type, else as stored; or a dtype name */
     int max_batch;           /* tokens per forward step (default 128) */
     int max_seqs;            /* concurrent sequences (default 16) */
     int64_t max_ctx;         /* longest sequence in positions (default min(config, 8192)) */

@@ -15,7 +15,9 @@ const char *cli_engine_help =
     "  --tp N              tensor-parallel ranks (threads of this process; default 1)\n"
     "  --threads T         threads per rank (default 1)\n"
     "  --comm local|mpi    rank backend (mpi: start with mpirun -np N)\n"
-    "  --dtype D           convert weights at load: f32, bf16, f16, q8_0 (default: as stored)\n"
+    "  --dtype D           convert weights at load: f32, bf16, f16, q8_0, q4_0 (default: as stored;\n"
+    "                      W4A16 checkpoints load as q4_0)\n"
+    "  --head-dtype D      the tied embedding/head: bf16, q8_0, q4_0, ... (default: follows --dtype)\n"
     "  --max-batch N       tokens per forward step (prefill chunk; default 128)\n"
     "  --max-ctx N         longest sequence in tokens (default min(config, 8192))\n"
     "  --kv-budget-mb N    KV cache memory per rank (default: a quarter of RAM)\n"
@@ -74,6 +76,7 @@ int cli_engine_flag(int argc, char **argv, int *i, g4_engine_opts *o, int *bad) 
     else if (!strcmp(a, "--threads")) { VAL(); if (!cli_int(a, v, 1, 256, &x)) *bad = 1; else o->threads = (int)x; }
     else if (!strcmp(a, "--comm")) { VAL(); o->comm = v; }
     else if (!strcmp(a, "--dtype")) { VAL(); o->dtype = v; }
+    else if (!strcmp(a, "--head-dtype")) { VAL(); o->head_dtype = v; }
     else if (!strcmp(a, "--max-batch")) { VAL(); if (!cli_int(a, v, 1, 65536, &x)) *bad = 1; else o->max_batch = (int)x; }
     else if (!strcmp(a, "--max-ctx")) { VAL(); if (!cli_int(a, v, 1, 1LL << 31, &x)) *bad = 1; else o->max_ctx = x; }
     else if (!strcmp(a, "--kv-budget-mb")) { VAL(); if (!cli_int(a, v, 1, 1LL << 40, &x)) *bad = 1; else o->kv_budget_bytes = x << 20; }

@@ -97,6 +97,19 @@ int cmd_inspect(int argc, char **argv) {
     }
     printf("%-28s %18s %20s (%.2f GiB)\n", "text model total", commas(total, b1), commas(total * db, b2), total * db / 1073741824.0);
 
+    /* decode reads every weight once per step: the bytes per token of each weight format */
+    const long long layers = cnt[C_ATT_S] + cnt[C_ATT_F] + cnt[C_MLP], small = cnt[C_NORM] * 2 + cnt[C_SCAL] * 2;
+    const struct { const char *mat, *head; double bm, bh; } fmts[] = {
+        {"bf16", "bf16", 2, 2}, {"q8_0", "bf16", 34.0 / 32, 2}, {"q8_0", "q8_0", 34.0 / 32, 34.0 / 32},
+        {"q4_0", "bf16", 18.0 / 32, 2}, {"q4_0", "q8_0", 18.0 / 32, 34.0 / 32}, {"q4_0", "q4_0", 18.0 / 32, 18.0 / 32}};
+    printf("\n%-28s %20s %10s\n", "weights (--dtype / --head-dtype)", "bytes per token", "head share");
+    for (size_t f = 0; f < sizeof fmts / sizeof *fmts; f++) {
+        double head = (double)cnt[C_EMB] * fmts[f].bh, all = (double)layers * fmts[f].bm + head + (double)small;
+        char label[40];
+        snprintf(label, sizeof label, "%s / head %s", fmts[f].mat, fmts[f].head);
+        printf("%-28s %20s %9.1f %%\n", label, commas((long long)all, b1), 100.0 * head / all);
+    }
+
     if (tp > 0) {
         g4_tp_plan plan;
         if (g4_tp_plan_make(&cfg, -1, (int)tp, 0, &plan, &err)) { cli_error("inspect", &err); free(specs); g4_config_free(&cfg); return 1; }

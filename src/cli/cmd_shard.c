@@ -9,22 +9,25 @@
 
 #include "cli.h"
 #include "model/artifact.h"
+#include "model/compressed.h"
 
 static const char *help =
-    "usage: g4tp shard --model HF_DIR --tp N --out DIR [--dtype D] [--force]\n\n"
+    "usage: g4tp shard --model HF_DIR --tp N --out DIR [--dtype D] [--head-dtype D] [--force]\n\n"
     "Writes DIR/manifest.json and one DIR/rank-RRRRR-of-NNNNN.g4w per rank: each rank's slice of\n"
     "every tensor, laid out for the kernels, mapped in place at load (g4tp generate --model DIR).\n"
     "  --model HF_DIR   Hugging Face checkpoint folder (config.json + safetensors)\n"
     "  --tp N           tensor-parallel degree the artifacts are for\n"
     "  --out DIR        output folder (written atomically: DIR.tmp-PID, then renamed)\n"
-    "  --dtype D        f32, bf16, f16 or q8_0 for the matrices (default: as stored)\n"
+    "  --dtype D        f32, bf16, f16, q8_0 or q4_0 for the matrices (default: as stored;\n"
+    "                   compressed-tensors W4A16 weights become q4_0, exactly)\n"
+    "  --head-dtype D   the tied embedding/head (default: follows --dtype; as stored without it)\n"
     "  --force          replace DIR if it is an artifact folder already\n"
     "  --quiet          no progress bar even on a terminal\n";
 
 static volatile sig_atomic_t interrupted;
 static void on_signal(int sig) { (void)sig; interrupted = 1; }
 
-typedef struct { double t0, last; } bar;
+typedef struct { double t0, last; int n, exact; double worst; char worst_name[96]; } bar;
 
 static double now_s(void) {
     struct timespec ts;
@@ -48,6 +51,16 @@ static void progress(void *ud, uint64_t done, uint64_t total) {
     fflush(stderr);
 }
 
+/* Each quantized tensor's error, one line each, then a summary (printed at the end). */
+static void report(void *ud, const char *name, int src, int dt, double nmse) {
+    bar *b = ud;
+    b->n++;
+    if (nmse == 0) b->exact++;
+    if (nmse >= b->worst) { b->worst = nmse; snprintf(b->worst_name, sizeof b->worst_name, "%s", name); }
+    printf("nmse %.3e  %s (%s -> %s)%s\n", nmse, name, src == G4_DT_CT_INT4 ? "w4a16" : g4_dtype_name(src), g4_dtype_name(dt),
+           nmse == 0 ? "  exact" : "");
+}
+
 int cmd_shard(int argc, char **argv) {
     g4_shard_opts o = {0};
     o.dtype = -1;
@@ -61,7 +74,11 @@ int cmd_shard(int argc, char **argv) {
         else if (!strcmp(a, "--tp")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 4096, &tp)) bad = 1; }
         else if (!strcmp(a, "--dtype")) {
             if (!(v = cli_value(argc, argv, &i))) bad = 1;
-            else if ((o.dtype = g4_dtype_from_name(v)) < 0) { fprintf(stderr, "g4tp shard: unknown dtype \"%s\" (f32, bf16, f16, q8_0)\n", v); bad = 1; }
+            else if ((o.dtype = g4_dtype_from_name(v)) < 0) { fprintf(stderr, "g4tp shard: unknown dtype \"%s\" (f32, bf16, f16, q8_0, q4_0)\n", v); bad = 1; }
+        } else if (!strcmp(a, "--head-dtype")) {
+            if (!(v = cli_value(argc, argv, &i))) bad = 1;
+            else if (g4_dtype_from_name(v) < 0) { fprintf(stderr, "g4tp shard: unknown head dtype \"%s\" (f32, bf16, f16, q8_0, q4_0)\n", v); bad = 1; }
+            else o.head_dtype = v;
         } else if (!strcmp(a, "--force")) o.force = 1;
         else if (!strcmp(a, "--quiet")) quiet = 1;
         else { fprintf(stderr, "g4tp shard: unknown option %s (see --help)\n", a); bad = 1; }
@@ -69,8 +86,10 @@ int cmd_shard(int argc, char **argv) {
     if (bad) return 2;
     if (!o.model_dir || !o.out_dir || !tp) { fprintf(stderr, "g4tp shard: --model, --tp and --out are required (see --help)\n"); return 2; }
     o.tp = (int)tp;
-    bar b = {now_s(), 0};
-    if (!quiet && isatty(2)) { o.progress = progress; o.progress_ud = &b; }
+    bar b = {.t0 = now_s()};
+    o.progress_ud = &b;
+    o.report = report;
+    if (!quiet && isatty(2)) o.progress = progress;
     struct sigaction sa = {0}, old_int, old_term;
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, &old_int);
@@ -85,5 +104,7 @@ int cmd_shard(int argc, char **argv) {
         cli_error("shard", &err);
         return rc == G4_ECANCELED ? 130 : 1;
     }
+    if (b.n)
+        printf("quantized %d tensors: %d exact (weights already on the grid), worst nmse %.3e (%s)\n", b.n, b.exact, b.worst, b.worst_name);
     return 0;
 }

@@ -7,14 +7,18 @@
 #include "model/synth.h"
 
 static const char *help =
-    "usage: g4tp synth --like CONFIG_JSON --out DIR [--layers L] [--seed S] [--shard-mb MB]\n\n"
+    "usage: g4tp synth --like CONFIG_JSON --out DIR [--layers L] [--seed S] [--shard-mb MB] [--format F]\n\n"
     "Writes DIR/config.json, DIR/model-*.safetensors and DIR/model.safetensors.index.json with\n"
-    "random BF16 weights (deterministic from the seed) and the real tensor names and shapes.\n"
+    "random weights (deterministic from the seed) and the real tensor names and shapes.\n"
     "  --like CONFIG_JSON  the config to copy (e.g. tests/data/spec/gemma-4-31B-it.config.json)\n"
     "  --out DIR           output folder (created if missing)\n"
     "  --layers L          keep only the first L layers (the last one is made full attention)\n"
     "  --seed S            random seed (default 0)\n"
-    "  --shard-mb MB       largest safetensors file in MB (default 2000)\n";
+    "  --shard-mb MB       largest safetensors file in MB (default 2000)\n"
+    "  --format F          bf16 (default): bf16 ~ N(0, 0.02); qat-q4_0: bf16 matrices on the Q4_0\n"
+    "                      grid (like google/gemma-4-31B-it-qat-q4_0-unquantized); w4a16: compressed-\n"
+    "                      tensors pack-quantized int4 matrices, groups of 32 (like ...-qat-w4a16-ct).\n"
+    "                      The embedding (tied head) is bf16 in every format.\n";
 
 int cmd_synth(int argc, char **argv) {
     g4_synth_opts o = {0};
@@ -28,6 +32,13 @@ int cmd_synth(int argc, char **argv) {
         else if (!strcmp(a, "--layers")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 4096, &x)) bad = 1; else o.layers = (int)x; }
         else if (!strcmp(a, "--seed")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 0, INT64_MAX, &x)) bad = 1; else o.seed = (uint64_t)x; }
         else if (!strcmp(a, "--shard-mb")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 1 << 30, &x)) bad = 1; else o.shard_bytes = (uint64_t)x * 1000 * 1000; }
+        else if (!strcmp(a, "--format")) {
+            if (!(v = cli_value(argc, argv, &i))) bad = 1;
+            else if (!strcmp(v, "bf16")) o.format = G4_SYNTH_BF16;
+            else if (!strcmp(v, "qat-q4_0")) o.format = G4_SYNTH_Q4GRID;
+            else if (!strcmp(v, "w4a16")) o.format = G4_SYNTH_W4A16;
+            else { fprintf(stderr, "g4tp synth: unknown format \"%s\" (bf16, qat-q4_0, w4a16)\n", v); bad = 1; }
+        }
         else { fprintf(stderr, "g4tp synth: unknown option %s (see --help)\n", a); bad = 1; }
     }
     if (bad) return 2;

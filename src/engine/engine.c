@@ -112,7 +112,7 @@ static int lead(g4_engine *e, cmd_hdr h, g4_err *err) {
 
 /* ---- setup ------------------------------------------------------------------------------- */
 
-static int rank_init(g4_engine *e, rank_state *rs, int rank, g4_comm *comm, int dtype, g4_err *err) {
+static int rank_init(g4_engine *e, rank_state *rs, int rank, g4_comm *comm, g4_dtype_req dtype, g4_err *err) {
     rs->e = e;
     rs->rank = rank;
     rs->comm = comm;
@@ -161,7 +161,7 @@ static int agree_on_isa(g4_engine *e, g4_comm *c, g4_err *err) {
 
 /* Local backend: rank 0 initialises in the caller's thread, the others in their own threads
  * (so their memory is touched first by the thread that uses it). */
-typedef struct { g4_engine *e; int rank; g4_comm *comm; int dtype; } init_arg;
+typedef struct { g4_engine *e; int rank; g4_comm *comm; g4_dtype_req dtype; } init_arg;
 static pthread_barrier_t init_barrier;
 static void *local_rank_main(void *arg) {
     init_arg *ia = arg;
@@ -198,10 +198,14 @@ int g4_engine_open(const g4_engine_opts *opts, g4_engine **out, g4_err *err) {
         free(e);
         return g4_err_set(err, G4_EINVAL, "--comm must be \"local\" or \"mpi\" (got \"%s\")", opts->comm);
     }
-    int dtype = -1;
-    if (opts->dtype && *opts->dtype && (dtype = g4_dtype_from_name(opts->dtype)) < 0) {
+    g4_dtype_req dtype = G4_DTYPE_AS_STORED;
+    if (opts->dtype && *opts->dtype && (dtype.mat = g4_dtype_from_name(opts->dtype)) < 0) {
         free(e);
-        return g4_err_set(err, G4_EINVAL, "unknown dtype \"%s\" (f32, bf16, f16, q8_0)", opts->dtype);
+        return g4_err_set(err, G4_EINVAL, "unknown dtype \"%s\" (f32, bf16, f16, q8_0, q4_0)", opts->dtype);
+    }
+    if (opts->head_dtype && *opts->head_dtype && (dtype.head = g4_dtype_from_name(opts->head_dtype)) < 0) {
+        free(e);
+        return g4_err_set(err, G4_EINVAL, "unknown head dtype \"%s\" (f32, bf16, f16, q8_0, q4_0)", opts->head_dtype);
     }
     e->K = opts->isa && *opts->isa ? g4_kernels_by_name(opts->isa) : g4_kernels_get();
     if (!e->K) {

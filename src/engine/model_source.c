@@ -15,20 +15,10 @@ typedef struct { g4_model_source *s; const g4_tp_plan *plan; } hf_ctx;
 
 static int hf_get(void *p, const g4_tensor_spec *spec, int idx, g4_mat *view, g4_err *err) {
     hf_ctx *c = p;
-    const g4_checkpoint *ck = &c->s->ck;
-    const g4_st_tensor *t = ck->bound[idx];
-    int dt = g4_checkpoint_dtype(ck, idx);
     int64_t r0, nr, c0, nc;
     g4_tp_tensor_slice(&c->s->cfg, c->plan, spec, &r0, &nr, &c0, &nc);
-    int64_t full_cols = spec->ndim == 2 ? spec->shape[1] : spec->shape[0];
-    size_t es = g4_dtype_row_bytes(dt, 1);
-    if (spec->ndim == 1) {
-        *view = (g4_mat){t->data, dt, spec->shape[0], 1, (int64_t)es};
-        view->rows = nr;
-        view->cols = 1;
-        return G4_OK;
-    }
-    *view = (g4_mat){t->data + (size_t)r0 * (size_t)full_cols * es + (size_t)c0 * es, dt, nr, nc, (int64_t)((size_t)full_cols * es)};
+    if (spec->ndim == 1) { r0 = 0; c0 = 0; nc = 1; }
+    *view = g4_checkpoint_view(&c->s->ck, idx, r0, nr, c0, nc);
     (void)err;
     return G4_OK;
 }
@@ -75,13 +65,29 @@ int g4_model_source_open(g4_model_source *s, const char *dir, int only_rank, int
     return rc;
 }
 
-/* Checkpoints hold f32/bf16/f16 only (-1: none of them is block-quantized); an artifact holds
- * its manifest's dtype. */
-int g4_model_source_wdtype(const g4_model_source *s, int convert) {
-    return g4_tensor_dtype_for(G4_T_DOWN, s->is_artifact ? s->art->dtype : -1, convert);
+/* The dtype a down_proj is held in (checkpoint, or an opened rank of an artifact). */
+static int stored_dtype(const g4_model_source *s, int idx) {
+    if (!s->is_artifact) return g4_checkpoint_dtype(&s->ck, idx);
+    for (int r = 0; r < s->art->tp; r++)
+        if (s->art->ranks[r].ents) return s->art->ranks[r].ents[idx].dtype;
+    return -1;
 }
 
-int g4_model_source_bind(g4_model_source *s, const g4_tp_plan *plan, int dtype, int copy, g4_rank_weights *w, g4_err *err) {
+/* A converted dtype applies to every matrix; else the stored one, and of mixed layers the one
+ * with the widest blocks (its slices fit the others too). */
+int g4_model_source_wdtype(const g4_model_source *s, g4_dtype_req req) {
+    if (req.mat >= 0) return req.mat;
+    const g4_tensor_spec *specs = s->is_artifact ? s->art->specs : s->ck.specs;
+    int n = s->is_artifact ? s->art->n_specs : s->ck.n_specs, wd = -1;
+    for (int i = 0; i < n; i++)
+        if (specs[i].kind == G4_T_DOWN) {
+            int d = g4_tensor_dtype_for(G4_T_DOWN, stored_dtype(s, i), req);
+            if (wd < 0 || g4_tp_block_cols(d) > g4_tp_block_cols(wd)) wd = d;
+        }
+    return wd;
+}
+
+int g4_model_source_bind(g4_model_source *s, const g4_tp_plan *plan, g4_dtype_req dtype, int copy, g4_rank_weights *w, g4_err *err) {
     int rc;
     if (s->is_artifact) {
         if (plan->tp != s->art->tp)

@@ -42,7 +42,7 @@ struct g4_rank_model {
     float **scores;         /* [nth][max_ctx] */
     float **trig;           /* [nth][head_dim_max] cos then sin */
     void **mm_scratch;      /* [nth] */
-    void **act;             /* [nth] q8_0: this thread's copy of the phase's activations, prepared */
+    void **act;             /* [nth] q8_0/q4_0: this thread's copy of the phase's activations, prepared */
     float **inv_freq;       /* [n_layers][head_dim/2] */
     float **mut_norms;      /* NORM_PLUS_ONE copies, [n_layers*6+1] */
     g4_kv_seq *seqs;        /* [max_seqs] */
@@ -57,7 +57,7 @@ struct g4_rank_model {
     int rp_nslices;
     g4_cursor *cursor;      /* [nth] work counters of the current phase, reset by run() */
     size_t alloc_scratch;   /* setup: matmul scratch bytes per thread */
-    size_t alloc_act;       /* setup: act bytes per thread (0: no q8_0 matrix) */
+    size_t alloc_act;       /* setup: act bytes per thread (0: no q8_0/q4_0 matrix) */
     int alloc_hd;           /* setup: largest head_dim */
 };
 
@@ -112,20 +112,24 @@ static int64_t chunk_rows(const g4_rank_model *m, const g4_mat *W) {
     return c < 32 ? 32 : c;
 }
 
-/* Bytes of one prepared copy of T tokens' activations for q8_0 matrices of width cols, rounded
+/* Block-quantized matrices (q8_0, q4_0) multiply int8-quantized activations, which can be
+ * prepared once per phase (kernels.h matmul_prepare). */
+static int prepared_dt(int dt) { return dt == G4_DT_Q8_0 || dt == G4_DT_Q4_0; }
+
+/* Bytes of one prepared copy of T tokens' activations for dt matrices of width cols, rounded
  * to whole cache lines (so copies can sit side by side). */
-static size_t act_bytes(const g4_rank_model *m, int64_t cols, int T) {
-    g4_mat w = {NULL, G4_DT_Q8_0, 1, cols, (int64_t)g4_dtype_row_bytes(G4_DT_Q8_0, cols)};
+static size_t act_bytes(const g4_rank_model *m, int dt, int64_t cols, int T) {
+    g4_mat w = {.dtype = dt, .rows = 1, .cols = cols, .ld_bytes = (int64_t)g4_dtype_row_bytes(dt, cols)};
     return (m->K->matmul_act_bytes(&w, T) + 63) / 64 * 64;
 }
 
-/* A q8_0 matmul quantizes its activations; in a phase of many calls (chunks, and in decode
+/* A q8_0/q4_0 matmul quantizes its activations; in a phase of many calls (chunks, and in decode
  * 8-row steps) each thread prepares them once, into its own act buffer at offset `off`, and
- * the calls reuse them. Returns the prepared copy, or NULL when W is not q8_0 (plain matmul).
+ * the calls reuse them. Returns the prepared copy, or NULL when W has none (plain matmul).
  * Quantizing in every call cost as much as streaming a 64-row chunk at T = 1 and 0.9 ms per
  * call at T = 512 (5376 columns). */
 static const char *prepare(g4_rank_model *m, int ith, const g4_mat *W, const float *x, int64_t ldx, size_t off) {
-    if (W->dtype != G4_DT_Q8_0 || !W->data) return NULL;
+    if (!prepared_dt(W->dtype) || !W->data) return NULL;
     char *a = (char *)m->act[ith] + off;
     m->K->matmul_prepare(W, x, ldx, m->b->n, a);
     return a;
@@ -202,9 +206,15 @@ static void ph_qkv(g4_rank_model *m, int ith, int nth) {
         nch[j] = W[j]->data ? (W[j]->rows + per[j] - 1) / per[j] : 0;
     }
     const long n = (long)(nch[0] + nch[1] + nch[2]);
-    const char *act[3] = {NULL, NULL, NULL}, *xq = NULL; /* q, k and v have the same width: one copy */
+    /* q, k and v have the same width: one copy for the first block dtype (a matrix of another
+     * block dtype quantizes in its own calls: the same bits) */
+    const char *act[3] = {NULL, NULL, NULL}, *xq = NULL;
+    int xq_dt = -1;
     for (int j = 0; j < 3; j++)
-        if (W[j]->dtype == G4_DT_Q8_0 && W[j]->data) act[j] = xq ? xq : (xq = prepare(m, ith, W[j], m->xn, m->H, 0));
+        if (prepared_dt(W[j]->dtype) && W[j]->data && (xq_dt < 0 || xq_dt == W[j]->dtype)) {
+            act[j] = xq ? xq : (xq = prepare(m, ith, W[j], m->xn, m->H, 0));
+            xq_dt = W[j]->dtype;
+        }
     for (long i = grab(m, ith, n); i >= 0; i = grab(m, ith, n)) {
         long c = i;
         int j = 0;
@@ -342,7 +352,7 @@ static void ph_rowpar(g4_rank_model *m, int ith, int nth) {
      * the phase streamed at ~60 % of the head's speed). */
     const int64_t step = m->b->n == 1 ? 8 : per;
     const char *act = NULL;
-    const size_t act_stride = slice.dtype == G4_DT_Q8_0 ? act_bytes(m, slice.cols, m->b->n) : 0;
+    const size_t act_stride = prepared_dt(slice.dtype) ? act_bytes(m, slice.dtype, slice.cols, m->b->n) : 0;
     for (int i = 0; i < m->rp_nslices && act_stride; i++) {
         g4_mat Ws = rp_slice(m, i);
         const char *a = prepare(m, ith, &Ws, m->rp_x + (int64_t)i * m->rp_slice_cols, m->rp_ldx, (size_t)i * act_stride);
@@ -388,7 +398,7 @@ static void ph_gate_up(g4_rank_model *m, int ith, int nth) {
     const int T = m->b->n;
     const int64_t per = chunk_rows(m, &L->gate);
     const char *ag = prepare(m, ith, &L->gate, m->xn, m->H, 0); /* gate and up: same width, one copy */
-    const char *au = L->up.dtype != G4_DT_Q8_0 ? NULL : ag ? ag : prepare(m, ith, &L->up, m->xn, m->H, 0);
+    const char *au = !prepared_dt(L->up.dtype) ? NULL : !ag ? prepare(m, ith, &L->up, m->xn, m->H, 0) : L->up.dtype == L->gate.dtype ? ag : NULL;
     int64_t r0, r1;
     const long n = (long)((L->gate.rows + per - 1) / per);
     for (long i = grab(m, ith, n); i >= 0 && chunk_range(L->gate.rows, per, i, &r0, &r1); i = grab(m, ith, n)) {
@@ -513,7 +523,7 @@ static size_t max_scratch(const g4_rank_model *m) {
 }
 
 /* act bytes per thread: the largest prepared copy a phase makes, at the largest batch: xn for
- * q8_0 q/k/v/gate/up, or every local slice of a q8_0 row-parallel matrix. */
+ * q8_0/q4_0 q/k/v/gate/up, or every local slice of a q8_0/q4_0 row-parallel matrix. */
 static size_t max_act(const g4_rank_model *m) {
     size_t s = 0;
     const int T = m->o.max_batch;
@@ -521,12 +531,12 @@ static size_t max_act(const g4_rank_model *m) {
         const g4_layer_weights *L = &m->w->layers[l];
         const g4_mat *col[] = {&L->q, &L->k, &L->v, &L->gate, &L->up};
         for (int i = 0; i < 5; i++)
-            if (col[i]->dtype == G4_DT_Q8_0 && act_bytes(m, m->H, T) > s) s = act_bytes(m, m->H, T);
+            if (prepared_dt(col[i]->dtype) && act_bytes(m, col[i]->dtype, m->H, T) > s) s = act_bytes(m, col[i]->dtype, m->H, T);
         const int64_t cols[2] = {g4_tp_attn_slice_cols(m->cfg, l), m->plan->mlp_slice_cols};
         const int ns[2] = {m->plan->p_attn / m->plan->tp, m->plan->p_mlp / m->plan->tp};
         const int dt[2] = {L->o.dtype, L->down.dtype};
         for (int i = 0; i < 2; i++) {
-            size_t x = dt[i] == G4_DT_Q8_0 ? (size_t)ns[i] * act_bytes(m, cols[i], T) : 0;
+            size_t x = prepared_dt(dt[i]) ? (size_t)ns[i] * act_bytes(m, dt[i], cols[i], T) : 0;
             if (x > s) s = x;
         }
     }

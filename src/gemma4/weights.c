@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/bigalloc.h"
+#include "model/compressed.h"
 
 static int own(g4_rank_weights *w, void *p, g4_err *err) {
     if (w->n_owned == w->cap_owned) {
@@ -18,34 +19,40 @@ static int own(g4_rank_weights *w, void *p, g4_err *err) {
     return G4_OK;
 }
 
+static int is_block(int dt) { return dt == G4_DT_Q8_0 || dt == G4_DT_Q4_0; }
+
 static int check_convert(const g4_mat *src, int dt, g4_err *err) {
-    if (dt == G4_DT_Q8_0 && src->cols % G4_Q8_BLOCK)
-        return g4_err_set(err, G4_EUNSUPPORTED, "q8_0 needs rows whose length is a multiple of 32 (got %lld)", (long long)src->cols);
-    if (src->dtype == G4_DT_Q8_0 && dt != G4_DT_Q8_0)
-        return g4_err_set(err, G4_EUNSUPPORTED, "cannot convert q8_0 weights back to %s", g4_dtype_name(dt));
+    if (is_block(dt) && src->cols % 32)
+        return g4_err_set(err, G4_EUNSUPPORTED, "%s needs rows whose length is a multiple of 32 (got %lld)", g4_dtype_name(dt), (long long)src->cols);
+    if (is_block(src->dtype) && is_block(dt) && dt != src->dtype) /* dequantizing is exact; requantizing is not asked for */
+        return g4_err_set(err, G4_EUNSUPPORTED, "cannot convert %s weights to %s", g4_dtype_name(src->dtype), g4_dtype_name(dt));
+    if (dt < 0 || dt >= G4_DT_COUNT) return g4_err_set(err, G4_EINVAL, "no kernel dtype %d", dt);
     return G4_OK;
 }
 
-/* dst: rows × row_bytes(dt, cols), dense. */
+/* dst: rows × row_bytes(dt, cols), dense. A packed int4 source becomes q4_0 exactly (or not at
+ * all); to any other dtype it is dequantized first. */
 static int convert_into(const g4_mat *src, int dt, uint8_t *dst, g4_err *err) {
     size_t rb = g4_dtype_row_bytes(dt, src->cols);
     float *row = src->dtype == dt ? NULL : malloc(sizeof(float) * (size_t)(src->cols ? src->cols : 1));
     if (src->dtype != dt && !row) return g4_err_set(err, G4_ENOMEM, "out of memory");
-    const g4_kernels *K = &g4_kernels_scalar;
-    for (int64_t r = 0; r < src->rows; r++) {
+    int rc = G4_OK;
+    for (int64_t r = 0; r < src->rows && rc == G4_OK; r++) {
         const void *s = (const uint8_t *)src->data + r * src->ld_bytes;
         uint8_t *d = dst + (size_t)r * rb;
         if (src->dtype == dt) { memcpy(d, s, rb); continue; }
-        K->row_to_f32(row, s, src->dtype, src->cols);
+        if (src->dtype == G4_DT_CT_INT4 && dt == G4_DT_Q4_0) { rc = g4_ct_row_to_q4_0(src, r, (g4_block_q4_0 *)d, err); continue; }
+        g4_mat_row_to_f32(src, r, row);
         switch (dt) {
         case G4_DT_F32: memcpy(d, row, rb); break;
         case G4_DT_BF16: for (int64_t i = 0; i < src->cols; i++) ((uint16_t *)d)[i] = g4_f32_to_bf16(row[i]); break;
         case G4_DT_F16: for (int64_t i = 0; i < src->cols; i++) ((uint16_t *)d)[i] = g4_f32_to_f16(row[i]); break;
         case G4_DT_Q8_0: g4_quantize_row_q8_0(row, (g4_block_q8_0 *)d, src->cols); break;
+        case G4_DT_Q4_0: g4_quantize_row_q4_0(row, (g4_block_q4_0 *)d, src->cols); break;
         }
     }
     free(row);
-    return G4_OK;
+    return rc;
 }
 
 int g4_mat_convert(const g4_mat *src, int dt, void **out, size_t *bytes, g4_err *err) {
@@ -58,6 +65,23 @@ int g4_mat_convert(const g4_mat *src, int dt, void **out, size_t *bytes, g4_err 
     *out = dst;
     *bytes = total;
     return G4_OK;
+}
+
+g4_mat g4_mat_rows(const g4_mat *m, int64_t r0, int64_t n) {
+    g4_mat v = *m;
+    v.data = (const uint8_t *)m->data + r0 * m->ld_bytes;
+    if (m->scales) v.scales = (const uint8_t *)m->scales + r0 * m->scales_ld;
+    v.rows = n;
+    return v;
+}
+
+void g4_mat_row_to_f32(const g4_mat *m, int64_t r, float *dst) {
+    if (m->dtype == G4_DT_CT_INT4) g4_ct_row_to_f32(m, r, dst);
+    else g4_kernels_scalar.row_to_f32(dst, (const uint8_t *)m->data + r * m->ld_bytes, m->dtype, m->cols);
+}
+
+size_t g4_mat_src_row_bytes(const g4_mat *m) {
+    return m->dtype == G4_DT_CT_INT4 ? (size_t)m->cols / 2 : g4_dtype_row_bytes(m->dtype, m->cols);
 }
 
 static int own_big(g4_rank_weights *w, void *p, g4_err *err) {
@@ -81,9 +105,9 @@ static int vec_f32(g4_rank_weights *w, const g4_mat *v, int64_t n, float **out, 
     return own(w, p, err);
 }
 
-static int matrix(g4_rank_weights *w, const g4_mat *v, int convert, g4_mat *out, g4_err *err) {
+static int matrix(g4_rank_weights *w, const g4_mat *v, g4_dtype_req req, g4_mat *out, g4_err *err) {
     *out = *v;
-    convert = g4_tensor_dtype_for(w->binding_kind, v->dtype, convert);
+    int convert = g4_tensor_dtype_for(w->binding_kind, v->dtype, req);
     if ((convert >= 0 && convert != v->dtype) || (w->copy && g4_tensor_kind_is_matrix(w->binding_kind))) {
         if (convert < 0) convert = v->dtype;
         int rc = check_convert(v, convert, err);
@@ -95,18 +119,21 @@ static int matrix(g4_rank_weights *w, const g4_mat *v, int convert, g4_mat *out,
         out->data = data;
         out->dtype = convert;
         out->ld_bytes = (int64_t)g4_dtype_row_bytes(convert, v->cols);
+        out->scales = NULL;
+        out->scales_dtype = 0;
+        out->scales_ld = 0;
     }
     w->matrix_bytes += g4_dtype_row_bytes(out->dtype, out->cols) * (size_t)out->rows;
     return G4_OK;
 }
 
 int g4_weights_bind(const g4_config *cfg, const g4_tp_plan *plan, const g4_tensor_spec *specs, int n_specs,
-                    g4_tensor_getter get, void *src, int convert, int copy, g4_rank_weights *w, g4_err *err) {
+                    g4_tensor_getter get, void *src, g4_dtype_req convert, int copy, g4_rank_weights *w, g4_err *err) {
     memset(w, 0, sizeof *w);
     w->copy = copy;
     w->layers = calloc((size_t)cfg->n_layers, sizeof *w->layers);
     if (!w->layers) return g4_err_set(err, G4_ENOMEM, "out of memory");
-    int rc = g4_tp_check_dtype(cfg, convert, err);
+    int rc = g4_tp_check_dtype(cfg, plan->wdtype, err); /* the dtype the plan was cut for */
     for (int i = 0; i < n_specs && rc == G4_OK; i++) {
         const g4_tensor_spec *s = &specs[i];
         g4_mat v;

@@ -39,16 +39,23 @@ typedef struct g4_rank_weights {
 /* Returns the rank's rectangle of tensor spec (index idx of the table) as a view. */
 typedef int (*g4_tensor_getter)(void *src, const g4_tensor_spec *spec, int idx, g4_mat *view, g4_err *err);
 
-/* convert_dtype: -1 keeps each matrix as stored; else G4_DT_F32/BF16/F16/Q8_0 for all matrices. */
+/* convert: the dtypes asked for (model/tensors.h); packed int4 sources are always converted. */
 /* copy: 1 = copy the matrices into this process's memory (huge pages where the OS gives them)
  * instead of reading them through the file map — faster where mapped file pages are slow to
  * read (some VMs), at the cost of load time and of sharing the page cache. */
 int g4_weights_bind(const g4_config *cfg, const g4_tp_plan *plan, const g4_tensor_spec *specs, int n_specs,
-                    g4_tensor_getter get, void *src, int convert_dtype, int copy, g4_rank_weights *w, g4_err *err);
+                    g4_tensor_getter get, void *src, g4_dtype_req convert, int copy, g4_rank_weights *w, g4_err *err);
 void g4_weights_free(g4_rank_weights *w);
 
-/* Converts a view into a new dense matrix of dtype dt (rows × row_bytes(cols)); q8_0 needs
- * cols % 32 == 0. Used by the loader and the shard step. */
+/* Converts a view (any kernel dtype, or packed int4) into a new dense matrix of dtype dt
+ * (rows × row_bytes(cols)); q8_0 and q4_0 need cols % 32 == 0. Used by the loader and the shard
+ * step. */
 int g4_mat_convert(const g4_mat *src, int dt, void **out, size_t *bytes, g4_err *err);
+/* Rows [r0, r0+n) of a view, as a view. */
+g4_mat g4_mat_rows(const g4_mat *m, int64_t r0, int64_t n);
+/* Row r of a view as fp32 (dequantized for q8_0, q4_0 and packed int4). */
+void g4_mat_row_to_f32(const g4_mat *m, int64_t r, float *dst);
+/* Bytes one row of a view spans in its source (packed int4: the nibbles). */
+size_t g4_mat_src_row_bytes(const g4_mat *m);
 
 #endif

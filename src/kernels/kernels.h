@@ -56,6 +56,11 @@ typedef struct {
     int dtype;
     int64_t rows, cols;
     int64_t ld_bytes;
+    /* Source formats only (model/compressed.h: packed int4 + per-group scales), which no kernel
+     * reads — the loader converts them first. Zero for every kernel dtype. */
+    const void *scales;
+    int scales_dtype;
+    int64_t scales_ld;
 } g4_mat;
 
 /* One contiguous run of cached keys and values, in absolute-position order:

@@ -86,10 +86,12 @@ int g4_artifact_manifest_tp(const char *dir) {
 
 /* ---- layout shared by the writer and the reader ------------------------------------------ */
 
-/* Dtype a table entry has in an artifact made with `dtype` from a checkpoint tensor of `stored`. */
-static int entry_dtype(const g4_tensor_spec *s, int stored, int dtype) {
-    return g4_tensor_dtype_for(s->kind, stored, dtype);
+/* Dtype a table entry has in an artifact made with `req` from a checkpoint tensor of `stored`. */
+static int entry_dtype(const g4_tensor_spec *s, int stored, g4_dtype_req req) {
+    return g4_tensor_dtype_for(s->kind, stored, req);
 }
+
+static int is_block(int dt) { return dt == G4_DT_Q8_0 || dt == G4_DT_Q4_0; }
 
 static void encode_header(uint8_t *h, int tp, int rank, int n, uint64_t file_size, uint64_t cfg_hash, int dtype) {
     memset(h, 0, G4_ART_HEADER_BYTES);
@@ -174,23 +176,41 @@ typedef struct {
     char *tmp;
     uint8_t *buf;
     uint64_t done, total;
+    g4_dtype_req req;
+    double *err2, *ref2;   /* [n_specs] squared quantization error and reference, per tensor */
 } shard_ctx;
 
 static int canceled(const shard_ctx *c) { return c->o->cancel && *c->o->cancel; }
+
+/* Quantization error of one converted chunk, summed per tensor for the shard report. */
+static void add_error(shard_ctx *c, int i, const g4_mat *src, const void *conv, int dt) {
+    if (!is_block(dt) || !c->err2) return;
+    float *a = malloc(sizeof(float) * (size_t)src->cols * 2);
+    if (!a) return;
+    float *b = a + src->cols;
+    size_t rb = g4_dtype_row_bytes(dt, src->cols);
+    for (int64_t r = 0; r < src->rows; r++) {
+        g4_mat_row_to_f32(src, r, a);
+        g4_kernels_scalar.row_to_f32(b, (const uint8_t *)conv + (size_t)r * rb, dt, src->cols);
+        for (int64_t k = 0; k < src->cols; k++) {
+            c->err2[i] += ((double)a[k] - b[k]) * ((double)a[k] - b[k]);
+            c->ref2[i] += (double)a[k] * a[k];
+        }
+    }
+    free(a);
+}
 
 /* Streams the rank's rectangle of spec i from the map into its place in the rank file. */
 static int write_slice(shard_ctx *c, int r, int i, g4_err *err) {
     const g4_config *cfg = &c->ck.cfg;
     const g4_tensor_spec *s = &c->ck.specs[i];
-    const g4_st_tensor *t = c->ck.bound[i];
     g4_art_entry *e = &c->ents[r][i];
-    int src_dt = g4_checkpoint_dtype(&c->ck, i);
     int64_t r0, nr, c0, nc;
     g4_tp_tensor_slice(cfg, &c->plans[r], s, &r0, &nr, &c0, &nc);
-    size_t es = g4_dtype_row_bytes(src_dt, 1);
-    int64_t full_cols = s->ndim == 2 ? s->shape[1] : 1;
-    size_t ld = (size_t)full_cols * es;
-    size_t src_rb = (size_t)nc * es, dst_rb = g4_dtype_row_bytes(e->dtype, nc);
+    if (s->ndim == 1) { r0 = 0; c0 = 0; nc = 1; }
+    const g4_mat whole = g4_checkpoint_view(&c->ck, i, r0, nr, c0, nc);
+    const int direct = whole.dtype == e->dtype; /* same bytes: copied, else converted */
+    size_t src_rb = direct ? g4_dtype_row_bytes(whole.dtype, nc) : (size_t)nc * 4, dst_rb = g4_dtype_row_bytes(e->dtype, nc);
     size_t max_rb = src_rb > dst_rb ? src_rb : dst_rb;
     int64_t chunk = (int64_t)(CHUNK_BYTES / max_rb);
     if (chunk < 1) chunk = 1;
@@ -200,25 +220,27 @@ static int write_slice(shard_ctx *c, int r, int i, g4_err *err) {
     for (int64_t row = 0; row < nr; row += chunk) {
         if (canceled(c)) return g4_err_set(err, G4_ECANCELED, "interrupted");
         int64_t m = nr - row < chunk ? nr - row : chunk;
-        const uint8_t *src = t->data + (size_t)(r0 + row) * ld + (size_t)c0 * es;
+        g4_mat v = g4_mat_rows(&whole, row, m);
+        const uint8_t *src = v.data;
         const void *out = c->buf;
         void *conv = NULL;
         size_t bytes = (size_t)m * dst_rb;
-        if (e->dtype == src_dt) {
-            if (src_rb == ld) out = src; /* whole rows: contiguous in the map */
-            else for (int64_t k = 0; k < m; k++) memcpy(c->buf + (size_t)k * src_rb, src + (size_t)k * ld, src_rb);
+        if (direct) {
+            if (src_rb == (size_t)v.ld_bytes) out = src; /* whole rows: contiguous in the map */
+            else for (int64_t k = 0; k < m; k++) memcpy(c->buf + (size_t)k * src_rb, src + (size_t)k * v.ld_bytes, src_rb);
         } else {
-            g4_mat v = {src, src_dt, m, nc, (int64_t)ld};
             size_t nb;
             int rc = g4_mat_convert(&v, e->dtype, &conv, &nb, err);
-            if (rc) return rc;
+            if (rc) return g4_err_prefix(err, "%s: ", s->name), rc;
             out = conv;
+            if (v.dtype != G4_DT_CT_INT4) add_error(c, i, &v, conv, e->dtype);
         }
         XXH3_64bits_update(&st, out, bytes);
         int w = pwrite_all(c->fds[r], out, bytes, off);
         int en = errno;
         free(conv);
-        release_pages(src, (size_t)(m - 1) * ld + src_rb);
+        release_pages(src, (size_t)(m - 1) * (size_t)v.ld_bytes + g4_mat_src_row_bytes(&v));
+        if (v.scales) release_pages(v.scales, (size_t)m * (size_t)v.scales_ld);
         if (w) return g4_err_set(err, G4_EIO, "writing %s of rank %d: %s", s->name, r, strerror(en));
         off += bytes;
         c->done += bytes;
@@ -260,6 +282,8 @@ static json_t *build_manifest(shard_ctx *c, json_t *config, json_t *files) {
     json_object_set_new(m, "format_version", json_integer(G4_ART_VERSION));
     json_object_set_new(m, "tp", json_integer(o->tp));
     json_object_set_new(m, "dtype", json_string(o->dtype >= 0 ? g4_dtype_name(o->dtype) : "as-stored"));
+    for (int i = 0; i < c->ck.n_specs; i++) /* informational: what the tied head was made */
+        if (c->ck.specs[i].kind == G4_T_EMBED) json_object_set_new(m, "head_dtype", json_string(g4_dtype_name(c->ents[0][i].dtype)));
     json_object_set_new(m, "alignment", json_integer(G4_ART_ALIGN));
     json_object_set_new(m, "n_tensors", json_integer(c->ck.n_specs));
     json_object_set(m, "config", config);
@@ -311,6 +335,9 @@ int g4_artifact_shard(const g4_shard_opts *o, g4_err *err) {
     json_t *config = NULL, *files = NULL, *man = NULL;
     if (!o->model_dir || !o->out_dir || !*o->out_dir) return g4_err_set(err, G4_EINVAL, "shard needs a model folder and an output folder");
     if (o->dtype < -1 || o->dtype >= G4_DT_COUNT) return g4_err_set(err, G4_EINVAL, "unknown dtype %d", o->dtype);
+    c.req = (g4_dtype_req){o->dtype, -1};
+    if (o->head_dtype && *o->head_dtype && (c.req.head = g4_dtype_from_name(o->head_dtype)) < 0)
+        return g4_err_set(err, G4_EINVAL, "unknown head dtype \"%s\" (f32, bf16, f16, q8_0, q4_0)", o->head_dtype);
     if (o->tp < 1 || o->tp > 4096) return g4_err_set(err, G4_EINVAL, "--tp must be in 1..4096 (got %d)", o->tp);
     if (g4_artifact_is_dir(o->model_dir))
         return g4_err_set(err, G4_EINVAL, "%s is already an artifact folder; shard a Hugging Face checkpoint folder", o->model_dir);
@@ -336,10 +363,18 @@ int g4_artifact_shard(const g4_shard_opts *o, g4_err *err) {
     c.buf = malloc(CHUNK_BYTES);
     if (!c.plans || !c.ents || !c.fsize || !c.fds || !c.buf) { rc = g4_err_set(err, G4_ENOMEM, "out of memory"); goto done; }
     for (int r = 0; r < T; r++) c.fds[r] = -1;
-    if ((rc = g4_tp_check_dtype(cfg, o->dtype, err))) goto done;
+    /* the row-parallel matrices' dtype cuts the reduction slices (packed int4 -> q4_0 blocks) */
+    int wd = -1;
+    for (int i = 0; i < n; i++)
+        if (c.ck.specs[i].kind == G4_T_DOWN) {
+            int d = entry_dtype(&c.ck.specs[i], g4_checkpoint_dtype(&c.ck, i), c.req);
+            if (wd < 0 || g4_tp_block_cols(d) > g4_tp_block_cols(wd)) wd = d;
+        }
+    if ((rc = g4_tp_check_dtype(cfg, wd, err))) goto done;
+    if (!(c.err2 = calloc((size_t)n, sizeof *c.err2)) || !(c.ref2 = calloc((size_t)n, sizeof *c.ref2))) { rc = g4_err_set(err, G4_ENOMEM, "out of memory"); goto done; }
     /* layout of every rank file, before any byte is written */
     for (int r = 0; r < T; r++) {
-        if ((rc = g4_tp_plan_make(cfg, o->dtype, T, r, &c.plans[r], err))) goto done;
+        if ((rc = g4_tp_plan_make(cfg, wd, T, r, &c.plans[r], err))) goto done;
         if (!(c.ents[r] = calloc((size_t)n, sizeof **c.ents))) { rc = g4_err_set(err, G4_ENOMEM, "out of memory"); goto done; }
         uint64_t off = align_up((uint64_t)G4_ART_HEADER_BYTES + (uint64_t)n * G4_ART_ENTRY_BYTES);
         for (int i = 0; i < n; i++) {
@@ -348,9 +383,9 @@ int g4_artifact_shard(const g4_shard_opts *o, g4_err *err) {
             int64_t r0, nr, c0, nc;
             g4_tp_tensor_slice(cfg, &c.plans[r], s, &r0, &nr, &c0, &nc);
             snprintf(e->name, sizeof e->name, "%s", s->name);
-            e->dtype = entry_dtype(s, g4_checkpoint_dtype(&c.ck, i), o->dtype);
-            if (e->dtype == G4_DT_Q8_0 && nc % G4_Q8_BLOCK) {
-                rc = g4_err_set(err, G4_EUNSUPPORTED, "--dtype q8_0: %s has %lld columns on rank %d, not a multiple of 32", s->name, (long long)nc, r);
+            e->dtype = entry_dtype(s, g4_checkpoint_dtype(&c.ck, i), c.req);
+            if (is_block(e->dtype) && nc % 32) {
+                rc = g4_err_set(err, G4_EUNSUPPORTED, "%s: %s has %lld columns on rank %d, not a multiple of 32", g4_dtype_name(e->dtype), s->name, (long long)nc, r);
                 goto done;
             }
             e->rows = nr;
@@ -379,8 +414,12 @@ int g4_artifact_shard(const g4_shard_opts *o, g4_err *err) {
         if (rc) goto done;
     }
     /* tensor by tensor, each rank's rectangle (write_slice lets go of the source pages) */
-    for (int i = 0; i < n && rc == G4_OK; i++)
+    for (int i = 0; i < n && rc == G4_OK; i++) {
         for (int r = 0; r < T && rc == G4_OK; r++) rc = write_slice(&c, r, i, err);
+        const int sd = g4_checkpoint_dtype(&c.ck, i), dd = c.ents[0][i].dtype;
+        if (rc == G4_OK && o->report && is_block(dd))
+            o->report(o->progress_ud, c.ck.specs[i].name, sd, dd, sd == G4_DT_CT_INT4 ? 0.0 : c.ref2[i] > 0 ? c.err2[i] / c.ref2[i] : 0.0);
+    }
     if (rc) goto done;
     /* side files and the config */
     json_error_t je;
@@ -451,6 +490,8 @@ done:
     free(c.fsize);
     free(c.fds);
     free(c.buf);
+    free(c.err2);
+    free(c.ref2);
     json_decref(config);
     json_decref(files);
     json_decref(man);
@@ -508,7 +549,7 @@ static int open_rank(g4_artifact *a, int r, json_t *jr, uint64_t cfg_hash, int v
         int mat = g4_tensor_kind_is_matrix(s->kind);
         if (strcmp(e->name, s->name))
             rc = g4_err_set(err, G4_EFORMAT, "%s: table entry %d is \"%s\", expected tensor %s", fp, i, e->name, s->name);
-        else if (e->dtype < 0 || e->dtype >= G4_DT_COUNT || (!mat && e->dtype == G4_DT_Q8_0) || (e->dtype == G4_DT_Q8_0 && nc % G4_Q8_BLOCK))
+        else if (e->dtype < 0 || e->dtype >= G4_DT_COUNT || (!mat && is_block(e->dtype)) || (is_block(e->dtype) && nc % 32))
             rc = g4_err_set(err, G4_EFORMAT, "%s: tensor %s has an invalid dtype %d", fp, s->name, e->dtype);
         else if (e->rows != nr || e->cols != nc)
             rc = g4_err_set(err, G4_ESHAPE, "%s: tensor %s is %lldx%lld, rank %d of TP %d holds %lldx%lld", fp, s->name, (long long)e->rows,
@@ -617,7 +658,8 @@ int g4_artifact_view(const g4_artifact *a, int rank, int idx, g4_mat *view, g4_e
         return g4_err_set(err, G4_EINVAL, "rank %d of %s was not opened", rank, a->dir);
     if (idx < 0 || idx >= a->n_specs) return g4_err_set(err, G4_EINVAL, "tensor index %d out of range", idx);
     const g4_art_entry *e = &a->ranks[rank].ents[idx];
-    *view = (g4_mat){a->ranks[rank].map.data + e->offset, e->dtype, e->rows, e->cols, (int64_t)g4_dtype_row_bytes(e->dtype, e->cols)};
+    *view = (g4_mat){.data = a->ranks[rank].map.data + e->offset, .dtype = e->dtype, .rows = e->rows, .cols = e->cols,
+                     .ld_bytes = (int64_t)g4_dtype_row_bytes(e->dtype, e->cols)};
     return G4_OK;
 }
 

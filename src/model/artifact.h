@@ -56,10 +56,15 @@ typedef struct g4_shard_opts {
     const char *out_dir;
     int tp;
     int dtype;                 /* -1 as stored, else G4_DT_* for every matrix */
+    const char *head_dtype;    /* NULL: the default rule (model/tensors.h), else a dtype name */
     int force;                 /* replace an existing out_dir (atomically) */
     /* called now and then with bytes written so far / in all (may be NULL) */
     void (*progress)(void *ud, uint64_t done, uint64_t total);
     void *progress_ud;
+    /* called once per block-quantized tensor with progress_ud (may be NULL): source and new
+     * dtype, and the normalised squared error sum (w - q)^2 / sum w^2 over the whole tensor
+     * (0: exact; packed int4 -> q4_0 is always exact) */
+    void (*report)(void *ud, const char *name, int src_dtype, int dtype, double nmse);
     volatile sig_atomic_t *cancel; /* if it becomes non-zero: stop, remove the temp folder */
 } g4_shard_opts;
 

@@ -7,6 +7,7 @@
 
 #include "base/mapfile.h"
 #include "kernels/kernels.h"
+#include "model/compressed.h"
 
 static const char *const skip_prefixes[] = {
     "model.vision_tower.", "model.embed_vision.", "model.audio_tower.", "model.embed_audio.",
@@ -91,7 +92,85 @@ static int kernel_dtype(int st) {
     }
 }
 
-int g4_checkpoint_dtype(const g4_checkpoint *ck, int i) { return kernel_dtype(ck->bound[i]->dtype); }
+int g4_checkpoint_dtype(const g4_checkpoint *ck, int i) { return ck->scales[i] ? G4_DT_CT_INT4 : kernel_dtype(ck->bound[i]->dtype); }
+
+g4_mat g4_checkpoint_view(const g4_checkpoint *ck, int i, int64_t r0, int64_t nr, int64_t c0, int64_t nc) {
+    const g4_tensor_spec *sp = &ck->specs[i];
+    const int64_t full = sp->ndim == 2 ? sp->shape[1] : 1;
+    if (ck->scales[i])
+        return g4_ct_view(ck->bound[i]->data, ck->scales[i]->data, kernel_dtype(ck->scales[i]->dtype), full, r0, nr, c0, nc);
+    const int dt = kernel_dtype(ck->bound[i]->dtype);
+    const size_t es = g4_dtype_row_bytes(dt, 1);
+    return (g4_mat){.data = ck->bound[i]->data + ((size_t)r0 * (size_t)full + (size_t)c0) * es, .dtype = dt, .rows = nr,
+                    .cols = nc, .ld_bytes = (int64_t)((size_t)full * es)};
+}
+
+static void shape_text(const g4_st_tensor *t, char *got, size_t len) {
+    snprintf(got, len, "[");
+    for (int d = 0; d < t->ndim; d++) {
+        size_t l = strlen(got);
+        snprintf(got + l, len - l, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+    }
+    strncat(got, "]", len - strlen(got) - 1);
+}
+
+/* A packed W4A16 matrix `base`.weight_packed/_scale/_shape for spec sp: every shape and dtype
+ * against the config. */
+static int bind_packed(g4_checkpoint *ck, int s, const char *base, const g4_st_tensor *packed, const char *path, g4_err *err) {
+    const g4_tensor_spec *sp = &ck->specs[s];
+    const int64_t out = sp->shape[0], in = sp->shape[1];
+    char name[192], got[128];
+    if (!ck->scheme.present)
+        return g4_err_set(err, G4_EFORMAT, "%s: tensor %s.weight_packed is packed int4 but config.json has no quantization_config", path, base);
+    if (in % 32)
+        return g4_err_set(err, G4_ESHAPE, "%s: %s has %lld input columns; packed int4 groups of 32 need a multiple of 32", path, base, (long long)in);
+    shape_text(packed, got, sizeof got);
+    if (packed->dtype != G4_ST_I32 || packed->ndim != 2 || packed->shape[0] != out || packed->shape[1] != in / 8)
+        return g4_err_set(err, G4_ESHAPE, "%s: %s.weight_packed is %s %s; the config needs I32 [%lld, %lld] (8 int4 per int32)", path, base,
+                          g4_st_dtype_name(packed->dtype), got, (long long)out, (long long)(in / 8));
+    snprintf(name, sizeof name, "%s.weight_scale", base);
+    const g4_st_tensor *sc = find_any(ck, name, NULL);
+    if (!sc) return g4_err_set(err, G4_ENOTFOUND, "checkpoint %s: missing tensor %s (the scales of %s.weight_packed)", ck->dir, name, base);
+    shape_text(sc, got, sizeof got);
+    if (kernel_dtype(sc->dtype) < 0 || sc->ndim != 2 || sc->shape[0] != out || sc->shape[1] != in / ck->scheme.group_size)
+        return g4_err_set(err, G4_ESHAPE, "%s: %s is %s %s; group_size %d needs BF16, F16 or F32 [%lld, %lld]", path, name, g4_st_dtype_name(sc->dtype), got,
+                          ck->scheme.group_size, (long long)out, (long long)(in / ck->scheme.group_size));
+    snprintf(name, sizeof name, "%s.weight_shape", base);
+    const g4_st_tensor *sh = find_any(ck, name, NULL);
+    if (sh) {
+        int64_t v[2] = {-1, -1};
+        if (sh->ndim == 1 && sh->shape[0] == 2 && (sh->dtype == G4_ST_I32 || sh->dtype == G4_ST_I64))
+            for (int k = 0; k < 2; k++) {
+                if (sh->dtype == G4_ST_I32) { int32_t x; memcpy(&x, sh->data + 4 * k, 4); v[k] = x; }
+                else memcpy(&v[k], sh->data + 8 * k, 8);
+            }
+        if (v[0] != out || v[1] != in)
+            return g4_err_set(err, G4_ESHAPE, "%s: %s says [%lld, %lld]; the config needs [%lld, %lld]", path, name, (long long)v[0], (long long)v[1],
+                              (long long)out, (long long)in);
+    }
+    for (const char *extra[] = {"weight_zero_point", "weight_g_idx"}, **e = extra; e < extra + 2; e++) {
+        snprintf(name, sizeof name, "%s.%s", base, *e);
+        if (find_any(ck, name, NULL))
+            return g4_err_set(err, G4_EUNSUPPORTED, "%s: %s is present: %s are not supported (only symmetric groups in order)", path, name,
+                              *e == extra[0] ? "zero points" : "act-order indices");
+    }
+    ck->bound[s] = packed;
+    ck->scales[s] = sc;
+    ck->n_packed++;
+    return G4_OK;
+}
+
+/* 1 if name is a weight_scale/weight_shape of a bound packed matrix. */
+static int is_packed_side(const g4_checkpoint *ck, const char *name) {
+    const char *dot = strrchr(name, '.');
+    if (!dot || (strcmp(dot, ".weight_scale") && strcmp(dot, ".weight_shape"))) return 0;
+    char base[192];
+    snprintf(base, sizeof base, "%.*s.weight_packed", (int)(dot - name), name);
+    const g4_st_tensor *p = find_any(ck, base, NULL);
+    for (int s = 0; p && s < ck->n_specs; s++)
+        if (ck->bound[s] == p && ck->scales[s]) return 1;
+    return 0;
+}
 
 static int bind_tensors(g4_checkpoint *ck, g4_err *err) {
     /* the text prefix: the multimodal layout if any tensor uses it, else the CausalLM layout */
@@ -103,24 +182,32 @@ static int bind_tensors(g4_checkpoint *ck, g4_err *err) {
     int rc = g4_tensor_specs(&ck->cfg, &ck->specs, &ck->n_specs, err);
     if (rc) return rc;
     ck->bound = calloc((size_t)ck->n_specs, sizeof *ck->bound);
-    if (!ck->bound) return g4_err_set(err, G4_ENOMEM, "out of memory");
+    ck->scales = calloc((size_t)ck->n_specs, sizeof *ck->scales);
+    if (!ck->bound || !ck->scales) return g4_err_set(err, G4_ENOMEM, "out of memory");
     char full[160];
     for (int s = 0; s < ck->n_specs; s++) {
         const g4_tensor_spec *sp = &ck->specs[s];
         snprintf(full, sizeof full, "%s%s", prefix, sp->name);
         int file = 0;
         const g4_st_tensor *t = find_any(ck, full, &file);
+        if (!t && sp->ndim == 2) { /* a compressed-tensors W4A16 matrix? */
+            char base[160], packed[192];
+            snprintf(base, sizeof base, "%.*s", (int)(strlen(full) - strlen(".weight")), full);
+            snprintf(packed, sizeof packed, "%s.weight_packed", base);
+            const g4_st_tensor *p = find_any(ck, packed, &file);
+            if (p) {
+                int rc2 = bind_packed(ck, s, base, p, ck->files[file].map.path, err);
+                if (rc2) return rc2;
+                continue;
+            }
+        }
         if (!t) return g4_err_set(err, G4_ENOTFOUND, "checkpoint %s: missing tensor %s", ck->dir, full);
         if (kernel_dtype(t->dtype) < 0)
             return g4_err_set(err, G4_ESHAPE, "%s: tensor %s has dtype %s; expected BF16, F16 or F32", ck->files[file].map.path, full, g4_st_dtype_name(t->dtype));
         int ok = t->ndim == sp->ndim && t->shape[0] == sp->shape[0] && (sp->ndim == 1 || t->shape[1] == sp->shape[1]);
         if (!ok) {
-            char got[128] = "[";
-            for (int d = 0; d < t->ndim; d++) {
-                size_t l = strlen(got);
-                snprintf(got + l, sizeof got - l, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
-            }
-            strncat(got, "]", sizeof got - strlen(got) - 1);
+            char got[128];
+            shape_text(t, got, sizeof got);
             char want[64];
             if (sp->ndim == 1) snprintf(want, sizeof want, "[%lld]", (long long)sp->shape[0]);
             else snprintf(want, sizeof want, "[%lld, %lld]", (long long)sp->shape[0], (long long)sp->shape[1]);
@@ -133,7 +220,7 @@ static int bind_tensors(g4_checkpoint *ck, g4_err *err) {
         for (size_t i = 0; i < ck->files[f].n_tensors; i++) {
             const char *name = ck->files[f].tensors[i].name;
             if (is_skipped(name)) { ck->n_skipped++; continue; }
-            int known = 0;
+            int known = is_packed_side(ck, name);
             if (starts_with(name, prefix)) {
                 for (int s = 0; s < ck->n_specs && !known; s++)
                     if (ck->bound[s] == &ck->files[f].tensors[i]) known = 1;
@@ -152,6 +239,7 @@ int g4_checkpoint_open(const char *dir, g4_checkpoint *ck, g4_err *err) {
     int rc = g4_config_load(cpath, &ck->cfg, err);
     free(cpath);
     if (rc) goto fail;
+    if ((rc = g4_ct_scheme_parse(ck->cfg.json, strlen(ck->cfg.json), &ck->scheme, err))) goto fail;
     /* a file that is there but cannot be read says what the system said, not "missing" */
     char *ipath = g4_path_join(dir, "model.safetensors.index.json");
     int has_index;
@@ -211,6 +299,7 @@ void g4_checkpoint_close(g4_checkpoint *ck) {
     free(ck->files);
     free(ck->specs);
     free(ck->bound);
+    free(ck->scales);
     g4_config_free(&ck->cfg);
     free(ck->dir);
     memset(ck, 0, sizeof *ck);

@@ -19,6 +19,7 @@
 
 #include "base/mapfile.h"
 #include "kernels/kernels.h"
+#include "model/compressed.h"
 #include "model/config.h"
 #include "model/tensors.h"
 
@@ -60,7 +61,98 @@ static int cut_layers(json_t *root, int layers, g4_err *err) {
 
 typedef struct { int first, count; uint64_t bytes; } shard;
 
+/* One safetensors tensor to write: a whole spec (bf16), or one part of a packed W4A16 matrix. */
+enum { PART_DENSE, PART_PACKED, PART_SCALE, PART_SHAPE };
+typedef struct { int spec, part; uint64_t bytes; } entry;
+
+static int quantized(const g4_synth_opts *o, const g4_tensor_spec *s) {
+    return o->format != G4_SYNTH_BF16 && g4_tensor_kind_is_matrix(s->kind) && s->kind != G4_T_EMBED;
+}
+
+static uint64_t part_bytes(const g4_tensor_spec *s, int part) {
+    const uint64_t n = (uint64_t)g4_tensor_spec_numel(s);
+    switch (part) {
+    case PART_PACKED: return n / 2;
+    case PART_SCALE: return n / 32 * 2;
+    case PART_SHAPE: return 8;
+    default: return n * 2;
+    }
+}
+
+/* One 32-block on the Q4_0 grid: levels q in -8..7 (roughly normal, sd ~2.5) and a scale d with 4
+ * significant bits, so every d*q is exact in bf16 and d exact in f16 (as QAT weights are). */
+static float grid_block(uint64_t *st, int8_t q[32]) {
+    uint64_t r = splitmix(st);
+    float d = 0.0064f * (0.75f + 0.5f * (float)(r >> 40) / 16777216.0f);
+    union { float f; uint32_t u; } v = {d};
+    v.u &= 0xfff00000u; /* 1 + 3 mantissa bits */
+    for (int i = 0; i < 32; i += 4) {
+        r = splitmix(st);
+        for (int k = 0; k < 4; k++) {
+            uint32_t x = (uint32_t)(r >> (16 * k)) & 0xffff;
+            int sum = (int)(x & 15) + (int)(x >> 4 & 15) + (int)(x >> 8 & 15) + (int)(x >> 12);
+            int l = (int)lrintf((float)(sum - 30) / 3.7f);
+            q[i + k] = (int8_t)(l < -8 ? -8 : l > 7 ? 7 : l);
+        }
+    }
+    return v.f;
+}
+
 static int write_all(FILE *f, const void *p, size_t n) { return fwrite(p, 1, n, f) == n; }
+
+/* Writes the data of one entry; buf holds BUF_ELEMS uint16. Each spec's stream is seeded from
+ * (seed, name), so a packed matrix's levels and scales come from the same stream. */
+static int write_entry(FILE *f, const g4_synth_opts *o, const g4_tensor_spec *s, int part, uint16_t *buf) {
+    uint64_t st = o->seed ^ fnv1a(s->name);
+    if (part == PART_SHAPE) {
+        int32_t shp[2] = {(int32_t)s->shape[0], (int32_t)s->shape[1]};
+        return write_all(f, shp, sizeof shp);
+    }
+    if (quantized(o, s)) { /* block by block: 32 levels and a scale */
+        const uint64_t nb = (uint64_t)g4_tensor_spec_numel(s) / 32;
+        const size_t per = BUF_ELEMS / 32; /* blocks per buffer */
+        int8_t q[32];
+        int ok = 1;
+        for (uint64_t b0 = 0; ok && b0 < nb; b0 += per) {
+            size_t m = nb - b0 < per ? (size_t)(nb - b0) : per, bytes = 0;
+            for (size_t j = 0; j < m; j++) {
+                float d = grid_block(&st, q);
+                if (part == PART_SCALE) { buf[j] = g4_f32_to_bf16(d); bytes += 2; }
+                else if (part == PART_PACKED) { g4_ct_pack_row(q, 32, (int32_t *)((uint8_t *)buf + 16 * j)); bytes += 16; }
+                else { for (int i = 0; i < 32; i++) buf[32 * j + (size_t)i] = g4_f32_to_bf16(d * (float)q[i]); bytes += 64; }
+            }
+            ok = write_all(f, buf, bytes);
+        }
+        return ok;
+    }
+    uint64_t left = (uint64_t)g4_tensor_spec_numel(s);
+    int mat = g4_tensor_kind_is_matrix(s->kind), ok = 1;
+    while (ok && left > 0) {
+        size_t m = left < BUF_ELEMS ? (size_t)left : BUF_ELEMS;
+        for (size_t j = 0; j < m; j++) {
+            uint64_t r = splitmix(&st);
+            float v;
+            if (mat) v = 0.02f * approx_normal(r);
+            else if (s->kind == G4_T_SCALAR) v = 0.5f + (float)(r >> 40) / 16777216.0f;
+            else v = 1.0f + 0.05f * approx_normal(r);
+            buf[j] = g4_f32_to_bf16(v);
+        }
+        ok = write_all(f, buf, m * 2);
+        left -= m;
+    }
+    return ok;
+}
+
+/* The compressed-tensors quantization_config of a W4A16 checkpoint (as llm-compressor writes). */
+static json_t *w4a16_config(void) {
+    const char *text =
+        "{\"quant_method\":\"compressed-tensors\",\"format\":\"pack-quantized\",\"quantization_status\":\"compressed\","
+        "\"config_groups\":{\"group_0\":{\"targets\":[\"Linear\"],\"input_activations\":null,\"output_activations\":null,"
+        "\"weights\":{\"num_bits\":4,\"type\":\"int\",\"symmetric\":true,\"strategy\":\"group\",\"group_size\":32,"
+        "\"dynamic\":false,\"actorder\":null,\"observer\":\"minmax\"}}},"
+        "\"ignore\":[\"lm_head\"],\"kv_cache_scheme\":null,\"sparsity_config\":{}}";
+    return json_loads(text, 0, NULL);
+}
 
 int g4_synth_write(const g4_synth_opts *o, g4_err *err) {
     if (!o->like || !o->out_dir) return g4_err_set(err, G4_EINVAL, "synth needs --like CONFIG and --out DIR");
@@ -72,11 +164,14 @@ int g4_synth_write(const g4_synth_opts *o, g4_err *err) {
     g4_config cfg = {0};
     g4_tensor_spec *specs = NULL;
     shard *sh = NULL;
+    entry *ents = NULL;
     uint16_t *buf = NULL;
     FILE *f = NULL;
     json_t *wmap = NULL;
     int n = 0, n_sh = 0;
     if (o->layers > 0 && (rc = cut_layers(root, o->layers, err))) goto done;
+    if (o->format == G4_SYNTH_W4A16) json_object_set_new(root, "quantization_config", w4a16_config());
+    else json_object_del(root, "quantization_config");
     text = json_dumps(root, JSON_INDENT(2));
     if ((rc = g4_config_parse(text, strlen(text), &cfg, err))) { g4_err_prefix(err, "%s: ", o->like); goto done; }
     if ((rc = g4_tensor_specs(&cfg, &specs, &n, err))) goto done;
@@ -94,37 +189,51 @@ int g4_synth_write(const g4_synth_opts *o, g4_err *err) {
         if (rc) goto done;
     }
     const char *prefix = cfg.multimodal ? "model.language_model." : "model.";
-    /* group tensors into files of at most shard_bytes */
+    /* the tensors to write (a packed matrix is three), grouped into files of at most shard_bytes */
     uint64_t limit = o->shard_bytes ? o->shard_bytes : (uint64_t)2000 * 1000 * 1000;
-    sh = calloc((size_t)n, sizeof *sh);
+    int n_ent = 0;
+    ents = calloc((size_t)n * 3, sizeof *ents);
+    sh = calloc((size_t)n * 3, sizeof *sh);
     buf = malloc(BUF_ELEMS * sizeof *buf);
-    if (!sh || !buf) { rc = g4_err_set(err, G4_ENOMEM, "out of memory"); goto done; }
+    if (!sh || !buf || !ents) { rc = g4_err_set(err, G4_ENOMEM, "out of memory"); goto done; }
     for (int i = 0; i < n; i++) {
-        uint64_t b = (uint64_t)g4_tensor_spec_numel(&specs[i]) * 2;
+        if (o->format == G4_SYNTH_W4A16 && quantized(o, &specs[i]))
+            for (int part = PART_PACKED; part <= PART_SHAPE; part++) ents[n_ent++] = (entry){i, part, part_bytes(&specs[i], part)};
+        else ents[n_ent++] = (entry){i, PART_DENSE, part_bytes(&specs[i], PART_DENSE)};
+    }
+    for (int i = 0; i < n_ent; i++) {
+        uint64_t b = ents[i].bytes;
         if (n_sh == 0 || (sh[n_sh - 1].bytes + b > limit && sh[n_sh - 1].count > 0)) sh[n_sh++] = (shard){i, 0, 0};
         sh[n_sh - 1].count++;
         sh[n_sh - 1].bytes += b;
     }
+    static const char *const part_suffix[] = {"weight", "weight_packed", "weight_scale", "weight_shape"};
+    static const char *const part_dtype[] = {"BF16", "I32", "BF16", "I32"};
     wmap = json_object();
     uint64_t total = 0;
     for (int k = 0; k < n_sh && rc == G4_OK; k++) {
-        char fname[64], full[160];
+        char fname[64], full[192];
         snprintf(fname, sizeof fname, "model-%05d-of-%05d.safetensors", k + 1, n_sh);
         json_t *hdr = json_object();
         uint64_t off = 0;
         for (int i = sh[k].first; i < sh[k].first + sh[k].count; i++) {
-            const g4_tensor_spec *s = &specs[i];
-            uint64_t b = (uint64_t)g4_tensor_spec_numel(s) * 2;
+            const g4_tensor_spec *s = &specs[ents[i].spec];
+            const int part = ents[i].part;
+            uint64_t b = ents[i].bytes;
             json_t *t = json_object();
-            json_object_set_new(t, "dtype", json_string("BF16"));
+            json_object_set_new(t, "dtype", json_string(part_dtype[part]));
             json_t *shape = json_array();
-            for (int d = 0; d < s->ndim; d++) json_array_append_new(shape, json_integer(s->shape[d]));
+            if (part == PART_SHAPE) json_array_append_new(shape, json_integer(2));
+            else
+                for (int d = 0; d < s->ndim; d++)
+                    json_array_append_new(shape, json_integer(d == 1 && part == PART_PACKED ? s->shape[1] / 8 : d == 1 && part == PART_SCALE ? s->shape[1] / 32 : s->shape[d]));
             json_object_set_new(t, "shape", shape);
             json_t *offs = json_array();
             json_array_append_new(offs, json_integer((json_int_t)off));
             json_array_append_new(offs, json_integer((json_int_t)(off + b)));
             json_object_set_new(t, "data_offsets", offs);
-            snprintf(full, sizeof full, "%s%s", prefix, s->name);
+            if (part == PART_DENSE) snprintf(full, sizeof full, "%s%s", prefix, s->name);
+            else snprintf(full, sizeof full, "%s%.*s%s", prefix, (int)(strlen(s->name) - strlen("weight")), s->name, part_suffix[part]);
             json_object_set_new(hdr, full, t);
             json_object_set_new(wmap, full, json_string(fname));
             off += b;
@@ -142,25 +251,7 @@ int g4_synth_write(const g4_synth_opts *o, g4_err *err) {
         int ok = write_all(f, len8, 8) && write_all(f, h, hl);
         for (size_t p = hl; ok && p < padded; p++) ok = fputc(' ', f) != EOF;
         free(h);
-        for (int i = sh[k].first; ok && i < sh[k].first + sh[k].count; i++) {
-            const g4_tensor_spec *s = &specs[i];
-            uint64_t st = o->seed ^ fnv1a(s->name);
-            uint64_t left = (uint64_t)g4_tensor_spec_numel(s);
-            int mat = g4_tensor_kind_is_matrix(s->kind);
-            while (ok && left > 0) {
-                size_t m = left < BUF_ELEMS ? (size_t)left : BUF_ELEMS;
-                for (size_t j = 0; j < m; j++) {
-                    uint64_t r = splitmix(&st);
-                    float v;
-                    if (mat) v = 0.02f * approx_normal(r);
-                    else if (s->kind == G4_T_SCALAR) v = 0.5f + (float)(r >> 40) / 16777216.0f;
-                    else v = 1.0f + 0.05f * approx_normal(r);
-                    buf[j] = g4_f32_to_bf16(v);
-                }
-                ok = write_all(f, buf, m * 2);
-                left -= m;
-            }
-        }
+        for (int i = sh[k].first; ok && i < sh[k].first + sh[k].count; i++) ok = write_entry(f, o, &specs[ents[i].spec], ents[i].part, buf);
         if (fclose(f) != 0) ok = 0;
         f = NULL;
         if (!ok) rc = g4_err_set(err, G4_EIO, "writing %s: %s", path, strerror(errno));
@@ -186,6 +277,7 @@ done:
     free(text);
     free(specs);
     free(sh);
+    free(ents);
     free(buf);
     json_decref(wmap);
     json_decref(root);

@@ -4,6 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "kernels/kernels.h"
+#include "model/compressed.h"
+
 static const char *const kind_names[G4_T_NKINDS] = {
     "embed", "final_norm", "input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
     "post_feedforward_layernorm", "layer_scalar", "q_proj", "k_proj", "v_proj", "o_proj", "q_norm",
@@ -20,10 +23,11 @@ int g4_tensor_kind_is_matrix(int kind) {
     }
 }
 
-int g4_tensor_dtype_for(int kind, int stored, int convert) {
-    if (convert < 0 || !g4_tensor_kind_is_matrix(kind)) return stored;
-    if (convert == 3 /* G4_DT_Q8_0 */ && kind == G4_T_EMBED) return stored;
-    return convert;
+int g4_tensor_dtype_for(int kind, int stored, g4_dtype_req req) {
+    if (!g4_tensor_kind_is_matrix(kind)) return stored;
+    if (kind == G4_T_EMBED && req.head >= 0) return req.head;
+    if (req.mat >= 0) return req.mat;
+    return stored == G4_DT_CT_INT4 ? G4_DT_Q4_0 : stored;
 }
 
 int64_t g4_tensor_spec_numel(const g4_tensor_spec *s) {

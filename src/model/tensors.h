@@ -44,10 +44,15 @@ int64_t g4_tensor_spec_numel(const g4_tensor_spec *s);
 /* 1 for matrices the kernels multiply (q/k/v/o/gate/up/down/embed); 0 for norms and scalars. */
 int g4_tensor_kind_is_matrix(int kind);
 const char *g4_tensor_kind_name(int kind);
-/* The dtype a tensor is kept in when `convert` (a g4_dtype, or -1 for none) is asked at shard or
- * load time: matrices convert, norms and scalars stay as stored, and q8_0 leaves the tied
- * embedding/head as stored (the logits are read straight off it; quantizing it doubled the
- * logits error on the goldens). */
-int g4_tensor_dtype_for(int kind, int stored, int convert);
+/* What a shard or a load asks of the dtypes: mat for every matrix but the tied embedding/head
+ * (-1: as stored), head for the embedding/head (-1: the default rule below). */
+typedef struct g4_dtype_req { int mat, head; } g4_dtype_req;
+#define G4_DTYPE_AS_STORED ((g4_dtype_req){-1, -1})
+
+/* The dtype a tensor of `kind` stored as `stored` is kept in: norms and scalars stay as stored;
+ * matrices take req.mat (packed int4 sources, model/compressed.h, become q4_0 when it is -1); the
+ * head takes req.head, else follows req.mat when that is block-quantized (q8_0, q4_0: as
+ * llama.cpp's files do) or a float dtype, else stays as stored (a W4A16 checkpoint's bf16 head). */
+int g4_tensor_dtype_for(int kind, int stored, g4_dtype_req req);
 
 #endif

@@ -291,8 +291,8 @@ static void test_wrong_tp_and_refusals(void **state) {
     assert_int_equal(s.cfg.n_layers, 12);
     g4_tp_plan plan;
     g4_rank_weights w;
-    assert_int_equal(g4_tp_plan_make(&s.cfg, g4_model_source_wdtype(&s, -1), 4, 3, &plan, &err), G4_OK);
-    assert_int_equal(g4_model_source_bind(&s, &plan, -1, 0, &w, &err), G4_OK);
+    assert_int_equal(g4_tp_plan_make(&s.cfg, g4_model_source_wdtype(&s, G4_DTYPE_AS_STORED), 4, 3, &plan, &err), G4_OK);
+    assert_int_equal(g4_model_source_bind(&s, &plan, G4_DTYPE_AS_STORED, 0, &w, &err), G4_OK);
     /* views into the map: no copy */
     const uint8_t *base = s.art->ranks[3].map.data;
     assert_true((const uint8_t *)w.layers[0].q.data >= base && (const uint8_t *)w.layers[0].q.data < base + s.art->ranks[3].map.size);

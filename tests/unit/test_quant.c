@@ -1,5 +1,5 @@
 /* Weight formats at load (--dtype): f32 and bf16 keep the goldens; q8_0 (int8 blocks of 32 with
- * a scale; the tied embedding/head stays as stored) keeps the demo model's logits within NMSE
+ * a scale; the tied embedding/head too, by default: docs/quantization.md) keeps the demo model's logits within NMSE
  * 1e-3 of the fp32 path and its answers exact; q8_0 is refused where blocks would straddle the
  * reduction slices; q8_0 logits do not depend on the TP degree. */
 #include "engine_util.h"
