@@ -87,19 +87,21 @@ static void test_q4_invariance(void **state) {
     if (g4_artifact_shard(&so, &err)) fail_msg("shard: %s", err.msg);
     const struct { int tp, threads, max_batch, art; } cfgs[] = {{1, 1, 0, 0}, {1, 1, 1, 0}, {2, 2, 1, 0}, {4, 1, 0, 0},
                                                                {4, 1, 3, 1}, {1, 2, 3, 0}, {2, 1, 0, 0}};
-    const char *isas[3];
+    const char *isas[3], *heads[] = {NULL, "q4_0", "q8_0"}; /* the published bf16 head, or quantized */
     const int nisa = g4_kernels_available(isas, 3);
-    for (int k = 0; k < nisa; k++) {
+    for (int k = 0; k < nisa * 3; k++) {
+        const char *head = heads[k % 3];
         tu_run base;
         for (size_t c = 0; c < sizeof cfgs / sizeof *cfgs; c++) {
+            if (head && cfgs[c].art) continue; /* the artifacts hold the bf16 head */
             g4_engine_opts o = {.tp = cfgs[c].tp, .threads = cfgs[c].threads, .max_batch = cfgs[c].max_batch,
-                                .model_dir = cfgs[c].art ? so.out_dir : w4, .isa = isas[k]};
+                                .model_dir = cfgs[c].art ? so.out_dir : w4, .isa = isas[k / 3], .head_dtype = head};
             tu_run r;
             run(o, c ? &r : &base);
             if (!c) continue;
             char what[96];
-            snprintf(what, sizeof what, "%s TP %d x %d threads, max batch %d%s", isas[k], cfgs[c].tp, cfgs[c].threads, cfgs[c].max_batch,
-                     cfgs[c].art ? ", artifacts" : "");
+            snprintf(what, sizeof what, "%s head %s, TP %d x %d threads, max batch %d%s", isas[k / 3], head ? head : "bf16", cfgs[c].tp,
+                     cfgs[c].threads, cfgs[c].max_batch, cfgs[c].art ? ", artifacts" : "");
             assert_same_logits(&base, &r, what);
             tu_run_free(&r);
         }
