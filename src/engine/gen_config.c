@@ -7,6 +7,7 @@
 #include "engine/gen_config.h"
 
 #include <errno.h>
+#include <float.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -108,6 +109,8 @@ static int get_num(json_t *o, const char *k, const char *what, double lo, double
             return g4_err_set(err, G4_EFORMAT, "%s: %s = %g must be >= %g", what, k, x, lo);
         return g4_err_set(err, G4_EFORMAT, "%s: %s = %g must be in [%g, %g]", what, k, x, lo, hi);
     }
+    /* beyond FLT_MAX the float would be inf, which the sampler refuses on every request */
+    if (x > FLT_MAX) return g4_err_set(err, G4_EFORMAT, "%s: %s = %g is too large", what, k, x);
     *dst = (float)x;
     return G4_OK;
 }

@@ -4,7 +4,7 @@
  *   eos_token_id      integer or list of integers (>= 0)      stop ids
  *   bos_token_id, pad_token_id  integer >= 0
  *   do_sample         boolean                                 false -> greedy
- *   temperature       number >= 0
+ *   temperature       number >= 0 (and a finite float)
  *   top_k             integer >= 0 (0 = off)
  *   top_p             number in [0, 1]
  *   min_p             number in [0, 1]

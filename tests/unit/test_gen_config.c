@@ -115,6 +115,7 @@ static void test_types(void **st) {
         {"{\"do_sample\": 1}", "do_sample must be true or false, got an integer"},
         {"{\"temperature\": \"hot\"}", "temperature must be a number, got a string"},
         {"{\"temperature\": -1}", "temperature = -1 must be >= 0"},
+        {"{\"temperature\": 1e300}", "temperature = 1e+300 is too large"},
         {"{\"top_p\": 1.5}", "top_p = 1.5 must be in [0, 1]"},
         {"{\"min_p\": [0.1]}", "min_p must be a number, got a list"},
         {"{\"top_k\": 6.4}", "top_k must be an integer, got a real number"},
