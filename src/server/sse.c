@@ -171,6 +171,7 @@ int g4_sse_comment(g4_sse *s, const char *text) {
 size_t g4_sse_take(g4_sse *s, char *buf, size_t max) {
     size_t n = s->len - s->off;
     if (n > max) n = max;
+    if (!n) return 0; /* nothing framed yet: buf may still be NULL */
     memcpy(buf, s->buf + s->off, n);
     s->off += n;
     return n;

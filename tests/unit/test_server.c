@@ -316,10 +316,14 @@ static void test_sse_completions_and_errors(void **st) {
     g4_sse_opts o = {.kind = G4_API_COMPLETIONS, .id = "cmpl-1", .model = "m", .created = 1};
     g4_sse *s;
     assert_int_equal(g4_sse_create(&o, &s, NULL), 0);
+    char buf[4096];
+    /* nothing framed yet (a completion frames nothing before its first text): no bytes, no
+     * read through the still-NULL buffer (UBSan; found by fuzz_sse) */
+    assert_int_equal(g4_sse_feed(s, "", 0, NULL), 0);
+    assert_int_equal(g4_sse_take(s, buf, sizeof buf), 0);
     assert_int_equal(g4_sse_feed(s, "<b>raw", 6, NULL), 0);
     assert_int_equal(g4_sse_finish(s, "length", 1, 1, NULL), 0);
     assert_int_not_equal(g4_sse_feed(s, "x", 1, NULL), 0); /* closed */
-    char buf[4096];
     size_t len = g4_sse_take(s, buf, sizeof buf);
     buf[len] = 0;
     assert_non_null(strstr(buf, "\"text\":\"<b>raw\""));
