@@ -94,8 +94,9 @@ int cmd_run(int argc, char **argv) {
     if (g4_output_parse_ex(res.text, res.text_len, &popts, &po, &err)) { cli_error("run", &err); goto out; }
     if (json_out) {
         json_t *j = json_object(), *calls = json_array();
-        json_object_set_new(j, "response", json_string(po.content ? po.content : ""));
-        if (po.reasoning) json_object_set_new(j, "reasoning", json_string(po.reasoning));
+        /* lengths, not C strings: generated text may hold U+0000 */
+        json_object_set_new(j, "response", json_stringn(po.content ? po.content : "", po.content ? po.content_len : 0));
+        if (po.reasoning) json_object_set_new(j, "reasoning", json_stringn(po.reasoning, po.reasoning_len));
         for (size_t k = 0; k < po.n_calls; k++)
             json_array_append_new(calls, json_pack("{s:s,s:s}", "name", po.calls[k].name, "arguments", po.calls[k].arguments_json));
         json_object_set_new(j, "tool_calls", calls);
@@ -107,9 +108,14 @@ int cmd_run(int argc, char **argv) {
         free(s);
         json_decref(j);
     } else {
-        if (po.reasoning && *po.reasoning) fprintf(stderr, "[thinking] %s\n", po.reasoning);
+        if (po.reasoning && po.reasoning_len) {
+            fputs("[thinking] ", stderr);
+            fwrite(po.reasoning, 1, po.reasoning_len, stderr);
+            fputc('\n', stderr);
+        }
         for (size_t k = 0; k < po.n_calls; k++) printf("[tool call] %s %s\n", po.calls[k].name, po.calls[k].arguments_json);
-        printf("%s\n", po.content ? po.content : "");
+        if (po.content) fwrite(po.content, 1, po.content_len, stdout);
+        putchar('\n');
     }
     g4_parsed_output_free(&po);
     rc = 0;

@@ -93,4 +93,19 @@ mv "$tmp/m/config.json" "$tmp/cj"; mkdir "$tmp/m/config.json"
 out=$($G4TP run --model "$tmp/m" -p hi 2>&1); rc=$?
 echo "$out" | grep -q "config.json: Is a directory" && ok "config.json as a directory: says so" || bad "config.json as a directory: $out"
 rm -rf "$tmp"
+
+# Generated text holding U+0000 (possible at high temperature: byte-fallback tokens) comes out
+# whole, in --json and plain, never cut at the NUL.
+found=0
+for seed in 6 9 1 2 3 4 5 7 8 10; do
+  j=$($G4TP run -p "Tell me a story" --seed $seed --temperature 100 --top-k 0 --json --max-new-tokens 1500 2>/dev/null)
+  n=$(printf '%s' "$j" | python3 -c "import json,sys; print(json.loads(sys.stdin.read())['response'].count(chr(0)))")
+  [ "${n:-0}" -gt 0 ] || continue
+  found=1
+  plain=$($G4TP run -p "Tell me a story" --seed $seed --temperature 100 --top-k 0 --max-new-tokens 1500 2>/dev/null | od -An -tx1 | tr -d ' \n')
+  want=$(printf '%s' "$j" | python3 -c "import json,sys; sys.stdout.buffer.write(json.loads(sys.stdin.read())['response'].encode()+b'\n')" | od -An -tx1 | tr -d ' \n')
+  expect_eq "$plain" "$want" "seed $seed: plain output = the --json response, NULs and all"
+  break
+done
+[ $found = 1 ] && ok "a generation with U+0000 was found and kept whole" || bad "no seed produced U+0000 (the check above never ran)"
 finish
