@@ -92,3 +92,56 @@ clean:
 	rm -rf build build-san
 
 -include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d) $(BENCH_BINS:=.d)
+
+# ---- install ------------------------------------------------------------------------------
+# `make install PREFIX=/usr/local DESTDIR=...`: the g4tp binary, libg4.a and libg4.so (with a
+# soname), the public headers under include/g4tp/, g4.pc for pkg-config, and the demo model in
+# share/g4tp/models/demo, where an installed g4tp looks for it (cli_default_model). The shared
+# library is built from -fPIC objects of their own ($(BUILD)/pic/), so the normal objects stay.
+VERSION    := 0.1.0
+SOVERSION  := 0
+PREFIX     ?= /usr/local
+DESTDIR    ?=
+BINDIR     ?= $(PREFIX)/bin
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+DATADIR    ?= $(PREFIX)/share/g4tp
+PIC_OBJS   := $(LIB_SRCS:%.c=$(BUILD)/pic/%.o)
+SONAME     := libg4.so.$(SOVERSION)
+DEMO_FILES := $(wildcard models/demo/*)
+
+.PHONY: shared install uninstall
+isa_flags = $(if $(findstring _avx512.,$(1)),$(AVX512_FLAGS),$(if $(findstring _avx2.,$(1)),$(AVX2_FLAGS)))
+$(PIC_OBJS): $(BUILD)/pic/%.o: %.c $(CONFIG_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(MPI_CFLAGS) $(call isa_flags,$<) -fPIC -MMD -MP -c $< -o $@
+
+$(BUILD)/libg4.so.$(VERSION): $(PIC_OBJS)
+	$(CC) -shared $(LDSAN) -pthread -Wl,-soname,$(SONAME) -o $@ $^ $(LIBS)
+
+shared: $(BUILD)/libg4.so.$(VERSION)
+
+# g4.pc is written at install time: it holds PREFIX, which may differ from one install to the next
+install: $(BUILD)/g4tp $(BUILD)/libg4.a $(BUILD)/libg4.so.$(VERSION)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)/g4tp/base $(DESTDIR)$(DATADIR)/models/demo
+	install -m 755 $(BUILD)/g4tp $(DESTDIR)$(BINDIR)/g4tp
+	install -m 644 $(BUILD)/libg4.a $(DESTDIR)$(LIBDIR)/libg4.a
+	install -m 755 $(BUILD)/libg4.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libg4.so.$(VERSION)
+	ln -sf libg4.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libg4.so
+	install -m 644 include/g4.h $(DESTDIR)$(INCLUDEDIR)/g4tp/g4.h
+	install -m 644 src/base/error.h $(DESTDIR)$(INCLUDEDIR)/g4tp/base/error.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+	    -e 's|@VERSION@|$(VERSION)|' -e 's|@LIBS@|$(LIBS)|' packaging/g4.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/g4.pc
+	chmod 644 $(DESTDIR)$(LIBDIR)/pkgconfig/g4.pc
+	install -m 644 $(DEMO_FILES) $(DESTDIR)$(DATADIR)/models/demo/
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/g4tp $(DESTDIR)$(LIBDIR)/libg4.a $(DESTDIR)$(LIBDIR)/libg4.so.$(VERSION) \
+	      $(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/libg4.so $(DESTDIR)$(LIBDIR)/pkgconfig/g4.pc \
+	      $(DESTDIR)$(INCLUDEDIR)/g4tp/g4.h $(DESTDIR)$(INCLUDEDIR)/g4tp/base/error.h
+	rm -f $(addprefix $(DESTDIR)$(DATADIR)/models/demo/,$(notdir $(DEMO_FILES)))
+	-rmdir $(DESTDIR)$(INCLUDEDIR)/g4tp/base $(DESTDIR)$(INCLUDEDIR)/g4tp $(DESTDIR)$(DATADIR)/models/demo \
+	       $(DESTDIR)$(DATADIR)/models $(DESTDIR)$(DATADIR) 2>/dev/null
+
+-include $(PIC_OBJS:.o=.d)

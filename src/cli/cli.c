@@ -100,15 +100,19 @@ const char *cli_default_model(void) {
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n > 0) {
         exe[n] = 0;
-        /* <repo>/build-folder/g4tp -> <repo>/models/demo */
+        /* <repo>/build-folder/g4tp -> <repo>/models/demo; installed (make install):
+         * <prefix>/bin/g4tp -> <prefix>/share/g4tp/models/demo */
         char *slash = strrchr(exe, '/');
         if (slash) {
             *slash = 0;
             slash = strrchr(exe, '/');
             if (slash) {
                 *slash = 0;
-                snprintf(path, sizeof path, "%s/models/demo", exe);
-                if (g4_is_dir(path)) return path;
+                static const char *const where[] = {"models/demo", "share/g4tp/models/demo"};
+                for (int i = 0; i < 2; i++) {
+                    snprintf(path, sizeof path, "%s/%s", exe, where[i]);
+                    if (g4_is_dir(path)) return path;
+                }
             }
         }
     }

@@ -38,7 +38,8 @@ int cli_sampling_flag(int argc, char **argv, int *i, cli_sampling *s, int *bad);
 /* Overrides the generation_config.json defaults in p with the flags given. */
 void cli_sampling_apply(const cli_sampling *s, g4_sampling_params *p);
 extern const char *cli_sampling_help;
-/* The built-in demo model folder (models/demo beside the binary's repository, or $G4_DEMO_MODEL). */
+/* The built-in demo model folder ($G4_DEMO_MODEL, else models/demo beside the binary's repository,
+ * else <prefix>/share/g4tp/models/demo for an installed <prefix>/bin/g4tp). */
 const char *cli_default_model(void);
 void cli_error(const char *cmd, const g4_err *err);
 
