@@ -22,12 +22,15 @@ static const char *help =
     "                   compressed-tensors W4A16 weights become q4_0, exactly)\n"
     "  --head-dtype D   the tied embedding/head (default: follows --dtype; as stored without it)\n"
     "  --force          replace DIR if it is an artifact folder already\n"
-    "  --quiet          no progress bar even on a terminal\n";
+    "  --quiet          no progress bar even on a terminal\n"
+    "  --verbose        list every quantized tensor, also those converted exactly\n\n"
+    "Each block-quantized tensor whose conversion is not exact is printed with its normalised\n"
+    "squared error (nmse), then a summary line.\n";
 
 static volatile sig_atomic_t interrupted;
 static void on_signal(int sig) { (void)sig; interrupted = 1; }
 
-typedef struct { double t0, last; int n, exact; double worst; char worst_name[96]; } bar;
+typedef struct { double t0, last; int n, exact, verbose; double worst; char worst_name[96]; } bar;
 
 static double now_s(void) {
     struct timespec ts;
@@ -51,12 +54,14 @@ static void progress(void *ud, uint64_t done, uint64_t total) {
     fflush(stderr);
 }
 
-/* Each quantized tensor's error, one line each, then a summary (printed at the end). */
+/* Each quantized tensor's error, one line each (exact ones only with --verbose), then a summary
+ * (printed at the end). */
 static void report(void *ud, const char *name, int src, int dt, double nmse) {
     bar *b = ud;
     b->n++;
     if (nmse == 0) b->exact++;
     if (nmse >= b->worst) { b->worst = nmse; snprintf(b->worst_name, sizeof b->worst_name, "%s", name); }
+    if (nmse == 0 && !b->verbose) return;
     printf("nmse %.3e  %s (%s -> %s)%s\n", nmse, name, src == G4_DT_CT_INT4 ? "w4a16" : g4_dtype_name(src), g4_dtype_name(dt),
            nmse == 0 ? "  exact" : "");
 }
@@ -65,7 +70,7 @@ int cmd_shard(int argc, char **argv) {
     g4_shard_opts o = {0};
     o.dtype = -1;
     long long tp = 0;
-    int bad = 0, quiet = 0;
+    int bad = 0, quiet = 0, verbose = 0;
     for (int i = 1; i < argc && !bad; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(help, stdout); return 0; }
@@ -81,12 +86,13 @@ int cmd_shard(int argc, char **argv) {
             else o.head_dtype = v;
         } else if (!strcmp(a, "--force")) o.force = 1;
         else if (!strcmp(a, "--quiet")) quiet = 1;
+        else if (!strcmp(a, "--verbose")) verbose = 1;
         else { fprintf(stderr, "g4tp shard: unknown option %s (see --help)\n", a); bad = 1; }
     }
     if (bad) return 2;
     if (!o.model_dir || !o.out_dir || !tp) { fprintf(stderr, "g4tp shard: --model, --tp and --out are required (see --help)\n"); return 2; }
     o.tp = (int)tp;
-    bar b = {.t0 = now_s()};
+    bar b = {.t0 = now_s(), .verbose = verbose};
     o.progress_ud = &b;
     o.report = report;
     if (!quiet && isatty(2)) o.progress = progress;

@@ -93,4 +93,14 @@ if [ -x /usr/bin/time ]; then
 else
   bad "/usr/bin/time missing (scripts/install-deps.sh installs the time package)"
 fi
+
+# 4-bit: a W4A16 checkpoint shards to q4_0 exactly; an ordinary bf16 one reports its error per tensor.
+$G4TP synth --like "tests/data/golden/tiny_default/config.json" --format w4a16 --out $tmp/w4 >/dev/null
+out=$($G4TP shard --model $tmp/w4 --tp 2 --out $tmp/w4art --quiet 2>&1)
+echo "$out" | grep -q "^quantized 54 tensors: 54 exact" && ok "w4a16 -> q4_0: every tensor exact" || bad "w4a16 shard: $out"
+out=$($G4TP shard --model "tests/data/golden/tiny_default" --dtype q4_0 --tp 2 --out $tmp/q4art --quiet 2>&1)
+n=$(echo "$out" | grep -c "^nmse .*(bf16 -> q4_0)$")
+expect_eq "$n" 55 "bf16 -> q4_0: one nmse line per quantized tensor"
+python3 -c "import json,sys; m=json.load(open(sys.argv[1])); sys.exit(0 if m['head_dtype']=='q4_0' else 1)" $tmp/q4art/manifest.json \
+  && ok "manifest: the head follows --dtype q4_0" || bad "manifest head_dtype"
 finish
