@@ -145,3 +145,6 @@ uninstall:
 	       $(DESTDIR)$(DATADIR)/models $(DESTDIR)$(DATADIR) 2>/dev/null
 
 -include $(PIC_OBJS:.o=.d)
+
+# Fuzzing (libFuzzer harnesses in fuzz/, docs/fuzzing.md): make fuzz-bins, make fuzz, make fuzz-NAME.
+include fuzz/fuzz.mk
