@@ -16,6 +16,7 @@
  * paths give the same bits.
  * Knows nothing about Gemma or threads. */
 #include "kernels/kernels.h"
+#include "kernels/kernels_avx512.h"
 #include "kernels/kernels_internal.h"
 
 #include <immintrin.h>
@@ -23,20 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define AI static inline __attribute__((always_inline))
-
 /* Set by kernels_dispatch.c when the CPU has AVX512-VNNI (kernels_internal.h). */
 int g4__avx512_vnni = 0;
-
-AI float hsum16(__m512 v) {
-    __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-    __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-    b = _mm_add_ps(b, _mm_movehl_ps(b, b));
-    b = _mm_add_ss(b, _mm_movehdup_ps(b));
-    return _mm_cvtss_f32(b);
-}
-
-AI __mmask16 tailmask(int64_t n) { return (__mmask16)((1u << n) - 1u); }
 
 /* 16 weights of dtype dt at element k of a row, as exact fp32. */
 AI __m512 ldw(int dt, const void *row, int64_t k) {
@@ -691,7 +680,7 @@ static void matmul_q8(const g4_mat *W, const float *x, int64_t ldx, int T, float
 }
 
 static size_t matmul_scratch_bytes(const g4_mat *W, int T) {
-    if (W->dtype == G4_DT_Q4_0) return g4_kernels_scalar.matmul_scratch_bytes(W, T); /* for now */
+    if (W->dtype == G4_DT_Q4_0) return g4__q4_scratch_bytes_avx512(W, T);
     if (W->dtype == G4_DT_Q8_0) /* + one prepared weight row for T > 1 (q8_pre_row) */
         return q8_act_bytes(W, T) + 64 + (T > 1 ? (size_t)((W->cols / G4_Q8_BLOCK + 15) / 16) * Q8_PRE_GROUP : 0);
     return T > SMALL_T ? f_scratch_bytes() : 0;
@@ -707,7 +696,7 @@ static void matmul(const g4_mat *W, const float *x, int64_t ldx, int T, float *y
     }
     switch (W->dtype) {
     case G4_DT_Q8_0: matmul_q8(W, x, ldx, T, y, ldy, r0, r1, scratch); break;
-    case G4_DT_Q4_0: g4_kernels_scalar.matmul(W, x, ldx, T, y, ldy, r0, r1, scratch); break; /* for now */
+    case G4_DT_Q4_0: g4__q4_matmul_avx512(W, x, ldx, T, y, ldy, r0, r1, scratch); break;
     default:
         if (T == 1) {
             if (W->dtype == G4_DT_F32) matvec_dt(G4_DT_F32, W, x, y, r0, r1);
@@ -988,17 +977,17 @@ static void attention(float *out, const float *q, int nq, int64_t d, const g4_kv
     }
 }
 
-/* q4_0 goes to the scalar set for now */
+/* matmul_act_bytes / matmul_prepare / matmul_prepared: q8_0 here, q4_0 in kernels_q4_avx512.c */
 static size_t act_bytes_any(const g4_mat *W, int T) {
-    return W->dtype == G4_DT_Q4_0 ? g4_kernels_scalar.matmul_act_bytes(W, T) : q8_act_bytes(W, T);
+    return W->dtype == G4_DT_Q4_0 ? g4__q4_act_bytes(W, T) : q8_act_bytes(W, T);
 }
 static void prepare_any(const g4_mat *W, const float *x, int64_t ldx, int T, void *act) {
-    if (W->dtype == G4_DT_Q4_0) g4_kernels_scalar.matmul_prepare(W, x, ldx, T, act);
+    if (W->dtype == G4_DT_Q4_0) g4__q4_prepare_avx512(W, x, ldx, T, act);
     else q8_prepare(W, x, ldx, T, act);
 }
 static void prepared_any(const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0, int64_t r1,
                          void *scratch) {
-    if (W->dtype == G4_DT_Q4_0) g4_kernels_scalar.matmul_prepared(W, act, T, y, ldy, r0, r1, scratch);
+    if (W->dtype == G4_DT_Q4_0) g4__q4_matmul_prepared_avx512(W, act, T, y, ldy, r0, r1, scratch);
     else matmul_q8_prepared(W, act, T, y, ldy, r0, r1, scratch);
 }
 

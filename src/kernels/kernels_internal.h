@@ -42,6 +42,14 @@ void g4__q4_block_sums(void *rec, int64_t K);
 /* matmul_prepare of scalar and avx2 for q4_0: g4__q8_quantize_act, then the sums. */
 void g4__q4_prepare_plain(const g4_mat *W, const float *x, int64_t ldx, int T, void *act);
 
+/* The avx512 q4_0 matmul (kernels_q4_avx512.c; its own record layout, same size). */
+size_t g4__q4_scratch_bytes_avx512(const g4_mat *W, int T);
+void g4__q4_prepare_avx512(const g4_mat *W, const float *x, int64_t ldx, int T, void *act);
+void g4__q4_matmul_prepared_avx512(const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0,
+                                   int64_t r1, void *scratch);
+void g4__q4_matmul_avx512(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy, int64_t r0,
+                          int64_t r1, void *scratch);
+
 /* Aligns a scratch pointer up to 64 bytes (scratch sizes include the 64 bytes of slack). */
 static inline void *g4__align64(void *p) {
     return (void *)(((uintptr_t)p + 63) & ~(uintptr_t)63);

@@ -503,6 +503,7 @@ static void test_matmul_invariance(void **state) {
             check_invariance(ks[s], dt, 70, q ? 640 : 600, 100);   /* direct tiles, many token tiles */
             check_invariance(ks[s], dt, 29, q ? 544 : 531, 2);     /* T <= 3: 8-row direct tiles + rest */
             check_invariance(ks[s], dt, 29, q ? 544 : 531, 3);
+            check_invariance(ks[s], dt, 29, q ? 544 : 531, 4);
             check_invariance(ks[s], dt, 70, q ? 1056 : 1037, 150); /* packed path (T > 128): K, token, row blocks */
         }
 }

@@ -1,0 +1,289 @@
+/* kernels_q4_avx512.c — the q4_0 matmul of the avx512 set (kernels_avx512.c dispatches here).
+ * Compiled with AVX-512 flags: nothing in here may run before kernels_dispatch.c has checked
+ * cpuid. VNNI (vpdpbusd) when g4__avx512_vnni, else vpmaddubsw/vpmaddwd: the same integers.
+ *
+ * Order: the blocks of a row go in groups of 16; block value (float)(sum (q-8) x) * (d_w * d_x)
+ * of block blk(L) of each group is fma'd into lane L of one 16-lane accumulator, group after
+ * group, then hsum16. blk(L) = 4 (L mod 4) + L / 4 (a 4 x 4 transpose): the lane order the
+ * in-register weight transpose produces. Every path (T = 1, few tokens, the prepared-row path of
+ * prefill, VNNI or not, prepared or not) computes exactly these integers and float operations, so
+ * the bits depend only on K.
+ *
+ * Weights (18-byte blocks) are read in quads of 4 blocks (72 bytes, two loads that stay inside the
+ * quad), the 64 level bytes gathered by one vpermt2w, and the 4 quads transposed (8 unpacks) so
+ * that vector j, lane L holds level bytes 4j..4j+3 of block blk(L): their low nibbles are elements
+ * 4j..4j+3, their high nibbles 16+4j..19+4j. The activations are prepared once per token in the
+ * matching order (vector v, lane L = int8 elements 4v..4v+3 of block blk(L)), with d_x and
+ * -8 sum x per block in lane order: sum (q-8) x = sum q x - 8 sum x, q unsigned for vpdpbusd. */
+#include "kernels/kernels.h"
+#include "kernels/kernels_avx512.h"
+#include "kernels/kernels_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+
+/* blk(L) of the file comment */
+static const int32_t q4_blk[16] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
+
+/* vpermt2d index: from A = quad bytes [8, 72) and B = quad bytes [2, 66), where the level bytes of
+ * blocks 1, 3 (bytes 20.., 56..) and 0, 2 (bytes 2.., 38..) start on dword boundaries: output
+ * 128-lane c = the 16 level bytes of block c of the quad. */
+static const int32_t q4_qs_idx[16] = {16, 17, 18, 19, 3, 4, 5, 6, 25, 26, 27, 28, 12, 13, 14, 15};
+/* The f16 scales of the 4 quads to words L = 4c + q (block 4q + c: word 9c of quad q's bytes
+ * [0, 64)): quads 0, 1 to words 4c, 4c+1; quads 2, 3 to words 4c+2, 4c+3 (vpermt2w, blended). */
+static const int16_t q4_d01_idx[32] = {0, 32, 0, 0, 9, 41, 0, 0, 18, 50, 0, 0, 27, 59, 0, 0};
+static const int16_t q4_d23_idx[32] = {0, 0, 0, 32, 0, 0, 9, 41, 0, 0, 18, 50, 0, 0, 27, 59};
+
+/* First n (0..64) bytes. */
+AI __mmask64 bytemask(int n) { return n >= 64 ? ~(__mmask64)0 : n <= 0 ? 0 : ((__mmask64)1 << n) - 1; }
+
+/* The levels and scales of one group of nbg (16, or fewer at the end of a row) blocks: V[j] (lane L
+ * = level bytes 4j..4j+3 of block blk(L), both nibbles), and d_w in lane order. Blocks past nbg
+ * read as zero bytes (masked loads, never past the row): their activations and sums are zero,
+ * their scale 0. Costs, from L1, per group: 31 cycles (vpermt2w for the levels: 36; no scales
+ * at all: 25). */
+AI void q4_load_group(const g4_block_q4_0 *w, const int nbg, __m512i *V, __m512 *dw) {
+    const char *p = (const char *)w;
+    const __m512i qi = _mm512_loadu_si512(q4_qs_idx);
+    __m512i A[4], P[4];
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; q++) {
+        const char *b = p + 72 * q;
+        if (nbg == 16) {
+            A[q] = _mm512_loadu_si512(b);
+            P[q] = _mm512_permutex2var_epi32(_mm512_loadu_si512(b + 8), qi, _mm512_loadu_si512(b + 2));
+        } else {
+            const int nv = nbg - 4 * q < 0 ? 0 : nbg - 4 * q > 4 ? 4 : nbg - 4 * q, n = 18 * nv;
+            A[q] = _mm512_maskz_loadu_epi8(bytemask(n), b);
+            P[q] = _mm512_permutex2var_epi32(_mm512_maskz_loadu_epi8(bytemask(n - 8), b + 8), qi,
+                                             _mm512_maskz_loadu_epi8(bytemask(n - 2), b + 2));
+        }
+    }
+    const __m512i a = _mm512_unpacklo_epi32(P[0], P[1]), b = _mm512_unpackhi_epi32(P[0], P[1]);
+    const __m512i c = _mm512_unpacklo_epi32(P[2], P[3]), d = _mm512_unpackhi_epi32(P[2], P[3]);
+    V[0] = _mm512_unpacklo_epi64(a, c);
+    V[1] = _mm512_unpackhi_epi64(a, c);
+    V[2] = _mm512_unpacklo_epi64(b, d);
+    V[3] = _mm512_unpackhi_epi64(b, d);
+    const __m512i d01 = _mm512_permutex2var_epi16(A[0], _mm512_loadu_si512(q4_d01_idx), A[1]);
+    const __m512i d23 = _mm512_permutex2var_epi16(A[2], _mm512_loadu_si512(q4_d23_idx), A[3]);
+    *dw = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_mask_blend_epi16(0xCCCC, d01, d23)));
+}
+
+/* acc + sum over the 4 dwords of u (u8) * s (s8), exact: vpdpbusd, or without VNNI maddubs (pairs
+ * of at most 2 * 15 * 127 or 2 * 255 * 127 / 2 ... both below 2^15 for levels 0..15) and madd. */
+AI __m512i dp(const int vnni, __m512i acc, __m512i u, __m512i s) {
+    if (vnni) return _mm512_dpbusd_epi32(acc, u, s);
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1)));
+}
+
+/* The 8 weight vectors of a group in the order of the activation vectors: true levels 0..15
+ * (W[j] low nibbles, W[j+4] high nibbles). With VNNI the high ones stay 16 * level (one and
+ * instead of a shift and an and; their sum is shifted back, exactly). */
+AI void q4_levels(const int vnni, const __m512i *V, __m512i *W) {
+    const __m512i lo = _mm512_set1_epi8(0x0f), hi = _mm512_set1_epi8((char)0xf0);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        W[j] = _mm512_and_si512(V[j], lo);
+        W[j + 4] = vnni ? _mm512_and_si512(V[j], hi) : _mm512_and_si512(_mm512_srli_epi16(V[j], 4), lo);
+    }
+}
+
+/* One token's record: act vectors at x (8 x 64 bytes a group), then d_x and -8 sum x in lane order. */
+typedef struct {
+    const __m512i *x;
+    const float *d;
+    const int32_t *s;
+} q4_rec;
+
+AI q4_rec q4_record(const void *act, int64_t stride, int t, int64_t K) {
+    const char *rec = (const char *)act + t * stride;
+    q4_rec r = {(const __m512i *)rec, (const float *)(rec + g4__q8_act_qs_bytes(K)),
+                g4__q4_act_sums((void *)rec, K)};
+    return r;
+}
+
+/* Group g of one token: acc + (float)(sum (q-8) x) * (d_w * d_x), lane by lane. Four integer
+ * chains of two (one chain of four per half left the loop waiting on vpdpbusd latency: 35 instead
+ * of 25 cycles a group from L1). */
+AI __m512 q4_token(const int vnni, const __m512i *W, __m512 dw, const q4_rec *r, int64_t g, __m512 acc) {
+    const __m512i *x = r->x + 8 * g;
+    const __m512i z = _mm512_setzero_si512();
+    __m512i a0 = _mm512_loadu_si512(r->s + 16 * g), a1 = z, b0 = z, b1 = z;
+    a0 = dp(vnni, a0, W[0], _mm512_load_si512(x + 0));
+    b0 = dp(vnni, b0, W[1], _mm512_load_si512(x + 1));
+    a1 = dp(vnni, a1, W[4], _mm512_load_si512(x + 4));
+    b1 = dp(vnni, b1, W[5], _mm512_load_si512(x + 5));
+    a0 = dp(vnni, a0, W[2], _mm512_load_si512(x + 2));
+    b0 = dp(vnni, b0, W[3], _mm512_load_si512(x + 3));
+    a1 = dp(vnni, a1, W[6], _mm512_load_si512(x + 6));
+    b1 = dp(vnni, b1, W[7], _mm512_load_si512(x + 7));
+    a0 = _mm512_add_epi32(a0, b0);
+    a1 = _mm512_add_epi32(a1, b1); /* VNNI: 16 * the high half's sum (q4_levels) */
+    const __m512i isum = _mm512_add_epi32(a0, vnni ? _mm512_srai_epi32(a1, 4) : a1);
+    const __m512 d = _mm512_mul_ps(dw, _mm512_loadu_ps(r->d + 16 * g));
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), d, acc);
+}
+
+/* Decode (T <= Q4_ROW_T): one row straight from memory, its weights unpacked once per group for
+ * the NT tokens. A non-temporal prefetch Q4_PREFETCH bytes ahead keeps the row's single stream
+ * (and, past its end, the next row's) in flight, as the q8_0 T = 1 dot does. */
+#ifndef G4_Q4_PREFETCH
+#define G4_Q4_PREFETCH 2304
+#endif
+#ifndef Q4_ROW_T
+#define Q4_ROW_T 4
+#endif
+AI void q4_row_direct(const int vnni, const int NT, const g4_block_q4_0 *w, int64_t nb, const q4_rec *r,
+                      float *const *out) {
+    __m512 acc[Q4_ROW_T];
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
+    int64_t g = 0;
+    __m512i V[4], W[8];
+    __m512 dw;
+    for (; g < nb / 16; g++) {
+        const char *pf = (const char *)(w + 16 * g) + G4_Q4_PREFETCH;
+#pragma GCC unroll 5
+        for (int l = 0; l < 5; l++) _mm_prefetch(pf + 64 * l, _MM_HINT_NTA);
+        q4_load_group(w + 16 * g, 16, V, &dw);
+        q4_levels(vnni, V, W);
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) acc[t] = q4_token(vnni, W, dw, r + t, g, acc[t]);
+    }
+    if (16 * g < nb) {
+        q4_load_group(w + 16 * g, (int)(nb - 16 * g), V, &dw);
+        q4_levels(vnni, V, W);
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) acc[t] = q4_token(vnni, W, dw, r + t, g, acc[t]);
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) *out[t] = hsum16(acc[t]);
+}
+
+/* Prefill (T > Q4_ROW_T): each weight row unpacked once per call into the scratch (per group the
+ * 8 level vectors, true levels, and the scales: 576 bytes) and shared by all its token tiles. */
+enum { Q4_PRE_GROUP = 9 * 64 };
+
+static void q4_pre_row(const int vnni, const g4_block_q4_0 *w, int64_t nb, char *pre) {
+    __m512i V[4], W[8];
+    __m512 dw;
+    for (int64_t g = 0; 16 * g < nb; g++) {
+        q4_load_group(w + 16 * g, nb - 16 * g >= 16 ? 16 : (int)(nb - 16 * g), V, &dw);
+        q4_levels(0, V, W);
+        __m512i *o = (__m512i *)(pre + g * Q4_PRE_GROUP);
+        for (int j = 0; j < 8; j++) _mm512_store_si512(o + j, W[j]);
+        _mm512_store_ps((float *)(o + 8), dw);
+    }
+    (void)vnni;
+}
+
+/* One prepared row times NT (<= 4) tokens. */
+AI void q4_row_pre(const int vnni, const int NT, const char *pre, int64_t nb, const q4_rec *r, float *const *out) {
+    __m512 acc[4];
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t g = 0; 16 * g < nb; g++) {
+        const __m512i *o = (const __m512i *)(pre + g * Q4_PRE_GROUP);
+        const __m512 dw = _mm512_load_ps((const float *)(o + 8));
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) {
+            const __m512i *x = r[t].x + 8 * g;
+            __m512i a0 = _mm512_loadu_si512(r[t].s + 16 * g), a1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {
+                a0 = dp(vnni, a0, _mm512_load_si512(o + j), _mm512_load_si512(x + j));
+                a1 = dp(vnni, a1, _mm512_load_si512(o + j + 4), _mm512_load_si512(x + j + 4));
+            }
+            const __m512 d = _mm512_mul_ps(dw, _mm512_loadu_ps(r[t].d + 16 * g));
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1)), d, acc[t]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) *out[t] = hsum16(acc[t]);
+}
+
+static size_t q4_pre_bytes(int64_t K) { return (size_t)((K / 32 + 15) / 16) * Q4_PRE_GROUP; }
+
+size_t g4__q4_scratch_bytes_avx512(const g4_mat *W, int T) {
+    return g4__q4_act_bytes(W, T) + 64 + (T > Q4_ROW_T ? q4_pre_bytes(W->cols) + 64 : 0);
+}
+
+/* Quantizes (g4__q8_quantize_act_avx512, natural order) and rearranges each token's record:
+ * vector v of a group, lane L = dword v of block blk(L); d_x in lane order; -8 sum x. */
+void g4__q4_prepare_avx512(const g4_mat *W, const float *x, int64_t ldx, int T, void *act) {
+    const int64_t K = W->cols, stride = g4__q4_act_stride(K), ng = g4__q8_act_nb_pad(K) / 16;
+    const __m512i blk = _mm512_loadu_si512(q4_blk), ones = _mm512_set1_epi8(1);
+    for (int t = 0; t < T; t++) {
+        char *rec = (char *)act + t * stride;
+        g4__q8_quantize_act_avx512(x + t * ldx, K, rec);
+        float *d = (float *)(rec + g4__q8_act_qs_bytes(K));
+        int32_t *s = g4__q4_act_sums(rec, K);
+        for (int64_t g = 0; g < ng; g++) {
+            int8_t tmp[512];
+            memcpy(tmp, rec + g * 512, 512);
+            __m512i sum = _mm512_setzero_si512();
+            for (int v = 0; v < 8; v++) {
+                const __m512i idx = _mm512_add_epi32(_mm512_slli_epi32(blk, 3), _mm512_set1_epi32(v));
+                const __m512i xv = _mm512_i32gather_epi32(idx, (const void *)tmp, 4);
+                _mm512_store_si512((__m512i *)(rec + g * 512) + v, xv);
+                sum = dp(0, sum, ones, xv); /* 1 * x (u8 * s8): the block sums, in lane order */
+            }
+            _mm512_storeu_si512(s + 16 * g, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sum, 3)));
+            _mm512_storeu_ps(d + 16 * g, _mm512_permutexvar_ps(blk, _mm512_loadu_ps(d + 16 * g)));
+        }
+    }
+}
+
+AI void q4_prepared_dt(const int vnni, const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0,
+                       int64_t r1, void *scratch) {
+    const int64_t K = W->cols, nb = K / G4_Q4_BLOCK, stride = g4__q4_act_stride(K);
+    q4_rec rec[Q4_ROW_T > 4 ? Q4_ROW_T : 4];
+    float *out[Q4_ROW_T > 4 ? Q4_ROW_T : 4];
+    if (T <= Q4_ROW_T) {
+        for (int t = 0; t < T; t++) rec[t] = q4_record(act, stride, t, K);
+        for (int64_t r = r0; r < r1; r++) {
+            const g4_block_q4_0 *row = (const void *)((const char *)W->data + r * W->ld_bytes);
+            for (int t = 0; t < T; t++) out[t] = y + t * ldy + r;
+            switch (T) {
+            case 4: q4_row_direct(vnni, 4, row, nb, rec, out); break;
+            case 3: q4_row_direct(vnni, 3, row, nb, rec, out); break;
+            case 2: q4_row_direct(vnni, 2, row, nb, rec, out); break;
+            default: q4_row_direct(vnni, 1, row, nb, rec, out); break;
+            }
+        }
+        return;
+    }
+    char *pre = g4__align64(scratch);
+    for (int64_t r = r0; r < r1; r++) {
+        q4_pre_row(vnni, (const void *)((const char *)W->data + r * W->ld_bytes), nb, pre);
+        for (int t = 0; t < T; t += 4) {
+            const int nt = T - t < 4 ? T - t : 4;
+            for (int j = 0; j < nt; j++) {
+                rec[j] = q4_record(act, stride, t + j, K);
+                out[j] = y + (t + j) * ldy + r;
+            }
+            switch (nt) {
+            case 4: q4_row_pre(vnni, 4, pre, nb, rec, out); break;
+            case 3: q4_row_pre(vnni, 3, pre, nb, rec, out); break;
+            case 2: q4_row_pre(vnni, 2, pre, nb, rec, out); break;
+            default: q4_row_pre(vnni, 1, pre, nb, rec, out); break;
+            }
+        }
+    }
+}
+
+void g4__q4_matmul_prepared_avx512(const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0,
+                                   int64_t r1, void *scratch) {
+    if (r1 <= r0 || T <= 0) return;
+    if (g4__avx512_vnni) q4_prepared_dt(1, W, act, T, y, ldy, r0, r1, scratch);
+    else q4_prepared_dt(0, W, act, T, y, ldy, r0, r1, scratch);
+}
+
+void g4__q4_matmul_avx512(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy, int64_t r0,
+                          int64_t r1, void *scratch) {
+    char *act = g4__align64(scratch);
+    g4__q4_prepare_avx512(W, x, ldx, T, act);
+    g4__q4_matmul_prepared_avx512(W, act, T, y, ldy, r0, r1, act + g4__q4_act_bytes(W, T)); /* 64-aligned */
+}
