@@ -24,6 +24,8 @@ static const char *help =
     "  --max-waiting N         queued requests before 503 + Retry-After (default 64)\n"
     "  --max-seqs N            sequences decoded together (default 16)\n"
     "  --max-conns N           concurrent connections (default 256)\n"
+    "  --render-budget-bytes N request bytes whose prompts (chat template, tokenizer) are\n"
+    "                          prepared at once; beyond it 503 (default 2 x --max-body-bytes)\n"
     "  --default-max-tokens N  tokens generated when a request gives no limit (default 4096)\n"
     "  --drain-seconds S       on SIGTERM, time running requests get to finish (default 10)\n"
     "environment: MODEL_DIR, TP_DEGREE (--tp), KV_MAX (--max-ctx), HOST, PORT, API_KEY\n"
@@ -73,6 +75,7 @@ int cmd_serve(int argc, char **argv) {
         INTFLAG("--max-waiting", 1, 1 << 20, so.max_waiting)
         INTFLAG("--max-seqs", 1, 4096, o.max_seqs)
         INTFLAG("--max-conns", 1, 1 << 16, so.max_conns)
+        INTFLAG("--render-budget-bytes", 1, 1LL << 40, so.render_budget)
         INTFLAG("--default-max-tokens", 1, 1LL << 31, so.default_max_tokens)
         INTFLAG("--drain-seconds", 0, 3600, so.drain_s)
         else { fprintf(stderr, "g4tp serve: unknown option %s (see --help)\n", a); bad = 1; }
@@ -101,6 +104,8 @@ int cmd_serve(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    const char *rdelay = getenv("G4_SERVE_TEST_RENDER_DELAY_MS"); /* tests: hold prompt preparations */
+    if (rdelay && *rdelay) so.test_render_delay_ms = atoi(rdelay);
     g4_err err = {0};
     g4_server *srv = NULL;
     int mpi = o.comm && !strcmp(o.comm, "mpi");

@@ -56,6 +56,7 @@ int g4_api_err_refuse(g4_api_err *ae, g4_api_refusal what, const char *param, co
     case G4_API_INVALID_JSON:    fill(ae, 400, "invalid_request_error", "invalid_json", param); break;
     case G4_API_LOADING:         fill(ae, 503, "server_error", "model_loading", param); ae->retry_after_s = 1; break;
     case G4_API_SHUTTING_DOWN:   fill(ae, 503, "server_error", "shutting_down", param); break;
+    case G4_API_MALFORMED:       fill(ae, 400, "invalid_request_error", "malformed_request", param); break;
     default:                     fill(ae, 500, "server_error", "internal_error", param); break;
     }
     va_list ap;

@@ -16,7 +16,8 @@ typedef enum {
     G4_API_MODEL_NOT_FOUND,   /* 404 model_not_found */
     G4_API_INVALID_JSON,      /* 400 the body is not JSON */
     G4_API_LOADING,           /* 503 the model is still loading */
-    G4_API_SHUTTING_DOWN      /* 503 SIGTERM received */
+    G4_API_SHUTTING_DOWN,     /* 503 SIGTERM received */
+    G4_API_MALFORMED          /* 400 an HTTP request head we will not guess at */
 } g4_api_refusal;
 
 typedef struct g4_api_err {

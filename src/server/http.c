@@ -8,13 +8,15 @@
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <poll.h>
 #include <stdatomic.h>
-#include <time.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 
 struct g4_http {
     struct MHD_Daemon *d;
@@ -30,6 +32,10 @@ struct g4_http_req {
     char *body;
     size_t len, cap;
     int too_large, answered;
+    int http11;               /* HTTP/1.1: may be sent interim 1xx answers */
+    int n_content_length;     /* Content-Length headers in the head */
+    int broken;               /* a probe was cut short: the connection must be dropped */
+    double probed_at;         /* monotonic seconds of the last 100 Continue probe (0: none) */
 };
 
 typedef struct {
@@ -49,14 +55,37 @@ const char *g4_http_body(const g4_http_req *r, size_t *len) {
 }
 int g4_http_body_too_large(const g4_http_req *r) { return r->too_large; }
 
-int g4_http_client_gone(const g4_http_req *r) {
+const char *g4_http_malformed(const g4_http_req *r) {
+    return r->n_content_length > 1 ? "the request has several Content-Length headers" : NULL;
+}
+
+static double mono_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Seconds between probes of a client that half-closed: each one is a few bytes its reader skips. */
+#define PROBE_INTERVAL_S 5.0
+
+int g4_http_client_gone(g4_http_req *r) {
+    if (r->broken) return 1;
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (!ci) return 0;
-    char c;
-    ssize_t n = recv(ci->connect_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n == 0) return 1;
-    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return 1;
-    return 0;
+    /* POLLHUP: both directions are closed (a reset, or our FIN too); POLLRDHUP: the peer's FIN */
+    struct pollfd p = {.fd = ci->connect_fd, .events = POLLRDHUP};
+    if (poll(&p, 1, 0) <= 0) return 0;
+    if (p.revents & (POLLHUP | POLLERR | POLLNVAL)) return 1;
+    if (!(p.revents & POLLRDHUP) || !r->http11) return 0;
+    double t = mono_s();
+    if (r->probed_at > 0 && t - r->probed_at < PROBE_INTERVAL_S) return 0;
+    r->probed_at = t;
+    static const char probe[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    ssize_t n = send(ci->connect_fd, probe, sizeof probe - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n == (ssize_t)(sizeof probe - 1)) return 0;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0; /* nothing went out: try later */
+    r->broken = n > 0; /* a part of the probe went out: no answer can follow it */
+    return 1;
 }
 
 static int add_headers(struct MHD_Response *resp, const char *ctype, const char *const *headers) {
@@ -76,6 +105,12 @@ int g4_http_send(g4_http_req *r, int status, const char *content_type, const cha
     MHD_destroy_response(resp);
     r->answered = 1;
     return ok ? G4_OK : G4_EIO;
+}
+
+static enum MHD_Result count_content_length(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind; (void)value;
+    if (key && !strcasecmp(key, "Content-Length")) ++*(int *)cls;
+    return MHD_YES;
 }
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
@@ -114,7 +149,6 @@ int g4_http_send_stream(g4_http_req *r, int status, const char *content_type, g4
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **con_cls) {
-    (void)version;
     g4_http *h = cls;
     g4_http_req *r = *con_cls;
     if (!r) {
@@ -125,7 +159,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         atomic_fetch_add(&h->inflight, 1);
         r->method = method;
         r->url = url;
+        r->http11 = version && !strcmp(version, MHD_HTTP_VERSION_1_1);
         *con_cls = r;
+        MHD_get_connection_values(conn, MHD_HEADER_KIND, count_content_length, &r->n_content_length);
+        if (r->n_content_length > 1) { /* which length frames the body is ambiguous: answer now, then close */
+            h->o.handler(h->o.user, r);
+            if (!r->answered) g4_http_send(r, 400, "text/plain", "bad request\n", 12, NULL);
+            return MHD_YES;
+        }
         /* a declared length over the limit is refused before reading the body */
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
         if (cl) {
@@ -167,7 +208,32 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (r->answered) return MHD_YES;
     h->o.handler(h->o.user, r);
     if (!r->answered) g4_http_send(r, 500, "text/plain", "no response\n", 12, NULL);
-    return MHD_YES;
+    return r->broken ? MHD_NO : MHD_YES;
+}
+
+static int hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* URL unescaping as libmicrohttpd's own, except that %00 stays as it is: the handler sees the
+ * path as a C string, and "/health%00x" must not be served as "/health". */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *s) {
+    (void)cls; (void)c;
+    char *w = s;
+    for (const char *p = s; *p; p++) {
+        int hi, lo;
+        if (*p == '%' && (hi = hexval(p[1])) >= 0 && (lo = hexval(p[2])) >= 0 && (hi | lo)) {
+            *w++ = (char)(hi * 16 + lo);
+            p += 2;
+        } else {
+            *w++ = *p;
+        }
+    }
+    *w = 0;
+    return (size_t)(w - s);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
@@ -209,6 +275,7 @@ int g4_http_start(const g4_http_opts *o, g4_http **out, g4_err *err) {
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)h->o.max_conns,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
+                            MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
                             MHD_OPTION_END);
     if (!h->d) {
         free(h);

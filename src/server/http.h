@@ -35,8 +35,15 @@ const char *g4_http_path(const g4_http_req *r);
 const char *g4_http_header(const g4_http_req *r, const char *name);
 const char *g4_http_body(const g4_http_req *r, size_t *len);
 int g4_http_body_too_large(const g4_http_req *r);
-/* 1 when the client closed its side of the connection (checked without reading). */
-int g4_http_client_gone(const g4_http_req *r);
+/* NULL, or why the request head is ambiguous (several Content-Length headers): the handler
+ * refuses it with 400 (the body was not read; the connection closes after the answer). */
+const char *g4_http_malformed(const g4_http_req *r);
+/* 1 when the client is gone, for a handler that waits long before answering (checked without
+ * reading; call it every ~100 ms). A FIN alone is not "gone": a client may half-close
+ * (shutdown(SHUT_WR)) and still read. After a FIN an HTTP/1.1 client is sent an interim
+ * "100 Continue" (clients skip 1xx answers, RFC 9110 15.2); a peer that closed answers it with
+ * a reset, seen at the next check. HTTP/1.0 clients cannot be probed so: only a reset counts. */
+int g4_http_client_gone(g4_http_req *r);
 
 /* Extra headers: a NULL-terminated list of name, value pairs (may be NULL). */
 int g4_http_send(g4_http_req *r, int status, const char *content_type, const char *body, size_t len,

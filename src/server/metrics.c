@@ -32,6 +32,7 @@ struct g4_metrics {
     histo ttft, itl, e2e;
     uint64_t fin_stop, fin_length, fin_tool, fin_cancel, fin_other;
     uint64_t req_prompt_tokens, req_completion_tokens;
+    int preparing;
 };
 
 static void histo_init(histo *h, const double *le, int n) {
@@ -128,6 +129,12 @@ static void histo_render(buf *b, const char *name, const char *help, const histo
             (unsigned long long)h->total);
 }
 
+void g4_metrics_preparing(g4_metrics *m, int delta) {
+    pthread_mutex_lock(&m->mu);
+    m->preparing += delta;
+    pthread_mutex_unlock(&m->mu);
+}
+
 char *g4_metrics_render(g4_metrics *m, const g4_sched_stats *st, int ready, size_t *len) {
     buf b = {malloc(8192), 0, 8192, 0};
     if (!b.s) return NULL;
@@ -151,6 +158,8 @@ char *g4_metrics_render(g4_metrics *m, const g4_sched_stats *st, int ready, size
     histo_render(&b, "g4tp_time_to_first_token_seconds", "Time from submission to the first generated token.", &m->ttft);
     histo_render(&b, "g4tp_inter_token_latency_seconds", "Time between consecutive generated tokens as the server received them.", &m->itl);
     histo_render(&b, "g4tp_request_duration_seconds", "Time from submission to the end of a generation.", &m->e2e);
+    bprintf(&b, "# HELP g4tp_num_requests_preparing Requests whose prompt is being rendered and tokenized.\n# TYPE g4tp_num_requests_preparing gauge\ng4tp_num_requests_preparing %d\n",
+            m->preparing);
     pthread_mutex_unlock(&m->mu);
     g4_sched_stats z = {0};
     if (!st) st = &z;

@@ -20,6 +20,9 @@ void g4_metrics_e2e(g4_metrics *m, double seconds);
 /* A finished generation: its finish reason and token counts. */
 void g4_metrics_finished(g4_metrics *m, const char *finish_reason, size_t prompt_tokens, size_t completion_tokens);
 
+/* A request entered (+1) or left (-1) prompt preparation (chat template, tokenizer). */
+void g4_metrics_preparing(g4_metrics *m, int delta);
+
 /* The exposition text (malloc'd); st may be NULL while the model loads. */
 char *g4_metrics_render(g4_metrics *m, const g4_sched_stats *st, int ready, size_t *len);
 

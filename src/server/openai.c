@@ -105,6 +105,7 @@ static int parse_common(const json_t *o, g4_api_request *r, g4_api_err *ae) {
     if (st && !json_is_null(st)) {
         if (json_is_string(st)) {
             if (!json_string_length(st)) return BAD(ae, "stop", "'stop' must not be an empty string");
+            if (strlen(json_string_value(st)) != json_string_length(st)) return BAD(ae, "stop", "'stop' strings must not contain U+0000");
             r->stops[r->n_stops++] = strdup(json_string_value(st));
         } else if (json_is_array(st)) {
             if (json_array_size(st) > G4_API_MAX_STOPS) return BAD(ae, "stop", "'stop' may hold at most %d strings", G4_API_MAX_STOPS);
@@ -128,7 +129,11 @@ static int parse_common(const json_t *o, g4_api_request *r, g4_api_err *ae) {
     }
     const char *model;
     if ((rc = get_string(o, "model", &model, ae))) return rc;
-    if (model) r->model = strdup(model);
+    if (model) { /* with its length: a name with U+0000 must not match by its prefix */
+        r->model_len = json_string_length(json_object_get(o, "model"));
+        if (!(r->model = malloc(r->model_len + 1))) return g4_api_err_status(ae, G4_ENOMEM, NULL, "out of memory");
+        memcpy(r->model, model, r->model_len + 1);
+    }
     /* features we do not implement are refused, not ignored */
     long long n = 1;
     has = 0;
@@ -213,7 +218,7 @@ int g4_api_messages(const json_t *messages, json_t **out, g4_api_err *ae) {
                 json_t *args = json_object_get(fn, "arguments");
                 if (json_is_string(args)) {
                     json_error_t je;
-                    json_t *obj = json_loads(json_string_value(args), 0, &je);
+                    json_t *obj = json_loadb(json_string_value(args), json_string_length(args), 0, &je); /* U+0000 is an error, not the end */
                     if (!json_is_object(obj)) {
                         json_decref(obj);
                         json_decref(copy);
@@ -386,10 +391,71 @@ void g4_api_request_free(g4_api_request *r) {
     r->max_tokens = -1;
 }
 
+/* ---- parsed output ------------------------------------------------------------------------ */
+
+typedef struct { char *p; size_t n, cap; } buf_t;
+
+static int buf_add(buf_t *b, const char *p, size_t n) {
+    if (b->n + n + 1 > b->cap) {
+        size_t c = b->cap ? b->cap * 2 : 256;
+        while (c < b->n + n + 1) c *= 2;
+        char *q = realloc(b->p, c);
+        if (!q) return G4_ENOMEM;
+        b->p = q;
+        b->cap = c;
+    }
+    if (n) memcpy(b->p + b->n, p, n);
+    b->n += n;
+    b->p[b->n] = 0;
+    return G4_OK;
+}
+
+static int collect_text(buf_t *acc, const g4_out_event *ev, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (ev[i].kind != G4_OUT_TOOL_CALL && buf_add(&acc[ev[i].kind], ev[i].text, ev[i].len)) return G4_ENOMEM;
+    return G4_OK;
+}
+
+/* The streaming parser's deltas carry lengths, the whole-text result does not: content and
+ * reasoning are rebuilt from the deltas, calls and the malformed count come from the result. */
+int g4_api_parse_output(const char *text, size_t len, int start_in_thought, g4_api_output *out, g4_err *err) {
+    memset(out, 0, sizeof *out);
+    g4_output_parse_opts po = {.start_in_thought = start_in_thought};
+    g4_output_stream *s = NULL;
+    buf_t acc[2] = {{0}};
+    const g4_out_event *ev;
+    size_t n;
+    int rc = g4_output_stream_create(&po, &s, err);
+    if (!rc) rc = g4_output_stream_feed(s, text ? text : "", len, &ev, &n, err);
+    if (!rc && collect_text(acc, ev, n)) rc = g4_err_set(err, G4_ENOMEM, "out of memory");
+    if (!rc) rc = g4_output_stream_finish(s, &ev, &n, err);
+    if (!rc && collect_text(acc, ev, n)) rc = g4_err_set(err, G4_ENOMEM, "out of memory");
+    if (!rc && (buf_add(&acc[0], "", 0) || buf_add(&acc[1], "", 0))) rc = g4_err_set(err, G4_ENOMEM, "out of memory");
+    if (!rc) rc = g4_output_stream_take(s, &out->po, err);
+    g4_output_stream_free(s);
+    if (rc) {
+        free(acc[0].p);
+        free(acc[1].p);
+        return rc;
+    }
+    free(out->po.reasoning);
+    free(out->po.content);
+    out->po.reasoning = acc[G4_OUT_REASONING].p;
+    out->reasoning_len = acc[G4_OUT_REASONING].n;
+    out->po.content = acc[G4_OUT_CONTENT].p;
+    out->content_len = acc[G4_OUT_CONTENT].n;
+    return G4_OK;
+}
+
+void g4_api_output_free(g4_api_output *o) {
+    g4_parsed_output_free(&o->po);
+    o->content_len = o->reasoning_len = 0;
+}
+
 /* ---- responses ------------------------------------------------------------------------------ */
 
 const char *g4_api_finish_reason(const g4_api_result *r) {
-    if (r->parsed && r->parsed->n_calls && !strcmp(r->finish_reason, "stop")) return "tool_calls";
+    if (r->parsed && r->parsed->po.n_calls && !strcmp(r->finish_reason, "stop")) return "tool_calls";
     return r->finish_reason;
 }
 
@@ -414,11 +480,12 @@ json_t *g4_api_chat_response(const g4_api_result *r) {
     json_t *j = envelope(r, "chat.completion");
     json_t *msg = json_object();
     json_object_set_new(msg, "role", json_string("assistant"));
-    const g4_parsed_output *po = r->parsed;
-    const char *content = po ? po->content : r->text;
-    if (po && po->n_calls && !*content) json_object_set_new(msg, "content", json_null());
-    else json_object_set_new(msg, "content", json_string(content ? content : ""));
-    if (po && po->reasoning && *po->reasoning) json_object_set_new(msg, "reasoning_content", json_string(po->reasoning));
+    const g4_parsed_output *po = r->parsed ? &r->parsed->po : NULL;
+    const char *content = po ? po->content : r->text ? r->text : "";
+    size_t clen = po ? r->parsed->content_len : r->text ? r->text_len : 0;
+    if (po && po->n_calls && !clen) json_object_set_new(msg, "content", json_null());
+    else json_object_set_new(msg, "content", json_stringn(content, clen));
+    if (po && r->parsed->reasoning_len) json_object_set_new(msg, "reasoning_content", json_stringn(po->reasoning, r->parsed->reasoning_len));
     if (po && po->n_calls) {
         json_t *calls = json_array();
         for (size_t k = 0; k < po->n_calls; k++) json_array_append_new(calls, g4_api_tool_call(r->id, k, &po->calls[k]));
@@ -440,16 +507,16 @@ json_t *g4_api_completion_response(const g4_api_result *r) {
 }
 
 json_t *g4_api_generate_response(const g4_api_result *r) {
-    const g4_parsed_output *po = r->parsed;
+    const g4_parsed_output *po = r->parsed ? &r->parsed->po : NULL;
     json_t *j = json_object();
-    if (po) json_object_set_new(j, "response", json_string(po->content));
+    if (po) json_object_set_new(j, "response", json_stringn(po->content, r->parsed->content_len));
     else json_object_set_new(j, "response", json_stringn(r->text ? r->text : "", r->text ? r->text_len : 0));
     json_object_set_new(j, "prompt_tokens", json_integer((json_int_t)r->prompt_tokens));
     json_object_set_new(j, "completion_tokens", json_integer((json_int_t)r->completion_tokens));
     json_object_set_new(j, "finish_reason", json_string(g4_api_finish_reason(r)));
     json_object_set_new(j, "time_to_first_token_ms", json_real(r->ttft_ms));
     json_object_set_new(j, "tokens_per_second", json_real(r->tokens_per_s));
-    if (po && po->reasoning && *po->reasoning) json_object_set_new(j, "reasoning", json_string(po->reasoning));
+    if (po && r->parsed->reasoning_len) json_object_set_new(j, "reasoning", json_stringn(po->reasoning, r->parsed->reasoning_len));
     if (po && po->n_calls) {
         json_t *calls = json_array();
         for (size_t k = 0; k < po->n_calls; k++)

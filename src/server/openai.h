@@ -34,7 +34,8 @@ typedef struct g4_api_request {
     size_t n_stops;
     int stream, include_usage;
     int ignore_eos;           /* vLLM's extension: keep generating past end-of-sequence ids */
-    char *model;              /* NULL when absent */
+    char *model;              /* NULL when absent; may hold U+0000 (model_len bytes) */
+    size_t model_len;
 } g4_api_request;
 
 /* Parses and validates a body. 400-class errors name the field in ae->param. */
@@ -48,6 +49,18 @@ int g4_api_parse_object(const char *body, size_t len, json_t **out, g4_api_err *
  * arguments given as JSON strings become objects, as the template wants). *out: new ref. */
 int g4_api_messages(const json_t *messages, json_t **out, g4_api_err *ae);
 
+/* The parsed output of a whole generation with the lengths g4_parsed_output lacks: generated
+ * text may hold U+0000, so po.content and po.reasoning hold content_len / reasoning_len bytes
+ * (NUL-terminated after them too). */
+typedef struct g4_api_output {
+    g4_parsed_output po;
+    size_t content_len, reasoning_len;
+} g4_api_output;
+
+/* The output parser over a whole text (what the streaming form gives, lengths kept). */
+int g4_api_parse_output(const char *text, size_t len, int start_in_thought, g4_api_output *out, g4_err *err);
+void g4_api_output_free(g4_api_output *o);
+
 /* One finished generation, as the renderers need it. */
 typedef struct g4_api_result {
     const char *id;           /* "chatcmpl-…", "cmpl-…" */
@@ -55,7 +68,7 @@ typedef struct g4_api_result {
     long long created;
     const char *text;         /* the generated text (completions, /generate raw) */
     size_t text_len;
-    const g4_parsed_output *parsed; /* chat and templated /generate: parsed output */
+    const g4_api_output *parsed; /* chat and templated /generate: parsed output */
     const char *finish_reason;/* "stop", "length" (tool_calls is derived) */
     size_t prompt_tokens, completion_tokens;
     double ttft_ms, tokens_per_s;

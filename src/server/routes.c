@@ -45,14 +45,21 @@ static void answer_json(g4_server *s, g4_http_req *r, const char *endpoint, int 
     free(txt);
 }
 
-static void answer_error(g4_server *s, g4_http_req *r, const char *endpoint, const g4_api_err *ae) {
+/* close: the connection ends after the answer (the request's framing is in doubt). */
+static void answer_error_ex(g4_server *s, g4_http_req *r, const char *endpoint, const g4_api_err *ae, int close) {
     char *txt = g4_api_err_json(ae);
     char retry[16];
-    const char *hdr[] = {"Retry-After", retry, NULL, NULL};
+    const char *hdr[6] = {0};
+    int k = 0;
     snprintf(retry, sizeof retry, "%d", ae->retry_after_s);
-    answer_text(s, r, endpoint, ae->status, "application/json", txt ? txt : "{}", txt ? strlen(txt) : 2,
-                ae->retry_after_s > 0 ? hdr : NULL);
+    if (ae->retry_after_s > 0) { hdr[k++] = "Retry-After"; hdr[k++] = retry; }
+    if (close) { hdr[k++] = "Connection"; hdr[k++] = "close"; }
+    answer_text(s, r, endpoint, ae->status, "application/json", txt ? txt : "{}", txt ? strlen(txt) : 2, k ? hdr : NULL);
     free(txt);
+}
+
+static void answer_error(g4_server *s, g4_http_req *r, const char *endpoint, const g4_api_err *ae) {
+    answer_error_ex(s, r, endpoint, ae, 0);
 }
 
 /* ---- small endpoints ------------------------------------------------------------------------- */
@@ -94,13 +101,42 @@ static void route_models(g4_server *s, g4_http_req *r, const char *ep) {
     answer_json(s, r, ep, 200, json_pack("{s:s,s:[o]}", "object", "list", "data", model_card(s)));
 }
 
-static int model_ok(const g4_server *s, const char *name) {
-    return !name || !strcmp(name, s->model_id) || (s->model_alias && !strcmp(name, s->model_alias));
+/* name holds len bytes (JSON strings may hold U+0000: such a name matches nothing) */
+static int model_ok(const g4_server *s, const char *name, size_t len) {
+    if (!name) return 1;
+    return (len == strlen(s->model_id) && !memcmp(name, s->model_id, len)) ||
+           (s->model_alias && len == strlen(s->model_alias) && !memcmp(name, s->model_alias, len));
 }
 
-static int model_check(g4_server *s, const char *name, g4_api_err *ae) {
-    if (model_ok(s, name)) return 0;
-    return g4_api_err_refuse(ae, G4_API_MODEL_NOT_FOUND, "model", "the model \"%s\" does not exist; this server serves \"%s\"", name, s->model_id);
+static int model_check(g4_server *s, const char *name, size_t len, g4_api_err *ae) {
+    if (model_ok(s, name, len)) return 0;
+    return g4_api_err_refuse(ae, G4_API_MODEL_NOT_FOUND, "model", "the model \"%s%s\" does not exist; this server serves \"%s\"", name,
+                             strlen(name) < len ? "\\u0000..." : "", s->model_id);
+}
+
+/* Prompt preparation (chat template, tokenizer) runs in the connection's thread, cannot be
+ * interrupted and costs more the larger the request. Other connections keep being served (one
+ * thread each), but the request bytes being prepared at once are bounded across requests
+ * (render_budget) so that many huge requests cannot take every core and the memory: beyond it
+ * the answer is 503 server_busy with Retry-After. A request alone always goes ahead. */
+static int prep_begin(g4_server *s, size_t body_len, g4_api_err *ae) {
+    size_t cost = body_len + 1, cur = atomic_load(&s->render_bytes);
+    do {
+        if (cur && cur + cost > s->o.render_budget)
+            return g4_api_err_status(ae, G4_EBUSY, NULL, "too many large prompts are being prepared at once (%zu of %zu bytes in use); retry shortly",
+                                     cur, s->o.render_budget);
+    } while (!atomic_compare_exchange_weak(&s->render_bytes, &cur, cur + cost));
+    g4_metrics_preparing(s->metrics, 1);
+    if (s->o.test_render_delay_ms > 0) {
+        struct timespec ts = {s->o.test_render_delay_ms / 1000, (long)(s->o.test_render_delay_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+static void prep_end(g4_server *s, size_t body_len) {
+    g4_metrics_preparing(s->metrics, -1);
+    atomic_fetch_sub(&s->render_bytes, body_len + 1);
 }
 
 /* Renders a chat request and tokenizes it. *thought: the prompt ends inside a thought block. */
@@ -129,7 +165,8 @@ static void route_tokenize(g4_server *s, g4_http_req *r, const char *ep) {
     g4_err err = {0};
     int rc = 0, thought;
     if (model && !json_is_null(model) && !json_is_string(model)) rc = g4_api_err_status(&ae, G4_EINVAL, "model", "'model' must be a string");
-    if (!rc) rc = model_check(s, json_string_value(model), &ae);
+    if (!rc) rc = model_check(s, json_string_value(model), json_string_length(model), &ae);
+    int prep = !rc && !(rc = prep_begin(s, len, &ae));
     if (rc) {
     } else if (prompt && msgs) rc = g4_api_err_status(&ae, G4_EINVAL, "prompt", "give either 'prompt' or 'messages', not both");
     else if (json_is_string(prompt)) {
@@ -149,6 +186,7 @@ static void route_tokenize(g4_server *s, g4_http_req *r, const char *ep) {
             json_decref(chat);
         }
     } else rc = g4_api_err_status(&ae, G4_EINVAL, "prompt", "'prompt' (a string) or 'messages' is required");
+    if (prep) prep_end(s, len);
     json_decref(o);
     if (rc) { free(ids); answer_error(s, r, ep, &ae); return; }
     json_t *arr = json_array();
@@ -199,6 +237,7 @@ typedef struct {
     g4_sse *sse;
     const char *endpoint;
     double t0, t_tok;
+    double t_out;             /* when bytes last went to the socket */
     int finished;
 } stream_job;
 
@@ -215,18 +254,27 @@ static void observe_done(g4_server *s, const g4_sched_event *ev, const char *rea
     g4_metrics_e2e(s->metrics, now_s() - t0);
 }
 
+/* Seconds without a byte to the client before a keep-alive comment goes out. */
+#define KEEPALIVE_S 1.0
+
 static long stream_read(void *user, char *buf, size_t max) {
     stream_job *j = user;
     for (;;) {
-        if (g4_sse_pending(j->sse)) return (long)g4_sse_take(j->sse, buf, max);
+        if (g4_sse_pending(j->sse)) {
+            j->t_out = now_s();
+            return (long)g4_sse_take(j->sse, buf, max);
+        }
         if (g4_sse_closed(j->sse)) return G4_HTTP_END;
-        g4_sched_event ev;
-        if (!g4_sched_next(j->req, &ev, 1000)) {
-            /* nothing for a second (queued, or a long prefill): a comment keeps proxies patient
-             * and finds a client that went away */
+        /* no byte for a second, whatever the events (queued, a long prefill, tokens that give no
+         * text: special tokens, text the parser holds back): a comment keeps proxies patient,
+         * and writing is what finds a client that went away */
+        double idle = now_s() - j->t_out;
+        if (idle >= KEEPALIVE_S) {
             if (g4_sse_comment(j->sse, "keep-alive")) return G4_HTTP_ABORT;
             continue;
         }
+        g4_sched_event ev;
+        if (!g4_sched_next(j->req, &ev, (int)((KEEPALIVE_S - idle) * 1000) + 1)) continue;
         g4_err err = {0};
         g4_api_err ae;
         int rc = 0;
@@ -281,7 +329,8 @@ static void route_generate(g4_server *s, g4_http_req *hr, const char *ep, g4_api
     if (g4_api_parse(kind, body, blen, &q, &ae)) { answer_error(s, hr, ep, &ae); return; }
     int32_t *ids = NULL;
     size_t n = 0;
-    int thought = 0, rc = model_check(s, q.model, &ae);
+    int thought = 0, rc = model_check(s, q.model, q.model_len, &ae);
+    int prep = !rc && !(rc = prep_begin(s, blen, &ae));
     g4_err err = {0};
     if (rc) {
     } else if (q.chat) rc = chat_ids(s, q.chat, &ids, &n, &thought, &ae);
@@ -292,6 +341,7 @@ static void route_generate(g4_server *s, g4_http_req *hr, const char *ep, g4_api
         n = q.n_prompt_ids;
         q.prompt_ids = NULL;
     }
+    if (prep) prep_end(s, blen);
     if (!rc && n == 0) rc = g4_api_err_status(&ae, G4_EINVAL, "prompt", "the prompt is empty (no tokens)");
     g4_gen_params gp = {0};
     if (!rc) {
@@ -347,6 +397,7 @@ static void route_generate(g4_server *s, g4_http_req *hr, const char *ep, g4_api
         j->req = req;
         j->endpoint = ep;
         j->t0 = t0;
+        j->t_out = now_s();
         static const char *const hdr[] = {"Cache-Control", "no-cache", "X-Accel-Buffering", "no", NULL, NULL};
         g4_metrics_request(s->metrics, ep, 200);
         g4_http_send_stream(hr, 200, "text/event-stream", stream_read, stream_done, j, hdr);
@@ -395,12 +446,8 @@ static void route_generate(g4_server *s, g4_http_req *hr, const char *ep, g4_api
         else g4_api_err_status(&ae, G4_ECANCELED, NULL, "the generation was cancelled");
         answer_error(s, hr, ep, &ae);
     } else {
-        g4_parsed_output po = {0};
-        int parsed = 0;
-        if (q.parse_output) {
-            g4_output_parse_opts popts = {.start_in_thought = thought};
-            parsed = g4_output_parse_ex(text ? text : "", tl, &popts, &po, &err) == G4_OK;
-        }
+        g4_api_output po = {0};
+        int parsed = q.parse_output && g4_api_parse_output(text ? text : "", tl, thought, &po, &err) == G4_OK;
         g4_api_result res = {.id = id, .model = s->model_id, .created = (long long)time(NULL), .text = text ? text : "", .text_len = tl,
                              .parsed = parsed ? &po : NULL, .finish_reason = done.finish_reason, .prompt_tokens = done.prompt_tokens,
                              .completion_tokens = done.completion_tokens, .ttft_ms = done.ttft_ms, .tokens_per_s = done.tokens_per_s};
@@ -408,7 +455,7 @@ static void route_generate(g4_server *s, g4_http_req *hr, const char *ep, g4_api
         json_t *j = kind == G4_API_CHAT ? g4_api_chat_response(&res) : kind == G4_API_COMPLETIONS ? g4_api_completion_response(&res)
                                                                                                   : g4_api_generate_response(&res);
         answer_json(s, hr, ep, 200, j);
-        if (parsed) g4_parsed_output_free(&po);
+        if (parsed) g4_api_output_free(&po);
     }
     g4_sched_event_clear(&done);
     free(text);
@@ -443,6 +490,12 @@ void g4_srv_handle(void *user, g4_http_req *r) {
     g4_server *s = user;
     const char *path = g4_http_path(r), *method = g4_http_method(r);
     g4_api_err ae;
+    const char *bad = g4_http_malformed(r);
+    if (bad) {
+        g4_api_err_refuse(&ae, G4_API_MALFORMED, NULL, "%s", bad);
+        answer_error_ex(s, r, "other", &ae, 1);
+        return;
+    }
     size_t k, nr = sizeof routes / sizeof *routes;
     for (k = 0; k < nr; k++) if (!strcmp(path, routes[k].path)) break;
     const char *ep = k < nr ? routes[k].path : "other";
@@ -450,7 +503,7 @@ void g4_srv_handle(void *user, g4_http_req *r) {
         ep = "/v1/models/{id}";
         if (strcmp(method, "GET") && strcmp(method, "HEAD")) g4_api_err_refuse(&ae, G4_API_BAD_METHOD, NULL, "%s does not accept %s (use GET)", path, method);
         else if (!key_ok(s, g4_http_header(r, "Authorization"))) g4_api_err_refuse(&ae, G4_API_UNAUTHORIZED, NULL, "a valid API key is required (Authorization: Bearer KEY)");
-        else if (model_check(s, path + 11, &ae) == 0) { answer_json(s, r, ep, 200, model_card(s)); return; }
+        else if (model_check(s, path + 11, strlen(path + 11), &ae) == 0) { answer_json(s, r, ep, 200, model_card(s)); return; }
         answer_error(s, r, ep, &ae);
         return;
     }

@@ -18,6 +18,7 @@ int g4_server_start(const g4_server_opts *o, g4_server **out, g4_err *err) {
     if (s->o.max_conns <= 0) s->o.max_conns = 256;
     if (s->o.default_max_tokens <= 0) s->o.default_max_tokens = 4096;
     if (s->o.drain_s < 0) s->o.drain_s = 0;
+    if (!s->o.render_budget) s->o.render_budget = 2 * s->o.max_body;
     s->model_id = strdup(o->model_id && *o->model_id ? o->model_id : "g4tp");
     s->model_alias = o->model_alias && *o->model_alias ? strdup(o->model_alias) : NULL;
     s->api_key = o->api_key && *o->api_key ? strdup(o->api_key) : NULL;

@@ -22,6 +22,9 @@ typedef struct g4_server_opts {
     int max_conns;              /* concurrent connections (default 256) */
     int64_t default_max_tokens; /* when a request gives none (default 4096, capped by the context) */
     double drain_s;             /* on stop: seconds to let running requests finish (default 10) */
+    size_t render_budget;       /* body bytes of requests whose prompt (chat template, tokenizer) is
+                                 * being prepared at once; more: 503 (default 2 x max_body) */
+    int test_render_delay_ms;   /* tests only: hold each prompt preparation this long */
 } g4_server_opts;
 
 int g4_server_start(const g4_server_opts *o, g4_server **out, g4_err *err);

@@ -19,6 +19,7 @@ struct g4_server {
     g4_metrics *metrics;
     atomic_int ready, stopping;
     atomic_ullong next_id;
+    atomic_size_t render_bytes; /* of requests in prompt preparation now (see render_budget) */
     g4_engine *e;
     g4_textgen tg;
     int tg_open;

@@ -82,3 +82,38 @@ json.dump(c,open(sys.argv[1],'w'))" "$d/cfg/config.json"
   cp models/demo/tokenizer.json models/demo/tokenizer_config.json models/demo/chat_template.jinja models/demo/generation_config.json "$d/m/"
   SLOW_MODEL=$d/m
 }
+
+# raw_http HEX_OR_TEXT [halfclose]: sends the bytes (printf escapes) on a fresh connection to
+# $URL, optionally shuts down its write side, reads until the server closes (or 30 s * SLOW of
+# silence) and prints the answer; the last line is "<<eof>>" or "<<timeout>>".
+raw_http() {
+  python3 - "${URL##*:}" "$1" "${2:-}" $((30 * SLOW)) <<'PY'
+import socket, sys
+port, data, hc, t = int(sys.argv[1]), sys.argv[2].encode().decode('unicode_escape').encode('latin-1'), sys.argv[3], int(sys.argv[4])
+s = socket.create_connection(('127.0.0.1', port)); s.settimeout(t)
+s.sendall(data)
+if hc: s.shutdown(socket.SHUT_WR)
+out, end = b'', '<<eof>>'
+try:
+    while True:
+        b = s.recv(65536)
+        if not b: break
+        out += b
+except (socket.timeout, ConnectionResetError): end = '<<timeout>>'
+sys.stdout.write(out.decode('utf-8', 'replace') + '\n' + end + '\n')
+PY
+}
+
+# The demo model with a 32768-token context (its config says 2048): long generations at the
+# demo's speed, e.g. a greedy answer, then <turn|> and, under ignore_eos, tokens whose text the
+# output parser drops (everything after the end of the turn) for a long time.
+make_long_demo_model() {
+  local d=$SRV_TMP/longdemo f
+  mkdir -p "$d"
+  for f in "$PWD"/models/demo/*; do ln -sf "$f" "$d/"; done
+  rm "$d/config.json"
+  python3 -c "
+import json,sys;c=json.load(open('models/demo/config.json'));c['max_position_embeddings']=32768
+json.dump(c,open(sys.argv[1],'w'))" "$d/config.json" || return 1
+  LONG_DEMO_MODEL=$d
+}

@@ -17,6 +17,24 @@ srv_wait_ready && ok "/health 200 once loaded" || bad "never ready"
 srv_stop
 expect_eq "$SRV_RC" 0 "clean exit"
 
+# ---- prompt preparation is bounded across requests; /health answers meanwhile ----
+# the test hook holds each preparation (template + tokenizer) for a while, so that two overlap
+G4_SERVE_TEST_RENDER_DELAY_MS=$((4000 * SLOW)) srv_start --render-budget-bytes 64 || bad "server with a render budget starts"
+R='{"messages":[{"role":"user","content":"What is the capital of France? Tell me in one word."}]}'
+curl -s --max-time $((60 * SLOW)) "$URL/tokenize" -d "$R" > "$SRV_TMP/prep1" & A=$!
+for i in $(seq 1 $((100 * SLOW))); do [ "$(metric g4tp_num_requests_preparing)" = 1 ] && break; sleep 0.05; done
+expect_eq "$(metric g4tp_num_requests_preparing)" 1 "a request is being prepared"
+[ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$URL/health")" = 200 ] && ok "/health answers while a prompt is being prepared" || bad "/health blocked by a render"
+post /v1/chat/completions "$R" -D "$SRV_TMP/h3"
+expect_error 503 server_busy "a second large preparation beyond the budget -> 503"
+grep -qi '^Retry-After: [0-9]' "$SRV_TMP/h3" && ok "the 503 has Retry-After" || bad "no Retry-After: $(cat "$SRV_TMP/h3")"
+expect_eq "$(metric g4tp_num_requests_preparing)" 1 "the first preparation was still running meanwhile"
+wait $A
+BODY=$(cat "$SRV_TMP/prep1"); pyck "d['count']>0" && ok "the first request is answered" || bad "first request: $BODY"
+post /tokenize "$R"
+expect_eq "$CODE" 200 "accepted again once the preparation ended"
+srv_stop
+
 # ---- API key ----
 API_KEY=sekrit-123 srv_start || bad "server with API_KEY starts"
 post /v1/chat/completions '{"messages":[{"role":"user","content":"What is the capital of France?"}],"temperature":0}'

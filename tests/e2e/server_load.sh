@@ -1,6 +1,7 @@
 # g4tp serve under load, with curl: concurrent streaming clients each get exactly the tokens
 # they get alone; a client that disconnects (streaming or not) stops its generation and frees
-# its KV cache; a full queue answers 503 with Retry-After; SIGTERM drains short requests and
+# its KV cache, also while its tokens produce no bytes; a client that only half-closes gets its
+# whole answer; a full queue answers 503 with Retry-After; SIGTERM drains short requests and
 # cancels long ones, then exits cleanly. Only loopback.
 . tests/e2e/_lib.sh
 . tests/e2e/server_common.bash
@@ -98,8 +99,38 @@ G1=$(metric g4tp_generation_tokens_total)
 [ $((G1 - G0)) -lt 1900 ] && ok "non-streaming disconnect: generation stopped early ($((G1 - G0)) of 1900)" || bad "non-streaming disconnect: generated $((G1 - G0))"
 post /v1/chat/completions '{"messages":[{"role":"user","content":"hi"}],"max_tokens":3,"temperature":0}'
 pyck "d['usage']['completion_tokens']==3" && ok "serves normally after disconnects" || bad "after disconnects: $BODY"
+
+# ---- half-close is not a disconnect: a client that shuts down its write side (nc -N, some
+# proxies) still reads its whole answer ----
+hc_request() { # BODY [HTTP_VERSION]
+  raw_http "POST /v1/chat/completions HTTP/${2:-1.1}\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${#1}\r\n\r\n$1" halfclose
+}
+HC='{"messages":[{"role":"user","content":"go on"}],"max_tokens":100,"temperature":0}'
+for v in 1.1 1.0; do
+  OUT=$(hc_request "$HC" $v)
+  echo "$OUT" | grep -q '^HTTP/1.1 200 ' && echo "$OUT" | grep -q '"completion_tokens":100,' && echo "$OUT" | tail -1 | grep -q eof \
+    && ok "half-closed HTTP/$v client gets its whole 200 answer" || bad "half-close HTTP/$v: $(echo "$OUT" | head -c 600)"
+done
+OUT=$(hc_request '{"messages":[{"role":"user","content":"go on"}],"max_tokens":100,"temperature":0,"stream":true}')
+echo "$OUT" | grep -q '"finish_reason":"length"' && echo "$OUT" | grep -q 'data: \[DONE\]' && ok "half-closed client gets its whole stream" || bad "half-close stream: $(echo "$OUT" | tail -c 400)"
 srv_stop
 expect_eq "$SRV_RC" 0 "slow server exits cleanly"
+
+# ---- a stream whose tokens produce no bytes (the issue's case: after the demo's answer and
+# <turn|>, ignore_eos goes on and the output parser drops all that follows): keep-alive
+# comments still go out once no byte went out for a second, and find the client gone ----
+make_long_demo_model || bad "long-context demo model"
+srv_start --model "$LONG_DEMO_MODEL" --max-ctx 32768 || bad "long-context demo server starts"
+G0=$(metric g4tp_generation_tokens_total)
+C0=$(metric 'g4tp_request_finished_total{finish_reason="cancelled"}')
+curl -sN --max-time $((2*SLOW)) "$URL/v1/chat/completions" -d '{"messages":[{"role":"user","content":"Tell me a long story."}],"stream":true,"max_tokens":30000,"ignore_eos":true,"temperature":0}' > "$SRV_TMP/silent.out" 2>/dev/null
+grep -q '"content":"The' "$SRV_TMP/silent.out" && grep -q '^: keep-alive' "$SRV_TMP/silent.out" && ok "silent stream: the answer, then keep-alives while tokens give no bytes" || bad "silent stream: $(head -c 600 "$SRV_TMP/silent.out")"
+expect_eq "$(wait_idle $((20*SLOW)))" ok "silent stream: running goes back to 0 once the client left"
+G1=$(metric g4tp_generation_tokens_total)
+C1=$(metric 'g4tp_request_finished_total{finish_reason="cancelled"}')
+[ $((G1 - G0)) -lt 30000 ] && ok "silent stream: generation stopped early ($((G1 - G0)) of 30000 tokens)" || bad "silent stream: generated $((G1 - G0)) tokens"
+[ "$C1" -gt "$C0" ] && ok "silent stream: the client that left is counted as cancelled" || bad "silent stream: cancelled $C0 -> $C1"
+srv_stop
 
 # ---- queue full: 503 + Retry-After ----
 srv_start --model "$SLOW_MODEL" --max-seqs 1 --max-waiting 1 || bad "queue server starts"

@@ -191,8 +191,8 @@ static void test_parse_prompts(void **st) {
 static void test_responses(void **st) {
     (void)st;
     const char *text = "<|channel>thought\nhmm<channel|>Let me look.<|tool_call>call:get_capital{country:" Q "France" Q "}<tool_call|>";
-    g4_parsed_output po;
-    assert_int_equal(g4_output_parse(text, strlen(text), &po, NULL), 0);
+    g4_api_output po;
+    assert_int_equal(g4_api_parse_output(text, strlen(text), 0, &po, NULL), 0);
     g4_api_result res = {.id = "chatcmpl-abc", .model = "g4tp-demo", .created = 7, .parsed = &po, .finish_reason = "stop",
                          .prompt_tokens = 10, .completion_tokens = 5, .ttft_ms = 1.5, .tokens_per_s = 100};
     assert_string_equal(g4_api_finish_reason(&res), "tool_calls");
@@ -216,10 +216,10 @@ static void test_responses(void **st) {
     assert_true(json_real_value(json_object_get(j, "time_to_first_token_ms")) == 1.5);
     assert_int_equal(json_integer_value(json_object_get(j, "prompt_tokens")), 10);
     json_decref(j);
-    g4_parsed_output_free(&po);
+    g4_api_output_free(&po);
     /* only a call: content is null; a length stop stays "length" */
     text = "<|tool_call>call:f{}<tool_call|>";
-    assert_int_equal(g4_output_parse(text, strlen(text), &po, NULL), 0);
+    assert_int_equal(g4_api_parse_output(text, strlen(text), 0, &po, NULL), 0);
     res.finish_reason = "length";
     j = g4_api_chat_response(&res);
     msg = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "message");
@@ -227,13 +227,66 @@ static void test_responses(void **st) {
     assert_null(json_object_get(msg, "reasoning_content"));
     assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(j, "choices"), 0), "finish_reason")), "length");
     json_decref(j);
-    g4_parsed_output_free(&po);
+    g4_api_output_free(&po);
     /* completions: plain text */
     g4_api_result cr = {.id = "cmpl-1", .model = "m", .text = "abc", .text_len = 3, .finish_reason = "stop"};
     j = g4_api_completion_response(&cr);
     assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(j, "choices"), 0), "text")), "abc");
     assert_string_equal(json_string_value(json_object_get(j, "object")), "text_completion");
     json_decref(j);
+}
+
+/* Generated text may hold U+0000: every response carries all of it (a C string stops there). */
+static void test_responses_nul(void **st) {
+    (void)st;
+    static const char text[] = "<|channel>thought\nA\0B<channel|>x\0y\0z";
+    size_t n = sizeof text - 1;
+    g4_api_output po;
+    assert_int_equal(g4_api_parse_output(text, n, 0, &po, NULL), 0);
+    assert_int_equal(po.content_len, 5);
+    assert_int_equal(po.reasoning_len, 3);
+    g4_api_result res = {.id = "chatcmpl-n", .model = "m", .parsed = &po, .text = text, .text_len = n, .finish_reason = "length"};
+    json_t *j = g4_api_chat_response(&res);
+    json_t *msg = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "message");
+    assert_int_equal(json_string_length(json_object_get(msg, "content")), 5);
+    assert_memory_equal(json_string_value(json_object_get(msg, "content")), "x\0y\0z", 5);
+    assert_int_equal(json_string_length(json_object_get(msg, "reasoning_content")), 3);
+    json_decref(j);
+    j = g4_api_generate_response(&res);
+    assert_int_equal(json_string_length(json_object_get(j, "response")), 5);
+    assert_int_equal(json_string_length(json_object_get(j, "reasoning")), 3);
+    json_decref(j);
+    g4_api_output_free(&po);
+    /* starting inside a thought; the unparsed (raw) forms */
+    assert_int_equal(g4_api_parse_output("a\0b<channel|>c", 14, 1, &po, NULL), 0);
+    assert_int_equal(po.reasoning_len, 3);
+    assert_int_equal(po.content_len, 1);
+    g4_api_output_free(&po);
+    g4_api_result raw = {.id = "cmpl-n", .model = "m", .text = "a\0b", .text_len = 3, .finish_reason = "stop"};
+    j = g4_api_completion_response(&raw);
+    assert_int_equal(json_string_length(json_object_get(json_array_get(json_object_get(j, "choices"), 0), "text")), 3);
+    json_decref(j);
+    j = g4_api_chat_response(&raw);
+    assert_int_equal(json_string_length(json_object_get(json_object_get(json_array_get(json_object_get(j, "choices"), 0), "message"), "content")), 3);
+    json_decref(j);
+    j = g4_api_generate_response(&raw);
+    assert_int_equal(json_string_length(json_object_get(j, "response")), 3);
+    json_decref(j);
+    /* requests: a model name keeps its length; a stop string with U+0000 is refused in both forms */
+    g4_api_request r;
+    g4_api_err ae;
+    assert_int_equal(parse(G4_API_CHAT, "{\"model\":\"m\\u0000x\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", &r, &ae), 0);
+    assert_int_equal(r.model_len, 3);
+    assert_memory_equal(r.model, "m\0x", 4);
+    g4_api_request_free(&r);
+    const char *bad[] = {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":\"a\\u0000b\"}",
+                         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":[\"a\\u0000b\"]}",
+                         "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"name\":\"f\",\"arguments\":\"{}\\u0000x\"}}]}]}"};
+    const char *param[] = {"stop", "stop", "messages[0].tool_calls[0].function.arguments"};
+    for (int i = 0; i < 3; i++) {
+        if (parse(G4_API_CHAT, bad[i], &r, &ae) != 400) fail_msg("case %d accepted: %s", i, bad[i]);
+        assert_string_equal(ae.param, param[i]);
+    }
 }
 
 /* ---- SSE ---- */
@@ -359,6 +412,9 @@ static void test_metrics(void **st) {
     g4_metrics_ttft(m, 100);
     g4_metrics_itl(m, 0.02);
     g4_metrics_finished(m, "tool_calls", 5, 6);
+    g4_metrics_preparing(m, 1);
+    g4_metrics_preparing(m, 1);
+    g4_metrics_preparing(m, -1);
     g4_sched_stats stt = {.running = 2, .waiting = 3, .kv_used = 50, .kv_budget = 200, .prompt_tokens = 11, .generated_tokens = 12};
     size_t len;
     char *t = g4_metrics_render(m, &stt, 1, &len);
@@ -375,7 +431,7 @@ static void test_metrics(void **st) {
         "g4tp_request_finished_total{finish_reason=\"tool_calls\"} 1\n",
         "g4tp_num_requests_running 2\n", "g4tp_num_requests_waiting 3\n", "g4tp_kv_cache_used_bytes 50\n",
         "g4tp_kv_cache_usage_ratio 0.250000\n", "g4tp_prompt_tokens_total 11\n", "g4tp_generation_tokens_total 12\n",
-        "# TYPE g4tp_inter_token_latency_seconds histogram\n", "g4tp_model_ready 1\n",
+        "# TYPE g4tp_inter_token_latency_seconds histogram\n", "g4tp_model_ready 1\n", "g4tp_num_requests_preparing 1\n",
     };
     for (size_t i = 0; i < sizeof want / sizeof *want; i++)
         if (!strstr(t, want[i])) fail_msg("missing: %s", want[i]);
@@ -394,6 +450,7 @@ int main(void) {
         cmocka_unit_test(test_parse_errors),
         cmocka_unit_test(test_parse_prompts),
         cmocka_unit_test(test_responses),
+        cmocka_unit_test(test_responses_nul),
         cmocka_unit_test(test_sse_splits),
         cmocka_unit_test(test_sse_completions_and_errors),
         cmocka_unit_test(test_metrics),
