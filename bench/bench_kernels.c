@@ -1,7 +1,9 @@
-/* bench_kernels — per kernel set: matvec (T=1, decode) GB/s on a bf16 and a q8_0 5376x21504
- * matrix with 1 and 2 threads as a fraction of the STREAM-triad and read-only probes, and matmul (T=512,
- * prefill) GFLOP/s as a fraction of the FMA-peak probe. Threads split the output rows, as the
- * engine does. Usage: bench_kernels [isa ...]   (default: every set this CPU runs) */
+/* bench_kernels — per kernel set: matvec (T=1, decode) GB/s on a bf16, a q8_0 and a q4_0
+ * 5376x21504 matrix with 1 and 2 threads as a fraction of the STREAM-triad and read-only probes,
+ * q4_0 also on a 131072x5376 matrix (396 MB, past the caches) at T = 1..4 (batched decode), and
+ * matmul (T=512, prefill) GFLOP/s as a fraction of the FMA-peak probe (int8 ops counted as flops).
+ * Threads split the output rows, as the engine does. Usage: bench_kernels [isa ...]   (default:
+ * every set this CPU runs) */
 #include "kernels/kernels.h"
 #include "kernels/probe.h"
 
@@ -83,9 +85,13 @@ int main(int argc, char **argv) {
     const int64_t R = 5376, K = 21504;
     uint16_t *wb = malloc((size_t)(R * K) * 2);
     g4_block_q8_0 *wq = malloc((size_t)(R * K / 32) * sizeof(g4_block_q8_0));
+    g4_block_q4_0 *w4 = malloc((size_t)(R * K / 32) * sizeof(g4_block_q4_0));
+    /* the large q4_0 matrix: 131072 rows of 5376, 64 distinct rows repeated */
+    const int64_t RL = 131072, KL = 5376, rbl = (int64_t)g4_dtype_row_bytes(G4_DT_Q4_0, KL);
+    char *w4l = malloc((size_t)(RL * rbl));
     float *x = malloc((size_t)(512 * K) * 4), *y = malloc((size_t)(512 * R) * 4);
     float *tmp = malloc((size_t)K * 4);
-    if (!wb || !wq || !x || !y || !tmp) {
+    if (!wb || !wq || !w4 || !w4l || !x || !y || !tmp) {
         fprintf(stderr, "bench_kernels: out of memory\n");
         return 1;
     }
@@ -101,9 +107,15 @@ int main(int argc, char **argv) {
             wb[r * K + c] = g4_f32_to_bf16(tmp[c]);
         }
         g4_quantize_row_q8_0(tmp, wq + r * (K / 32), K);
+        g4_quantize_row_q4_0(tmp, w4 + r * (K / 32), K);
     }
-    g4_mat Wb = {wb, G4_DT_BF16, R, K, K * 2};
-    g4_mat Wq = {wq, G4_DT_Q8_0, R, K, (int64_t)g4_dtype_row_bytes(G4_DT_Q8_0, K)};
+    for (int64_t r = 0; r < RL; r++)
+        if (r < 64) g4_quantize_row_q4_0(x + r * KL, (g4_block_q4_0 *)(w4l + r * rbl), KL); /* any values */
+        else memcpy(w4l + r * rbl, w4l + (r % 64) * rbl, (size_t)rbl);
+    g4_mat Wb = {.data = wb, .dtype = G4_DT_BF16, .rows = R, .cols = K, .ld_bytes = K * 2};
+    g4_mat Wq = {.data = wq, .dtype = G4_DT_Q8_0, .rows = R, .cols = K, .ld_bytes = (int64_t)g4_dtype_row_bytes(G4_DT_Q8_0, K)};
+    g4_mat W4 = {.data = w4, .dtype = G4_DT_Q4_0, .rows = R, .cols = K, .ld_bytes = (int64_t)g4_dtype_row_bytes(G4_DT_Q4_0, K)};
+    g4_mat W4l = {.data = w4l, .dtype = G4_DT_Q4_0, .rows = RL, .cols = KL, .ld_bytes = rbl};
 
     for (int i = 0; i < n; i++) {
         const g4_kernels *k = g4_kernels_by_name(names[i]);
@@ -116,25 +128,45 @@ int main(int argc, char **argv) {
             double gb = (double)(R * K * 2) / tb * 1e-9;
             double tq = time_mm(k, &Wq, x, 1, y, th, 8);
             double gq = (double)(R * K / 32 * 34) / tq * 1e-9;
+            double t4 = time_mm(k, &W4, x, 1, y, th, 8);
+            double g4 = (double)(R * K / 32 * 18) / t4 * 1e-9;
             printf("%-7s matvec T=1  %d thr: bf16 %6.2f ms %6.1f GB/s = %3.0f%% of triad, %3.0f%% of read | "
-                   "q8_0 %6.2f ms %6.1f GB/s = %3.0f%%, %3.0f%%\n",
+                   "q8_0 %6.2f ms %6.1f GB/s = %3.0f%%, %3.0f%% | q4_0 %6.2f ms %6.1f GB/s = %3.0f%%, %3.0f%%\n",
                    k->name, th, tb * 1e3, gb, 100 * gb / bw[th], 100 * gb / rd[th], tq * 1e3, gq,
-                   100 * gq / bw[th], 100 * gq / rd[th]);
+                   100 * gq / bw[th], 100 * gq / rd[th], t4 * 1e3, g4, 100 * g4 / bw[th], 100 * g4 / rd[th]);
+        }
+        /* q4_0 decode past the caches, T = 1..4 tokens (batched decode); GB/s of weights */
+        for (int th = 1; th <= 2 && strcmp(k->name, "scalar"); th++) { /* (scalar: too slow) */
+            printf("%-7s q4_0 %ldx%ld %d thr:", k->name, (long)RL, (long)KL, th);
+            for (int T = 1; T <= 4; T++) {
+                double t = time_mm(k, &W4l, x, T, y, th, 3);
+                double g = (double)(RL * rbl) / t * 1e-9;
+                printf(" T=%d %5.1f GB/s = %3.0f%% of read%s", T, g, 100 * g / rd[th], T < 4 ? " |" : "\n");
+            }
         }
         /* prefill: T = 512 tokens on a [4096][5376] slice (scalar: 256 rows, it is slow) */
-        g4_mat Wp = {wb, G4_DT_BF16, strcmp(k->name, "scalar") ? 4096 : 256, 5376, 5376 * 2};
-        g4_mat Wpq = {wq, G4_DT_Q8_0, Wp.rows, 5376, (int64_t)g4_dtype_row_bytes(G4_DT_Q8_0, 5376)};
+        g4_mat Wp = {.data = wb, .dtype = G4_DT_BF16, .rows = strcmp(k->name, "scalar") ? 4096 : 256, .cols = 5376,
+                     .ld_bytes = 5376 * 2};
+        g4_mat Wpq = {.data = wq, .dtype = G4_DT_Q8_0, .rows = Wp.rows, .cols = 5376,
+                      .ld_bytes = (int64_t)g4_dtype_row_bytes(G4_DT_Q8_0, 5376)};
+        g4_mat Wp4 = {.data = w4, .dtype = G4_DT_Q4_0, .rows = Wp.rows, .cols = 5376,
+                      .ld_bytes = (int64_t)g4_dtype_row_bytes(G4_DT_Q4_0, 5376)};
         for (int th = 1; th <= 2; th++) {
             double flops = 2.0 * (double)Wp.rows * 5376 * 512;
             double tp = time_mm(k, &Wp, x, 512, y, th, 2);
             double tpq = time_mm(k, &Wpq, x, 512, y, th, 2);
-            printf("%-7s matmul T=512 %d thr (%ldx5376): bf16 %7.1f GFLOP/s = %3.0f%% of FMA peak | q8_0 %7.1f GFLOP/s = %3.0f%%\n",
+            double tp4 = time_mm(k, &Wp4, x, 512, y, th, 2);
+            printf("%-7s matmul T=512 %d thr (%ldx5376): bf16 %7.1f GFLOP/s = %3.0f%% of FMA peak | q8_0 %7.1f GFLOP/s = %3.0f%%"
+                   " | q4_0 %7.1f GFLOP/s = %3.0f%%\n",
                    k->name, th, (long)Wp.rows, flops / tp * 1e-9, 100 * flops / tp * 1e-9 / peak[th],
-                   flops / tpq * 1e-9, 100 * flops / tpq * 1e-9 / peak[th]);
+                   flops / tpq * 1e-9, 100 * flops / tpq * 1e-9 / peak[th], flops / tp4 * 1e-9,
+                   100 * flops / tp4 * 1e-9 / peak[th]);
         }
     }
     free(wb);
     free(wq);
+    free(w4);
+    free(w4l);
     free(x);
     free(y);
     free(tmp);

@@ -388,77 +388,71 @@ AI __m256i q4_blk(__m256i lv, const int8_t *x8) {
     return _mm256_madd_epi16(d16, _mm256_set1_epi16(1));
 }
 
-/* Block g + i in lane i: acc + (float)(sum q x - 8 sum x) * (d_w * d_x). */
-AI __m256 q4_fin(const __m256i *p, __m256 dw, const int8_t *rec_s, const float *xd, __m256 acc) {
-    const __m256i s8 = _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)rec_s), 3);
-    const __m256i isum = _mm256_sub_epi32(sum_lanes8(p), s8);
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_loadu_ps(xd)), acc);
+/* The f16 scales of the first nin (1..8) blocks at w as fp32 (zeros after): a dword gather at the
+ * 18-byte stride (the scale is the low half), then the low halves packed. Building them through a
+ * stack array stalled on store forwarding every group. */
+AI __m256 q4_scales8(const g4_block_q4_0 *w, int nin) {
+    const __m256i off = _mm256_setr_epi32(0, 18, 36, 54, 72, 90, 108, 126);
+    const __m256i g = nin == 8 ? _mm256_i32gather_epi32((const int *)(const void *)w, off, 1)
+                               : _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), (const int *)(const void *)w, off,
+                                                             tailmask(nin), 1);
+    const __m256i lo = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 4, 5, 8, 9, 12,
+                                        13, -1, -1, -1, -1, -1, -1, -1, -1);
+    const __m256i h = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(g, lo), 0x08);
+    return _mm256_cvtph_ps(_mm256_castsi256_si128(h));
 }
 
-/* T = 1: one row straight from W, groups of 8 blocks (fewer at the end: zero sums and scales). A
- * non-temporal prefetch 8 groups ahead keeps the single stream going (as the avx512 q8_0 dot). */
+/* One row times NT (1, 2) tokens, groups of 8 blocks (fewer at the end: zero sums and scales),
+ * each block unpacked once for the NT tokens. Block g + i in lane i gets
+ * (float)(sum q x - 8 sum x) * (d_w * d_x). A non-temporal prefetch 8 groups ahead keeps the
+ * single stream going (as the avx512 q8_0 dot). */
 #ifndef G4_Q4_PREFETCH2
 #define G4_Q4_PREFETCH2 1152
 #endif
-static float dot_q4(const g4_block_q4_0 *w, const int8_t *xq, const float *xd, const int32_t *xs, int64_t nb) {
-    __m256 acc = _mm256_setzero_ps();
+AI void q4_row(const int NT, const g4_block_q4_0 *w, int64_t nb, const char *const *rec, int64_t K, float *const *out) {
+    const int64_t qsb = g4__q8_act_qs_bytes(K);
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int64_t g = 0; g < nb; g += 8) {
-        const int64_t nin = nb - g < 8 ? nb - g : 8;
+        const int nin = nb - g < 8 ? (int)(nb - g) : 8;
         const char *pf = (const char *)(w + g) + G4_Q4_PREFETCH2;
         _mm_prefetch(pf, _MM_HINT_NTA);
         _mm_prefetch(pf + 64, _MM_HINT_NTA);
         _mm_prefetch(pf + 128, _MM_HINT_NTA);
-        __m256i p[8];
-        uint16_t dwh[8] = {0};
+        __m256i p[2][8];
+#pragma GCC unroll 8
         for (int i = 0; i < 8; i++) {
             if (i < nin) {
-                p[i] = q4_blk(q4_unpack(w[g + i].qs), xq + (g + i) * 32);
-                dwh[i] = w[g + i].d;
-            } else p[i] = _mm256_setzero_si256();
+                const __m256i lv = q4_unpack(w[g + i].qs);
+#pragma GCC unroll 2
+                for (int t = 0; t < NT; t++) p[t][i] = q4_blk(lv, (const int8_t *)rec[t] + (g + i) * 32);
+            } else
+#pragma GCC unroll 2
+                for (int t = 0; t < NT; t++) p[t][i] = _mm256_setzero_si256();
         }
-        acc = q4_fin(p, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dwh)), (const int8_t *)(xs + g), xd + g, acc);
+        const __m256 dw = q4_scales8(w + g, nin);
+#pragma GCC unroll 2
+        for (int t = 0; t < NT; t++) {
+            const __m256i s8 = _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(g4__q4_act_sums((void *)rec[t], K) + g)), 3);
+            const __m256i isum = _mm256_sub_epi32(sum_lanes8(p[t]), s8);
+            const __m256 d = _mm256_mul_ps(dw, _mm256_loadu_ps((const float *)(rec[t] + qsb) + g));
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), d, acc[t]);
+        }
     }
-    return hsum8(acc);
+#pragma GCC unroll 2
+    for (int t = 0; t < NT; t++) *out[t] = hsum8(acc[t]);
 }
 
-/* T > 1: the row's levels unpacked once (32 bytes a block) and its scales as fp32 (zero-padded to
- * 8), then each token's dot from them: the same integers and operations as dot_q4. */
-static void q4_unpack_row(const g4_block_q4_0 *w, int64_t nb, uint8_t *lv, float *dw) {
-    for (int64_t b = 0; b < nb; b++) _mm256_storeu_si256((__m256i *)(lv + b * 32), q4_unpack(w[b].qs));
-    for (int64_t b = 0; b < (nb + 7) / 8 * 8; b++) dw[b] = b < nb ? g4_f16_to_f32(w[b].d) : 0.0f;
-}
-
-static float dot_q4_pre(const uint8_t *lv, const float *dw, const int8_t *xq, const float *xd, const int32_t *xs,
-                        int64_t nb) {
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t g = 0; g < nb; g += 8) {
-        const int64_t nin = nb - g < 8 ? nb - g : 8;
-        __m256i p[8];
-        for (int i = 0; i < 8; i++)
-            p[i] = i < nin ? q4_blk(_mm256_loadu_si256((const __m256i *)(lv + (g + i) * 32)), xq + (g + i) * 32)
-                           : _mm256_setzero_si256();
-        acc = q4_fin(p, _mm256_loadu_ps(dw + g), (const int8_t *)(xs + g), xd + g, acc);
-    }
-    return hsum8(acc);
-}
-
-/* Bytes of one unpacked row (levels + scales) in the scratch buffer. */
-static size_t q4_row_bytes(int64_t K) { return (size_t)(K / 32 + 8) * 36; }
-
+/* Rows one after the other (one stream), tokens in pairs. */
 static void matmul_q4_prepared(const g4_mat *W, const void *act, int T, float *y, int64_t ldy,
                                int64_t r0, int64_t r1, void *scratch) {
-    const int64_t K = W->cols, nb = K / G4_Q4_BLOCK, stride = g4__q4_act_stride(K), qsb = g4__q8_act_qs_bytes(K);
-    uint8_t *lv = T > 1 ? g4__align64(scratch) : NULL;
-    float *dw = T > 1 ? (float *)(lv + nb * 32) : NULL;
+    const int64_t K = W->cols, nb = K / G4_Q4_BLOCK, stride = g4__q4_act_stride(K);
     for (int64_t r = r0; r < r1; r++) {
         const g4_block_q4_0 *row = (const void *)((const char *)W->data + r * W->ld_bytes);
-        if (T > 1) q4_unpack_row(row, nb, lv, dw);
-        for (int t = 0; t < T; t++) {
-            const char *rec = (const char *)act + t * stride;
-            const float *xd = (const float *)(rec + qsb);
-            const int32_t *xs = g4__q4_act_sums((void *)rec, K);
-            y[t * ldy + r] = T > 1 ? dot_q4_pre(lv, dw, (const int8_t *)rec, xd, xs, nb)
-                                   : dot_q4(row, (const int8_t *)rec, xd, xs, nb);
+        for (int t = 0; t < T; t += 2) {
+            const char *rec[2] = {(const char *)act + t * stride, (const char *)act + (t + 1) * stride};
+            float *out[2] = {y + t * ldy + r, y + (t + 1) * ldy + r};
+            if (t + 1 < T) q4_row(2, row, nb, rec, K, out);
+            else q4_row(1, row, nb, rec, K, out);
         }
     }
 }
@@ -468,11 +462,11 @@ static void matmul_q4(const g4_mat *W, const float *x, int64_t ldx, int T, float
     char *xq = g4__align64(scratch);
     const size_t ab = g4__q4_act_bytes(W, T);
     g4__q4_prepare_plain(W, x, ldx, T, xq);
-    matmul_q4_prepared(W, xq, T, y, ldy, r0, r1, xq + ab); /* ab is a multiple of 64 */
+    matmul_q4_prepared(W, xq, T, y, ldy, r0, r1, xq + ab);
 }
 
 static size_t matmul_scratch_bytes(const g4_mat *W, int T) {
-    if (W->dtype == G4_DT_Q4_0) return g4__q4_act_bytes(W, T) + 64 + (T > 1 ? q4_row_bytes(W->cols) + 64 : 0);
+    if (W->dtype == G4_DT_Q4_0) return g4__q4_act_bytes(W, T) + 64;
     if (W->dtype == G4_DT_Q8_0) return (size_t)T * (size_t)g4__q8_act_stride(W->cols) + 64;
     return T > SMALL_T ? f_scratch_bytes() : 0;
 }

@@ -162,52 +162,144 @@ AI void q4_row_direct(const int vnni, const int NT, const g4_block_q4_0 *w, int6
     for (int t = 0; t < NT; t++) *out[t] = hsum16(acc[t]);
 }
 
-/* Prefill (T > Q4_ROW_T): each weight row unpacked once per call into the scratch (per group the
- * 8 level vectors, true levels, and the scales: 576 bytes) and shared by all its token tiles. */
-enum { Q4_PRE_GROUP = 9 * 64 };
+/* Prefill (T > Q4_ROW_T): register tiles of Q4_MR rows x Q4_NR tokens. The tile's rows are
+ * unpacked into the scratch (per group the 8 level vectors, true levels, and the scales as fp32:
+ * 576 bytes), so the hot loop only loads and multiplies: per group and level vector, each of the
+ * MR weight vectors meets each of the NR token vectors in one vpdpbusd (every activation load
+ * serves MR rows; 1 row x 4 tokens streamed the activations from L2 for every row, 3x slower).
+ * Blocking: tokens in blocks whose records take about Q4_TB_BYTES (they stay in L2 while all the
+ * rows stream past), groups in chunks of Q4_KC (the unpacked chunk of the MR rows stays in L1);
+ * between chunks each lane's partial sum is parked in the scratch and reloaded (exact), so every
+ * lane still sees its groups in order: the bits of the direct path. */
+#ifndef Q4_KC
+#define Q4_KC 12
+#define Q4_TB_BYTES (768 << 10)
+#endif
+enum { Q4_PRE_GROUP = 9 * 64, Q4_MR = 4, Q4_NR = 2 };
 
-static void q4_pre_row(const int vnni, const g4_block_q4_0 *w, int64_t nb, char *pre) {
-    __m512i V[4], W[8];
+/* Groups [g0, g1) of rows r .. r+mr-1, group-major: group g, row i at ((g-g0) * MR + i) * 576. */
+static void q4_pre_rows(const g4_mat *W, int64_t r, int mr, int64_t g0, int64_t g1, char *pre) {
+    const int64_t nb = W->cols / G4_Q4_BLOCK;
+    __m512i V[4], Wv[8];
     __m512 dw;
-    for (int64_t g = 0; 16 * g < nb; g++) {
-        q4_load_group(w + 16 * g, nb - 16 * g >= 16 ? 16 : (int)(nb - 16 * g), V, &dw);
-        q4_levels(0, V, W);
-        __m512i *o = (__m512i *)(pre + g * Q4_PRE_GROUP);
-        for (int j = 0; j < 8; j++) _mm512_store_si512(o + j, W[j]);
-        _mm512_store_ps((float *)(o + 8), dw);
+    for (int i = 0; i < mr; i++) {
+        const g4_block_q4_0 *w = (const void *)((const char *)W->data + (r + i) * W->ld_bytes);
+        for (int64_t g = g0; g < g1; g++) {
+            q4_load_group(w + 16 * g, nb - 16 * g >= 16 ? 16 : (int)(nb - 16 * g), V, &dw);
+            q4_levels(0, V, Wv);
+            __m512i *o = (__m512i *)(pre + ((g - g0) * Q4_MR + i) * Q4_PRE_GROUP);
+            for (int j = 0; j < 8; j++) _mm512_store_si512(o + j, Wv[j]);
+            _mm512_store_ps((float *)(o + 8), dw);
+        }
     }
-    (void)vnni;
 }
 
-/* One prepared row times NT (<= 4) tokens. */
-AI void q4_row_pre(const int vnni, const int NT, const char *pre, int64_t nb, const q4_rec *r, float *const *out) {
-    __m512 acc[4];
+/* MR rows x NR tokens over groups [g0, g1) of the unpacked chunk: acc from / to park (16 floats
+ * per row and token) unless first / last; last writes out[t][i]. */
+AI void q4_tile_pre(const int vnni, const int MR, const int NR, const char *pre, int64_t g0, int64_t g1,
+                    const q4_rec *r, float *park, int first, int last, float *const *out) {
+    __m512 acc[Q4_MR][Q4_NR];
 #pragma GCC unroll 4
-    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
-    for (int64_t g = 0; 16 * g < nb; g++) {
-        const __m512i *o = (const __m512i *)(pre + g * Q4_PRE_GROUP);
-        const __m512 dw = _mm512_load_ps((const float *)(o + 8));
+    for (int i = 0; i < MR; i++)
 #pragma GCC unroll 4
-        for (int t = 0; t < NT; t++) {
-            const __m512i *x = r[t].x + 8 * g;
-            __m512i a0 = _mm512_loadu_si512(r[t].s + 16 * g), a1 = _mm512_setzero_si512();
+        for (int t = 0; t < NR; t++)
+            acc[i][t] = first ? _mm512_setzero_ps() : _mm512_load_ps(park + (t * Q4_MR + i) * 16);
+    for (int64_t g = g0; g < g1; g++) {
+        const char *o = pre + (g - g0) * Q4_MR * Q4_PRE_GROUP;
+        __m512i ia[Q4_MR][Q4_NR];
 #pragma GCC unroll 4
-            for (int j = 0; j < 4; j++) {
-                a0 = dp(vnni, a0, _mm512_load_si512(o + j), _mm512_load_si512(x + j));
-                a1 = dp(vnni, a1, _mm512_load_si512(o + j + 4), _mm512_load_si512(x + j + 4));
+        for (int t = 0; t < NR; t++) {
+            const __m512i s = _mm512_loadu_si512(r[t].s + 16 * g);
+#pragma GCC unroll 4
+            for (int i = 0; i < MR; i++) ia[i][t] = s;
+        }
+#pragma GCC unroll 8
+        for (int v = 0; v < 8; v++) {
+            __m512i wv[Q4_MR];
+#pragma GCC unroll 4
+            for (int i = 0; i < MR; i++) wv[i] = _mm512_load_si512((const __m512i *)(o + i * Q4_PRE_GROUP) + v);
+#pragma GCC unroll 4
+            for (int t = 0; t < NR; t++) {
+                const __m512i xv = _mm512_load_si512(r[t].x + 8 * g + v);
+#pragma GCC unroll 4
+                for (int i = 0; i < MR; i++) ia[i][t] = dp(vnni, ia[i][t], wv[i], xv);
             }
-            const __m512 d = _mm512_mul_ps(dw, _mm512_loadu_ps(r[t].d + 16 * g));
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1)), d, acc[t]);
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < NR; t++) {
+            const __m512 dx = _mm512_loadu_ps(r[t].d + 16 * g);
+#pragma GCC unroll 4
+            for (int i = 0; i < MR; i++) {
+                const __m512 d = _mm512_mul_ps(_mm512_load_ps((const float *)(o + i * Q4_PRE_GROUP + 512)), dx);
+                acc[i][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[i][t]), d, acc[i][t]);
+            }
         }
     }
 #pragma GCC unroll 4
-    for (int t = 0; t < NT; t++) *out[t] = hsum16(acc[t]);
+    for (int t = 0; t < NR; t++)
+#pragma GCC unroll 4
+        for (int i = 0; i < MR; i++) {
+            if (last) out[t][i] = hsum16(acc[i][t]);
+            else _mm512_store_ps(park + (t * Q4_MR + i) * 16, acc[i][t]);
+        }
 }
 
-static size_t q4_pre_bytes(int64_t K) { return (size_t)((K / 32 + 15) / 16) * Q4_PRE_GROUP; }
+static void q4_tile_any(const int vnni, int mr, int nr, const char *pre, int64_t g0, int64_t g1, const q4_rec *r,
+                        float *park, int first, int last, float *const *out) {
+#define Q4T(a, b)                                                                                                  \
+    case a * 8 + b:                                                                                                \
+        if (vnni) q4_tile_pre(1, a, b, pre, g0, g1, r, park, first, last, out);                                    \
+        else q4_tile_pre(0, a, b, pre, g0, g1, r, park, first, last, out);                                         \
+        break;
+    switch (mr * 8 + nr) {
+        Q4T(1, 1) Q4T(1, 2) Q4T(2, 1) Q4T(2, 2) Q4T(3, 1) Q4T(3, 2) Q4T(4, 1) Q4T(4, 2)
+    default: break;
+    }
+#undef Q4T
+}
+
+/* Tokens per block (a multiple of NR). */
+static int q4_tb(int64_t K) {
+    const int64_t tb = Q4_TB_BYTES / g4__q4_act_stride(K) / Q4_NR * Q4_NR;
+    return tb < 8 * Q4_NR ? 8 * Q4_NR : (int)tb;
+}
+
+/* Scratch of the prefill path: one unpacked chunk of MR rows, the parked sums of a token block. */
+static size_t q4_prefill_bytes(int64_t K) {
+    return (size_t)Q4_KC * Q4_MR * Q4_PRE_GROUP + (size_t)q4_tb(K) * Q4_MR * 64 + 64;
+}
+
+/* T > Q4_ROW_T: token blocks -> row tiles -> group chunks (unpacked once each) -> token tiles. */
+static void q4_prefill(const int vnni, const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0,
+                       int64_t r1, void *scratch) {
+    const int64_t K = W->cols, ng = (K / G4_Q4_BLOCK + 15) / 16, stride = g4__q4_act_stride(K);
+    char *pre = g4__align64(scratch);
+    float *park = (float *)(pre + Q4_KC * Q4_MR * Q4_PRE_GROUP);
+    const int tb = q4_tb(K);
+    for (int t0 = 0; t0 < T; t0 += tb) {
+        const int t1 = t0 + tb < T ? t0 + tb : T;
+        for (int64_t r = r0; r < r1; r += Q4_MR) {
+            const int mr = r1 - r < Q4_MR ? (int)(r1 - r) : Q4_MR;
+            for (int64_t g0 = 0; g0 < ng; g0 += Q4_KC) {
+                const int64_t g1 = g0 + Q4_KC < ng ? g0 + Q4_KC : ng;
+                q4_pre_rows(W, r, mr, g0, g1, pre);
+                for (int t = t0; t < t1; t += Q4_NR) {
+                    const int nr = t1 - t < Q4_NR ? t1 - t : Q4_NR;
+                    q4_rec rec[Q4_NR];
+                    float *out[Q4_NR];
+                    for (int j = 0; j < nr; j++) {
+                        rec[j] = q4_record(act, stride, t + j, K);
+                        out[j] = y + (t + j) * ldy + r;
+                    }
+                    q4_tile_any(vnni, mr, nr, pre, g0, g1, rec, park + (t - t0) * Q4_MR * 16, g0 == 0, g1 == ng, out);
+                }
+            }
+        }
+    }
+}
 
 size_t g4__q4_scratch_bytes_avx512(const g4_mat *W, int T) {
-    return g4__q4_act_bytes(W, T) + 64 + (T > Q4_ROW_T ? q4_pre_bytes(W->cols) + 64 : 0);
+    return g4__q4_act_bytes(W, T) + 64 + (T > Q4_ROW_T ? q4_prefill_bytes(W->cols) : 0);
 }
 
 /* Quantizes (g4__q8_quantize_act_avx512, natural order) and rearranges each token's record:
@@ -255,23 +347,7 @@ AI void q4_prepared_dt(const int vnni, const g4_mat *W, const void *act, int T, 
         }
         return;
     }
-    char *pre = g4__align64(scratch);
-    for (int64_t r = r0; r < r1; r++) {
-        q4_pre_row(vnni, (const void *)((const char *)W->data + r * W->ld_bytes), nb, pre);
-        for (int t = 0; t < T; t += 4) {
-            const int nt = T - t < 4 ? T - t : 4;
-            for (int j = 0; j < nt; j++) {
-                rec[j] = q4_record(act, stride, t + j, K);
-                out[j] = y + (t + j) * ldy + r;
-            }
-            switch (nt) {
-            case 4: q4_row_pre(vnni, 4, pre, nb, rec, out); break;
-            case 3: q4_row_pre(vnni, 3, pre, nb, rec, out); break;
-            case 2: q4_row_pre(vnni, 2, pre, nb, rec, out); break;
-            default: q4_row_pre(vnni, 1, pre, nb, rec, out); break;
-            }
-        }
-    }
+    q4_prefill(vnni, W, act, T, y, ldy, r0, r1, scratch);
 }
 
 void g4__q4_matmul_prepared_avx512(const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0,

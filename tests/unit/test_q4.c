@@ -294,6 +294,43 @@ static void test_q4_matmul_vs_double(void **state) {
     }
 }
 
+/* The prefill path's blocking (tokens in blocks, groups in chunks whose partial sums are parked
+ * between chunks, row tiles of 4) gives each output the bits of the one-token call, for every
+ * set, with widths past one chunk (13+ groups, a partial last group) and token counts past one
+ * block; on avx512 with VNNI on and off. */
+static void test_q4_prefill_blocking(void **state) {
+    (void)state;
+    const char *names[3];
+    const int n = g4_kernels_available(names, 3);
+    const int64_t Ks[] = {6688, 13312}, R = 9;
+    const int T = 203;
+    for (int ki = 0; ki < 2; ki++)
+        for (int s = 0; s < n; s++)
+            for (int vnni = 0; vnni <= 1; vnni++) {
+                const g4_kernels *k = g4_kernels_by_name(names[s]);
+                const int avx512 = strcmp(names[s], "avx512") == 0, saved = g4__avx512_vnni;
+                if (vnni && (!avx512 || !saved)) continue;
+                if (avx512) g4__avx512_vnni = vnni;
+                const int64_t K = Ks[ki], nb = K / 32;
+                g4_block_q4_0 *w = malloc((size_t)(R * nb) * sizeof *w);
+                float *x = malloc((size_t)(T * K) * 4), *y = malloc((size_t)(T * R) * 4), *y1 = malloc((size_t)R * 4);
+                for (int64_t i = 0; i < T * K; i++) x[i] = frand();
+                for (int64_t r = 0; r < R; r++) g4_quantize_row_q4_0(x + r * K, w + r * nb, K);
+                g4_mat W = {.data = w, .dtype = G4_DT_Q4_0, .rows = R, .cols = K, .ld_bytes = (int64_t)(nb * sizeof *w)};
+                k->matmul(&W, x, K, T, y, R, 0, R, NULL);
+                for (int t = 0; t < T; t += 7) {
+                    k->matmul(&W, x + t * K, K, 1, y1, R, 0, R, NULL);
+                    if (memcmp(y1, y + t * R, (size_t)R * 4) != 0)
+                        fail_msg("%s vnni=%d K=%ld: token %d of %d != the one-token call", names[s], vnni, (long)K, t, T);
+                }
+                if (avx512) g4__avx512_vnni = saved;
+                free(w);
+                free(x);
+                free(y);
+                free(y1);
+            }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_q4_layout),
@@ -302,6 +339,7 @@ int main(void) {
         cmocka_unit_test(test_q4_nonfinite),
         cmocka_unit_test(test_q4_dequantize),
         cmocka_unit_test(test_q4_matmul_vs_double),
+        cmocka_unit_test(test_q4_prefill_blocking),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
