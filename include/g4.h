@@ -29,6 +29,8 @@ typedef struct g4_engine_opts {
     int mutation;            /* test-only: a deliberate spec mistake (forward.h G4_MUT_*) */
     const char *isa;         /* kernel set "scalar", "avx2", "avx512"; NULL: $G4_ISA or the best */
     int load_copy;           /* 1: copy weights into process memory instead of reading the map */
+    const char *kv_dtype;    /* KV cache elements: NULL or "f32" (exact), "bf16", "q8_0" */
+    int no_prefix_cache;     /* 1: no automatic prefix cache (every prompt is computed whole) */
 } g4_engine_opts;
 
 /* One forward step: n tokens, each with its absolute position and sequence. */
@@ -60,13 +62,44 @@ const struct g4_config *g4_engine_config(const g4_engine *e);
 /* Stop ids (config eos and generation_config.json eos). */
 int g4_engine_stop_ids(const g4_engine *e, int32_t *ids, int max);
 
-/* Opens a sequence able to hold cap positions; G4_ENOMEM when the KV budget is exhausted,
- * G4_ECONTEXT when cap exceeds max_ctx. */
+/* Opens an empty sequence allowed cap positions (<= max_ctx, else G4_ECONTEXT); G4_EBUSY when
+ * every slot is in use. The KV cache is paged: a sequence takes blocks of positions as it grows
+ * (g4_engine_forward says G4_ENOMEM when none are left), nothing is reserved here. */
 int g4_engine_seq_open(g4_engine *e, int64_t cap, int *seq, g4_err *err);
+/* The same, with its first positions taken from the prefix cache: the longest cached prefix of
+ * tokens[0..n) that leaves at least one token to compute; *n_cached is its length, and the
+ * caller feeds tokens[*n_cached..] from position *n_cached on. */
+int g4_engine_seq_open_cached(g4_engine *e, int64_t cap, const int32_t *tokens, int64_t n, int *seq, int64_t *n_cached,
+                              g4_err *err);
+/* How many positions of tokens[0..n) the cache would give now (changes nothing); *taken (may
+ * be NULL): the pages among them that are evictable now and would be held after the hit. */
+int64_t g4_engine_prefix_peek(const g4_engine *e, const int32_t *tokens, int64_t n, int64_t *taken);
+/* Releases the sequence's blocks; its computed blocks stay in the prefix cache (evictable). */
 void g4_engine_seq_close(g4_engine *e, int seq);
+int64_t g4_engine_seq_len(const g4_engine *e, int seq);
+/* Bytes of KV pages held by open sequences (the prefix cache's evictable pages excluded). */
 size_t g4_engine_kv_bytes_used(const g4_engine *e);
 size_t g4_engine_kv_budget(const g4_engine *e);
+/* Bytes a sequence of cap positions holds at most (its full-layer blocks and one window). */
 size_t g4_engine_seq_bytes(const g4_engine *e, int64_t cap);
+/* KV pages: free plus evictable now, and what growing a sequence from len by n positions takes. */
+int64_t g4_engine_kv_avail_pages(const g4_engine *e);
+int64_t g4_engine_kv_pages_to_grow(const g4_engine *e, int64_t len, int64_t n);
+/* Drops every cached block that no sequence uses. */
+void g4_engine_prefix_clear(g4_engine *e);
+
+typedef struct g4_kv_stats {
+    int64_t page_bytes;       /* one page: 16 positions of some layers' K and V (per rank) */
+    int64_t pages_total, pages_free;
+    int64_t pages_cached;     /* held only by the prefix cache: evictable */
+    int64_t blocks_used[2];   /* blocks of the sliding / full layers held (sequences and cache) */
+    int prefix_cache;         /* 1: on */
+    uint64_t cache_queries, cache_query_tokens, cache_hit_tokens;
+    int64_t cache_nodes;
+    uint64_t cache_evictions;
+} g4_kv_stats;
+void g4_engine_kv_stats(const g4_engine *e, g4_kv_stats *st);
+const char *g4_engine_kv_dtype(const g4_engine *e);
 
 /* Runs the batch on all ranks; logits [k][vocab] for the flagged tokens in order. */
 int g4_engine_forward(g4_engine *e, const g4_batch *b, float *logits, g4_err *err);

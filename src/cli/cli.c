@@ -20,7 +20,10 @@ const char *cli_engine_help =
     "  --head-dtype D      the tied embedding/head: bf16, q8_0, q4_0, ... (default: follows --dtype)\n"
     "  --max-batch N       tokens per forward step (prefill chunk; default 128)\n"
     "  --max-ctx N         longest sequence in tokens (default min(config, 8192))\n"
-    "  --kv-budget-mb N    KV cache memory per rank (default: a quarter of RAM)\n"
+    "  --kv-budget-mb N    KV cache memory per rank (default: a quarter of RAM); paged in blocks of\n"
+    "                      16 positions, it must hold one sequence of --max-ctx\n"
+    "  --kv-dtype D        KV cache elements: f32 (default, exact), bf16, q8_0\n"
+    "  --no-prefix-cache   compute every prompt whole (default: reuse the longest cached prefix)\n"
     "  --verify            check every byte of artifact checksums at load\n"
     "  --load mmap|copy    read weights in place from the file map (default), or copy them into\n"
     "                      process memory (huge pages; faster where mapped pages read slowly)\n";
@@ -80,6 +83,8 @@ int cli_engine_flag(int argc, char **argv, int *i, g4_engine_opts *o, int *bad) 
     else if (!strcmp(a, "--max-batch")) { VAL(); if (!cli_int(a, v, 1, 65536, &x)) *bad = 1; else o->max_batch = (int)x; }
     else if (!strcmp(a, "--max-ctx")) { VAL(); if (!cli_int(a, v, 1, 1LL << 31, &x)) *bad = 1; else o->max_ctx = x; }
     else if (!strcmp(a, "--kv-budget-mb")) { VAL(); if (!cli_int(a, v, 1, 1LL << 40, &x)) *bad = 1; else o->kv_budget_bytes = x << 20; }
+    else if (!strcmp(a, "--kv-dtype")) { VAL(); o->kv_dtype = v; }
+    else if (!strcmp(a, "--no-prefix-cache")) o->no_prefix_cache = 1;
     else if (!strcmp(a, "--verify")) o->verify = 1;
     else if (!strcmp(a, "--load")) {
         VAL();

@@ -1,7 +1,9 @@
 /* cmd_chat.c — `g4tp chat`: an interactive multi-turn conversation. Each user line is added to
  * the history, the whole conversation is rendered with the chat template, and the answer is
- * streamed to stdout as it is decoded (thinking, with --think, to stderr). Commands: /reset
- * clears the history, /exit (or end of input) quits. */
+ * streamed to stdout as it is decoded (thinking, with --think, to stderr). The engine's prefix
+ * cache keeps the conversation's KV between turns, so a turn computes only what it adds (the
+ * new user message, and what the template renders differently from what was generated).
+ * Commands: /reset clears the history, /exit (or end of input) quits. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,10 +16,14 @@
 static const char *help =
     "usage: g4tp chat [--model DIR] [options]\n\n"
     "Interactive chat: type a message, the answer streams back. /reset clears the history,\n"
-    "/exit or end of input quits. Lines from a pipe work too (one user turn per line).\n"
+    "/exit or end of input quits. Lines from a pipe work too (one user turn per line). Each turn\n"
+    "computes only the tokens it adds: the conversation so far comes from the prefix cache\n"
+    "(--no-prefix-cache recomputes it every turn).\n"
     "  --system TEXT           a system message first\n"
     "  --think                 enable thinking (streamed to stderr)\n"
     "  --max-new-tokens N      per answer (default 512)\n"
+    "  --stats                 after each answer, print to stderr the prompt tokens, how many came\n"
+    "                          from the cache, and the time to the first token\n"
     "%s%s";
 
 typedef struct { g4_output_stream *ps; } stream_ctx;
@@ -45,7 +51,7 @@ int cmd_chat(int argc, char **argv) {
     g4_engine_opts o = {0};
     o.threads = 1;
     const char *system = NULL;
-    int think = 0, bad = 0;
+    int think = 0, bad = 0, stats = 0;
     long long max_new = 512;
     cli_sampling smp;
     cli_sampling_init(&smp);
@@ -55,6 +61,7 @@ int cmd_chat(int argc, char **argv) {
         if (cli_engine_flag(argc, argv, &i, &o, &bad) || cli_sampling_flag(argc, argv, &i, &smp, &bad)) continue;
         if (!strcmp(a, "--system")) { if (!(system = cli_value(argc, argv, &i))) bad = 1; }
         else if (!strcmp(a, "--think")) think = 1;
+        else if (!strcmp(a, "--stats")) stats = 1;
         else if (!strcmp(a, "--max-new-tokens")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 1 << 30, &max_new)) bad = 1; }
         else { fprintf(stderr, "g4tp chat: unknown option %s (see --help)\n", a); bad = 1; }
     }
@@ -123,6 +130,9 @@ int cmd_chat(int argc, char **argv) {
         if (g4_output_stream_finish(sc.ps, &ev, &nev, &err) == G4_OK) print_events(ev, nev);
         putchar('\n');
         fflush(stdout);
+        if (stats)
+            fprintf(stderr, "[prompt %zu tokens, %zu from the cache, first token after %.0f ms]\n", res.prompt_tokens, res.cached_tokens,
+                    res.ttft_ms);
         g4_parsed_output po;
         if (g4_output_stream_take(sc.ps, &po, &err) == G4_OK) {
             json_array_append_new(msgs, json_pack("{s:s,s:s}", "role", "assistant", "content", po.content ? po.content : ""));

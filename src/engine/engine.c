@@ -1,7 +1,9 @@
 /* engine.c — the g4_engine of include/g4.h: loads the model once per rank, runs ranks as
  * threads (local backend) or joins an MPI job, and drives forward steps with a leader/follower
- * protocol: rank 0 broadcasts each command (open/close a sequence, run a batch, stop), every
- * rank executes it, and the logits of each rank's vocab rows are gathered on rank 0.
+ * protocol: rank 0 broadcasts each command (run a batch, apply KV ops, stop), every rank
+ * executes it, and the logits of each rank's vocab rows are gathered on rank 0. The leader
+ * alone decides KV blocks and prefix-cache hits (kvseq.h); the ranks apply its ops to their
+ * own pools ahead of each batch, so their block tables never differ.
  * Knows the model only through forward.h / weights.h; the file formats through model_source.h. */
 #include "g4.h"
 
@@ -12,13 +14,15 @@
 #include <unistd.h>
 
 #include "base/threadpool.h"
+#include "engine/kvseq.h"
 #include "engine/model_source.h"
 #include "gemma4/forward.h"
 #include "kernels/kernels.h"
 #include "tp/comm.h"
 
-enum { CMD_FORWARD = 1, CMD_SEQ_OPEN, CMD_SEQ_CLOSE, CMD_STOP };
+enum { CMD_FORWARD = 1, CMD_KV_OPS, CMD_STOP };
 
+/* FORWARD: n tokens, a words of KV ops ahead of them; KV_OPS: a words of ops */
 typedef struct { int64_t op, n, a, b; } cmd_hdr;
 
 typedef struct rank_state {
@@ -31,6 +35,7 @@ typedef struct rank_state {
     g4_rank_model *m;
     float *logits_local;   /* [max_batch][n_v_local] */
     int32_t *payload;      /* [4 * max_batch] */
+    int32_t *ops;          /* followers: [G4_KV_OPS_CAP] KV ops received */
     pthread_t thread;
     int has_thread;
     int rc;
@@ -50,7 +55,11 @@ struct g4_engine {
     float *gathered;       /* leader: [tp][max_batch][max_nv] */
     uint8_t *seq_used;     /* leader: [max_seqs] */
     int64_t *seq_cap;
-    size_t kv_used, kv_budget;
+    size_t kv_budget;
+    int kv_dtype;
+    int64_t kv_pages;      /* pages of each rank's pool */
+    g4_kv_geom geom;       /* rank 0's KV geometry (the same on every rank) */
+    g4_kvmgr *kv;          /* leader: sequences' blocks, the prefix cache */
     int32_t stop_ids[16];
     int n_stop;
     int closed;
@@ -58,13 +67,24 @@ struct g4_engine {
 
 /* ---- one rank ---------------------------------------------------------------------------- */
 
+/* The KV ops ahead of a command: the leader sends its queue, the others receive and all apply. */
+static int exec_ops(rank_state *rs, int64_t n, g4_err *err) {
+    g4_engine *e = rs->e;
+    if (n < 0 || n > G4_KV_OPS_CAP) return g4_err_set(err, G4_EINVAL, "%lld words of KV ops (at most %d)", (long long)n, G4_KV_OPS_CAP);
+    int64_t have;
+    int32_t *ops = e->my_rank == 0 && rs->rank == 0 ? (int32_t *)g4_kvmgr_ops(e->kv, &have) : rs->ops;
+    if (g4_comm_broadcast(rs->comm, ops, sizeof(int32_t) * (size_t)n, 0)) return g4_err_set(err, G4_ECOMM, "broadcast of the KV ops failed");
+    return g4_kvstore_apply(g4_rank_kv(rs->m), ops, n, err);
+}
+
 static int rank_exec(rank_state *rs, const cmd_hdr *h, g4_err *err) {
     g4_engine *e = rs->e;
     switch (h->op) {
-    case CMD_SEQ_OPEN: return g4_rank_seq_open(rs->m, (int)h->a, h->b, err);
-    case CMD_SEQ_CLOSE: g4_rank_seq_close(rs->m, (int)h->a); return G4_OK;
+    case CMD_KV_OPS: return exec_ops(rs, h->a, err);
     case CMD_FORWARD: {
         int n = (int)h->n;
+        int rc0 = h->a ? exec_ops(rs, h->a, err) : G4_OK;
+        if (rc0) return rc0;
         int rc = g4_comm_broadcast(rs->comm, rs->payload, sizeof(int32_t) * 4 * (size_t)n, 0);
         if (rc) return g4_err_set(err, G4_ECOMM, "broadcast of the batch failed");
         uint8_t flags[n > 0 ? n : 1];
@@ -123,12 +143,13 @@ static int rank_init(g4_engine *e, rank_state *rs, int rank, g4_comm *comm, g4_d
     int pin = e->o.threads * e->n_ranks_here <= ncpu && e->o.threads <= 64 && !e->mpi;
     for (int i = 0; pin && i < e->o.threads; i++) cpus[i] = rank * e->o.threads + i;
     if ((rc = g4_pool_create(e->o.threads, pin ? cpus : NULL, &rs->pool, err))) return rc;
-    g4_rank_model_opts mo = {e->o.max_batch, e->o.max_ctx, e->o.max_seqs, e->o.mutation};
+    g4_rank_model_opts mo = {e->o.max_batch, e->o.max_ctx, e->o.max_seqs, e->o.mutation, e->kv_pages, e->kv_dtype};
     if ((rc = g4_rank_model_create(e->cfg, &rs->plan, &rs->w, e->K, rs->pool, comm, &mo, &rs->m, err))) return rc;
     size_t nlog = (size_t)e->o.max_batch * (size_t)e->max_nv;
     rs->logits_local = malloc(sizeof(float) * nlog + 64);
     rs->payload = malloc(sizeof(int32_t) * 4 * (size_t)e->o.max_batch + 64);
-    if (!rs->logits_local || !rs->payload) return g4_err_set(err, G4_ENOMEM, "out of memory");
+    rs->ops = malloc(sizeof(int32_t) * G4_KV_OPS_CAP);
+    if (!rs->logits_local || !rs->payload || !rs->ops) return g4_err_set(err, G4_ENOMEM, "out of memory");
     return G4_OK;
 }
 
@@ -139,6 +160,7 @@ static void rank_free(rank_state *rs) {
     g4_tp_plan_free(&rs->plan);
     free(rs->logits_local);
     free(rs->payload);
+    free(rs->ops);
 }
 
 /* MPI ranks may run on hosts with different CPUs; each kernel set has its own arithmetic order,
@@ -159,6 +181,47 @@ static int agree_on_isa(g4_engine *e, g4_comm *c, g4_err *err) {
     return G4_OK;
 }
 
+/* The leader's KV op queue is full: send it ahead of the next command. */
+static int flush_ops(void *ctx, const int32_t *ops, int64_t n, g4_err *err) {
+    (void)ops;
+    return lead(ctx, (cmd_hdr){CMD_KV_OPS, 0, n, 0}, err);
+}
+
+/* The KV cache: element type, the pool's pages per rank from the budget (refused when one
+ * sequence of max_ctx would not fit), and on the leader the block manager. */
+static int kv_setup(g4_engine *e, g4_dtype_req dtype, g4_err *err) {
+    const char *kd = e->o.kv_dtype && *e->o.kv_dtype ? e->o.kv_dtype : "f32";
+    e->kv_dtype = g4_dtype_from_name(kd);
+    if (e->kv_dtype != G4_DT_F32 && e->kv_dtype != G4_DT_BF16 && e->kv_dtype != G4_DT_Q8_0)
+        return g4_err_set(err, G4_EINVAL, "unknown --kv-dtype \"%s\" (f32, bf16, q8_0)", kd);
+    if (e->kv_dtype != G4_DT_F32) return g4_err_set(err, G4_EUNSUPPORTED, "--kv-dtype %s is not implemented yet", kd);
+    g4_tp_plan plan;
+    int rc = g4_tp_plan_make(e->cfg, g4_model_source_wdtype(&e->src, dtype), e->tp, e->mpi ? e->my_rank : 0, &plan, err);
+    if (rc) return rc;
+    rc = g4_kv_geom_make(e->cfg, &plan, e->kv_dtype, &e->geom, err);
+    g4_tp_plan_free(&plan);
+    if (rc) return rc;
+    e->kv_budget = e->o.kv_budget_bytes > 0 ? (size_t)e->o.kv_budget_bytes
+                                            : (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE) / 4 / (size_t)e->n_ranks_here;
+    const int64_t pb = e->geom.page_bytes, one = g4_kv_seq_pages(&e->geom, e->o.max_ctx, e->o.max_batch);
+    e->kv_pages = (int64_t)(e->kv_budget / (size_t)pb);
+    /* more pages than every slot at max_ctx with every sliding block kept, four times over,
+     * cannot be used (and their tables would only cost memory) */
+    const int64_t tlen = (e->o.max_ctx + e->geom.bs - 1) / e->geom.bs;
+    const int64_t most = 4 * (int64_t)e->o.max_seqs * tlen * (e->geom.ng[0] + e->geom.ng[1]);
+    if (e->kv_pages > most) e->kv_pages = most;
+    if (e->kv_pages > INT32_MAX / 2) e->kv_pages = INT32_MAX / 2;
+    if (e->kv_pages < one)
+        return g4_err_set(err, G4_EINVAL,
+                          "the KV budget (--kv-budget-mb %zu) is too small for one sequence of --max-ctx %lld: it needs %lld MiB per rank "
+                          "(%s KV); raise --kv-budget-mb or lower --max-ctx", e->kv_budget >> 20, (long long)e->o.max_ctx,
+                          (long long)((one * pb + (1 << 20) - 1) >> 20), g4_dtype_name(e->kv_dtype));
+    if (e->my_rank == 0)
+        return g4_kvmgr_create(&e->geom, e->kv_pages, e->o.max_seqs, e->o.max_ctx, e->o.max_batch, !e->o.no_prefix_cache, flush_ops, e,
+                               &e->kv, err);
+    return G4_OK;
+}
+
 /* Local backend: rank 0 initialises in the caller's thread, the others in their own threads
  * (so their memory is touched first by the thread that uses it). */
 typedef struct { g4_engine *e; int rank; g4_comm *comm; g4_dtype_req dtype; } init_arg;
@@ -176,6 +239,8 @@ static void *local_rank_main(void *arg) {
 
 /* The engine's own memory (ranks and comms are torn down by the caller first). */
 static void free_engine(g4_engine *e) {
+    g4_kvmgr_free(e->kv);
+    g4_kv_geom_free(&e->geom);
     g4_model_source_close(&e->src);
     free(e->ranks);
     free(e->seq_used);
@@ -252,6 +317,7 @@ int g4_engine_open(const g4_engine_opts *opts, g4_engine **out, g4_err *err) {
         g4_tp_vocab_range(e->cfg->vocab_size, e->tp, 0, &v0, &nv);
         e->max_nv = nv;
     }
+    if ((rc = kv_setup(e, dtype, err))) goto fail_early;
     /* the largest message of an all-reduce: a batch of hidden states */
     size_t max_floats = (size_t)e->o.max_batch * (size_t)e->cfg->hidden_size;
     if (e->mpi) {
@@ -289,8 +355,6 @@ int g4_engine_open(const g4_engine_opts *opts, g4_engine **out, g4_err *err) {
         pthread_barrier_destroy(&init_barrier);
         if (rc) goto fail;
     }
-    e->kv_budget = opts->kv_budget_bytes > 0 ? (size_t)opts->kv_budget_bytes
-                                             : (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE) / 4 / (size_t)e->n_ranks_here;
     for (int i = 0; i < e->cfg->n_eos && e->n_stop < 16; i++) e->stop_ids[e->n_stop++] = e->cfg->eos_ids[i];
     for (int i = 0; i < e->src.n_gen_eos && e->n_stop < 16; i++) {
         int dup = 0;
@@ -354,7 +418,11 @@ int g4_engine_max_seqs(const g4_engine *e) { return e->o.max_seqs; }
 const char *g4_engine_isa(const g4_engine *e) { return e->K->name; }
 const char *g4_engine_model_dir(const g4_engine *e) { return e->model_dir; }
 const struct g4_config *g4_engine_config(const g4_engine *e) { return e->cfg; }
-size_t g4_engine_kv_bytes_used(const g4_engine *e) { return e->kv_used; }
+size_t g4_engine_kv_bytes_used(const g4_engine *e) {
+    g4_kv_stats st;
+    g4_kvmgr_stats(e->kv, &st);
+    return (size_t)(st.pages_total - st.pages_free - st.pages_cached) * (size_t)st.page_bytes;
+}
 size_t g4_engine_kv_budget(const g4_engine *e) { return e->kv_budget; }
 size_t g4_engine_weight_bytes(const g4_engine *e) {
     /* every rank reads its own slices once per token; MPI: ranks are near-equal, scale ours */
@@ -369,34 +437,53 @@ int g4_engine_stop_ids(const g4_engine *e, int32_t *ids, int max) {
     return n;
 }
 
-size_t g4_engine_seq_bytes(const g4_engine *e, int64_t cap) { return g4_rank_seq_bytes(e->ranks[0].m, cap); }
+size_t g4_engine_seq_bytes(const g4_engine *e, int64_t cap) {
+    return (size_t)g4_kv_seq_pages(&e->geom, cap, e->o.max_batch) * (size_t)e->geom.page_bytes;
+}
+int64_t g4_engine_kv_avail_pages(const g4_engine *e) { return g4_kvmgr_avail_pages(e->kv); }
+int64_t g4_engine_kv_pages_to_grow(const g4_engine *e, int64_t len, int64_t n) { return g4_kvmgr_pages_to_grow(e->kv, len, n); }
+void g4_engine_kv_stats(const g4_engine *e, g4_kv_stats *st) { g4_kvmgr_stats(e->kv, st); }
+const char *g4_engine_kv_dtype(const g4_engine *e) { return g4_dtype_name(e->kv_dtype); }
+void g4_engine_prefix_clear(g4_engine *e) { g4_kvmgr_cache_clear(e->kv); }
+int64_t g4_engine_prefix_peek(const g4_engine *e, const int32_t *tokens, int64_t n, int64_t *taken) {
+    int64_t t;
+    return g4_kvmgr_peek(e->kv, tokens, n, taken ? taken : &t);
+}
+int64_t g4_engine_seq_len(const g4_engine *e, int seq) {
+    return seq >= 0 && seq < e->o.max_seqs && e->seq_used[seq] ? g4_kvmgr_len(e->kv, seq) : 0;
+}
+
+/* A free slot for a sequence of cap positions. */
+static int seq_slot(g4_engine *e, int64_t cap, g4_err *err) {
+    if (cap < 1 || cap > e->o.max_ctx)
+        return -g4_err_set(err, G4_ECONTEXT, "a sequence of %lld positions exceeds the context limit of %lld", (long long)cap, (long long)e->o.max_ctx);
+    for (int i = 0; i < e->o.max_seqs; i++)
+        if (!e->seq_used[i]) return i;
+    return -g4_err_set(err, G4_EBUSY, "all %d sequence slots are in use", e->o.max_seqs);
+}
 
 int g4_engine_seq_open(g4_engine *e, int64_t cap, int *seq, g4_err *err) {
+    int64_t cached;
+    return g4_engine_seq_open_cached(e, cap, NULL, 0, seq, &cached, err);
+}
+
+int g4_engine_seq_open_cached(g4_engine *e, int64_t cap, const int32_t *tokens, int64_t n, int *seq, int64_t *n_cached, g4_err *err) {
     *seq = -1;
-    if (cap < 1 || cap > e->o.max_ctx)
-        return g4_err_set(err, G4_ECONTEXT, "a sequence of %lld positions exceeds the context limit of %lld", (long long)cap, (long long)e->o.max_ctx);
-    size_t bytes = g4_engine_seq_bytes(e, cap);
-    if (e->kv_used + bytes > e->kv_budget)
-        return g4_err_set(err, G4_ENOMEM, "KV cache budget exhausted: %zu of %zu bytes in use, %zu more needed", e->kv_used, e->kv_budget, bytes);
-    int s = -1;
-    for (int i = 0; i < e->o.max_seqs && s < 0; i++)
-        if (!e->seq_used[i]) s = i;
-    if (s < 0) return g4_err_set(err, G4_EBUSY, "all %d sequence slots are in use", e->o.max_seqs);
-    int rc = lead(e, (cmd_hdr){CMD_SEQ_OPEN, 0, s, cap}, err);
-    if (rc) return rc;
+    *n_cached = 0;
+    int s = seq_slot(e, cap, err);
+    if (s < 0) return -s;
+    if (n > cap) n = cap;
+    *n_cached = tokens && n > 0 ? g4_kvmgr_open_cached(e->kv, s, cap, tokens, n) : (g4_kvmgr_open(e->kv, s, cap), 0);
     e->seq_used[s] = 1;
     e->seq_cap[s] = cap;
-    e->kv_used += bytes;
     *seq = s;
-    return G4_OK;
+    return g4_kvmgr_failed(e->kv) ? g4_err_set(err, G4_ECOMM, "sending KV ops to the ranks failed") : G4_OK;
 }
 
 void g4_engine_seq_close(g4_engine *e, int seq) {
     if (seq < 0 || seq >= e->o.max_seqs || !e->seq_used[seq]) return;
-    g4_err err;
-    lead(e, (cmd_hdr){CMD_SEQ_CLOSE, 0, seq, 0}, &err);
+    g4_kvmgr_close(e->kv, seq);
     e->seq_used[seq] = 0;
-    e->kv_used -= g4_engine_seq_bytes(e, e->seq_cap[seq]);
 }
 
 int g4_engine_forward(g4_engine *e, const g4_batch *b, float *logits, g4_err *err) {
@@ -412,12 +499,19 @@ int g4_engine_forward(g4_engine *e, const g4_batch *b, float *logits, g4_err *er
             return g4_err_set(err, G4_EINVAL, "token id %d is outside the vocabulary (0..%lld)", b->ids[i], (long long)e->cfg->vocab_size - 1);
         n_logits += b->logits[i] ? 1 : 0;
     }
+    /* blocks for the new positions (nothing changes when they are not there) */
+    int rc = g4_kvmgr_prepare(e->kv, b, err);
+    if (rc) return rc;
     memcpy(rs->payload, b->ids, sizeof(int32_t) * (size_t)n);
     memcpy(rs->payload + n, b->pos, sizeof(int32_t) * (size_t)n);
     memcpy(rs->payload + 2 * n, b->seq, sizeof(int32_t) * (size_t)n);
     for (int i = 0; i < n; i++) rs->payload[3 * n + i] = b->logits[i] ? 1 : 0;
-    int rc = lead(e, (cmd_hdr){CMD_FORWARD, n, 0, 0}, err);
+    int64_t n_ops;
+    g4_kvmgr_ops(e->kv, &n_ops);
+    rc = g4_kvmgr_failed(e->kv) ? g4_err_set(err, G4_ECOMM, "sending KV ops to the ranks failed") : lead(e, (cmd_hdr){CMD_FORWARD, n, n_ops, 0}, err);
+    g4_kvmgr_ops_clear(e->kv);
     if (rc) return rc;
+    g4_kvmgr_commit(e->kv, b);
     const int64_t V = e->cfg->vocab_size;
     if (e->tp == 1) {
         memcpy(logits, rs->logits_local, sizeof(float) * (size_t)n_logits * (size_t)V);

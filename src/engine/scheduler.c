@@ -1,10 +1,11 @@
 /* scheduler.c — continuous batching over one engine (see scheduler.h).
  *
  * One thread owns the engine. Each step: drop cancelled sequences, admit waiting requests
- * (FIFO) while a sequence slot and KV budget are free, then build one batch — a decode token
- * for every sequence that is generating, then prefill chunks of admitted prompts up to the
- * batch size — run it, and sample each sequence that produced logits. Requests talk to the
- * thread only through their event queues and a cancel flag. */
+ * (FIFO) while a sequence slot and the KV pages for their uncached prompt are free, then build
+ * one batch — a decode token for every sequence that is generating, then prefill chunks of
+ * admitted prompts up to the batch size — run it, and sample each sequence that produced
+ * logits. A step the pool cannot hold preempts the newest sequence and is built again.
+ * Requests talk to the thread only through their event queues and a cancel flag. */
 #include "engine/scheduler.h"
 
 #include <pthread.h>
@@ -27,9 +28,13 @@ struct g4_sched_req {
     atomic_int cancelled;
     atomic_int refs;          /* client + scheduler */
     /* scheduler side */
-    int32_t *prompt;
+    int32_t *toks;            /* [n_prompt + max_new_tokens]: the prompt, then the generated ids */
+    int32_t *gen;             /* toks + n_prompt */
     size_t n_prompt, n_prefilled, n_gen;
-    int32_t *gen;             /* [max_new_tokens] generated ids */
+    size_t n_target;          /* positions to prefill: the prompt, or after a preemption prompt + generated */
+    size_t n_cached;          /* prompt tokens the prefix cache gave at the first admission */
+    int admitted;             /* admitted once (a later admission is a resumption) */
+    uint64_t admit_no;        /* order of admission: the newest is preempted first */
     g4_gen_params p;
     char **stops;
     int state, seq;
@@ -54,10 +59,13 @@ struct g4_sched {
     int n_running, max_running;
     int stop, closed, drain;
     g4_sched_stats stats;
+    uint64_t n_admitted;
     /* step buffers */
     int32_t *ids, *pos, *seqs;
     uint8_t *want;
     g4_sched_req **owner;     /* [max_batch] request of each logits row */
+    g4_sched_req **pre;       /* [max_running] requests prefilling in this step */
+    size_t *take;             /* [max_running] their tokens in it */
     float *logits;            /* [max_running][V] */
     int64_t V;
     int max_batch;
@@ -138,8 +146,7 @@ static void req_unref(g4_sched_req *r) {
     g4_stop_strings_free(r->ss);
     for (size_t i = 0; i < r->p.n_stop_strings; i++) free(r->stops[i]);
     free(r->stops);
-    free(r->prompt);
-    free(r->gen);
+    free(r->toks);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
     free(r);
@@ -172,7 +179,8 @@ static void finish(g4_sched *s, g4_sched_req *r, const char *reason) {
         }
         free(rest);
     }
-    g4_sched_event ev = {.kind = G4_EV_DONE, .finish_reason = reason, .prompt_tokens = r->n_prompt, .completion_tokens = r->n_gen};
+    g4_sched_event ev = {.kind = G4_EV_DONE, .finish_reason = reason, .prompt_tokens = r->n_prompt, .completion_tokens = r->n_gen,
+                         .cached_tokens = r->n_cached};
     ev.ttft_ms = r->t_first > 0 ? (r->t_first - r->t_submit) * 1e3 : 0;
     ev.tokens_per_s = r->n_gen > 1 && r->t_last > r->t_first ? (double)(r->n_gen - 1) / (r->t_last - r->t_first) : 0;
     push(r, &ev);
@@ -213,30 +221,68 @@ static void accept(g4_sched *s, g4_sched_req *r, int32_t id, double t) {
     r->state = ST_DECODE;
 }
 
+static void unqueue_head(g4_sched *s) {
+    s->wait_head = s->wait_head->next_wait;
+    if (!s->wait_head) s->wait_tail = NULL;
+    s->n_waiting--;
+}
+
+/* FIFO while a slot is free and the pool has the pages for the head request's uncached
+ * positions plus one step of growth for every running sequence (the first request is always
+ * admitted: the engine refused pools that cannot hold one sequence of max_ctx). */
 static void admit(g4_sched *s) {
     while (s->wait_head && s->n_running < s->max_running) {
         g4_sched_req *r = s->wait_head;
         if (atomic_load(&r->cancelled)) {
-            s->wait_head = r->next_wait;
-            if (!s->wait_head) s->wait_tail = NULL;
-            s->n_waiting--;
+            unqueue_head(s);
             r->seq = -1;
             finish(s, r, "cancelled");
             req_unref(r);
             continue;
         }
+        int64_t taken;
+        const int64_t n = (int64_t)r->n_target, hit = g4_engine_prefix_peek(s->e, r->toks, n, &taken);
+        const int64_t need = g4_engine_kv_pages_to_grow(s->e, hit, n - hit) + taken +
+                             (int64_t)(s->n_running + 1) * g4_engine_kv_pages_to_grow(s->e, 0, 1);
+        if (s->n_running > 0 && need > g4_engine_kv_avail_pages(s->e)) break; /* wait until running sequences free pages */
         g4_err err = {0};
         int seq;
-        int rc = g4_engine_seq_open(s->e, (int64_t)r->n_prompt + r->p.max_new_tokens, &seq, &err);
-        if (rc == G4_ENOMEM || rc == G4_EBUSY) break; /* wait until running sequences free memory */
-        s->wait_head = r->next_wait;
-        if (!s->wait_head) s->wait_tail = NULL;
-        s->n_waiting--;
+        int64_t cached;
+        int rc = g4_engine_seq_open_cached(s->e, (int64_t)r->n_prompt + r->p.max_new_tokens, r->toks, n, &seq, &cached, &err);
+        if (rc == G4_EBUSY) break;
+        unqueue_head(s);
         if (rc) { fail_req(r, &err); req_unref(r); continue; }
         r->seq = seq;
+        r->n_prefilled = (size_t)cached;
+        if (!r->admitted) r->n_cached = (size_t)cached;
+        r->admitted = 1;
+        r->admit_no = ++s->n_admitted;
         r->state = ST_PREFILL;
         s->running[s->n_running++] = r;
     }
+}
+
+/* The pool cannot hold the step: the newest sequence gives its blocks back (they stay in the
+ * prefix cache) and waits at the head of the queue to resume with everything it has so far
+ * (prompt and generated tokens: the next logits come out of the same positions, so the same
+ * bits and the same sample). Returns 0 when only one sequence runs (nothing to preempt). */
+static int preempt(g4_sched *s) {
+    if (s->n_running < 2) return 0;
+    int k = 0;
+    for (int i = 1; i < s->n_running; i++)
+        if (s->running[i]->admit_no > s->running[k]->admit_no) k = i;
+    g4_sched_req *r = s->running[k];
+    s->running[k] = s->running[--s->n_running];
+    g4_engine_seq_close(s->e, r->seq);
+    r->seq = -1;
+    r->n_target = r->state == ST_DECODE ? r->n_prompt + r->n_gen : r->n_target;
+    r->state = ST_WAITING;
+    r->next_wait = s->wait_head;
+    s->wait_head = r;
+    if (!s->wait_tail) s->wait_tail = r;
+    s->n_waiting++;
+    s->stats.preemptions++;
+    return 1;
 }
 
 static void *loop(void *arg) {
@@ -269,6 +315,7 @@ static void *loop(void *arg) {
         }
         admit(s);
         s->stats.kv_used = g4_engine_kv_bytes_used(s->e); /* also when going idle: 0 then */
+        g4_engine_kv_stats(s->e, &s->stats.kv);
         if (s->n_running == 0) {
             pthread_cond_wait(&s->cv, &s->mu);
             pthread_mutex_unlock(&s->mu);
@@ -290,34 +337,56 @@ static void *loop(void *arg) {
             s->owner[nl++] = r;
             n++;
         }
+        int np = 0;
         for (int i = 0; i < s->n_running && n < s->max_batch; i++) {
             g4_sched_req *r = s->running[i];
             if (r->state != ST_PREFILL) continue;
-            size_t left = r->n_prompt - r->n_prefilled, take = (size_t)(s->max_batch - n);
+            size_t left = r->n_target - r->n_prefilled, take = (size_t)(s->max_batch - n);
             if (take > (size_t)s->o.prefill_chunk) take = (size_t)s->o.prefill_chunk;
             if (take > left) take = left;
             for (size_t j = 0; j < take; j++) {
                 size_t p = r->n_prefilled + j;
-                s->ids[n] = r->prompt[p];
+                s->ids[n] = r->toks[p];
                 s->pos[n] = (int32_t)p;
                 s->seqs[n] = r->seq;
-                s->want[n] = p == r->n_prompt - 1;
+                s->want[n] = p == r->n_target - 1;
                 if (s->want[n]) s->owner[nl++] = r;
                 n++;
             }
-            r->n_prefilled += take;
-            s->stats.prompt_tokens += take;
+            s->pre[np] = r;
+            s->take[np++] = take;
         }
         if (n == 0) continue;
         g4_batch b = {n, s->ids, s->pos, s->seqs, s->want};
         g4_err err = {0};
         int rc = g4_engine_forward(s->e, &b, s->logits, &err);
+        if (rc == G4_ENOMEM) {
+            pthread_mutex_lock(&s->mu);
+            const int again = preempt(s);
+            pthread_mutex_unlock(&s->mu);
+            if (again) continue; /* the same step without the newest sequence */
+        }
+        if (rc == G4_OK)
+            for (int i = 0; i < np; i++) {
+                s->pre[i]->n_prefilled += s->take[i];
+                s->stats.prompt_tokens += s->take[i];
+            }
         s->stats.steps++;
         double t = now_s();
         pthread_mutex_lock(&s->mu);
+        if (rc) {
+            /* every sequence of the failed step ends with the error (prefill-only ones too) */
+            for (int i = 0; i < nl + np; i++) {
+                g4_sched_req *r = i < nl ? s->owner[i] : s->pre[i - nl];
+                if (r->state == ST_DONE) continue;
+                fail_req(r, &err);
+                g4_engine_seq_close(s->e, r->seq);
+                r->seq = -1;
+            }
+            nl = 0;
+        }
         for (int i = 0; i < nl; i++) {
             g4_sched_req *r = s->owner[i];
-            if (rc) { fail_req(r, &err); g4_engine_seq_close(s->e, r->seq); r->seq = -1; continue; }
             int32_t id = g4_sampler_sample(r->smp, s->logits + (size_t)i * (size_t)s->V, (int)s->V);
             if (id < 0) { g4_err_set(&err, G4_EINVAL, "no finite logit to sample from"); fail_req(r, &err); g4_engine_seq_close(s->e, r->seq); r->seq = -1; continue; }
             accept(s, r, id, t);
@@ -346,9 +415,11 @@ int g4_sched_create(g4_textgen *tg, const g4_sched_opts *opts, g4_sched **out, g
     s->seqs = malloc(sizeof(int32_t) * (size_t)s->max_batch);
     s->want = malloc((size_t)s->max_batch);
     s->owner = calloc((size_t)s->max_batch, sizeof *s->owner);
+    s->pre = calloc((size_t)s->max_running, sizeof *s->pre);
+    s->take = calloc((size_t)s->max_running, sizeof *s->take);
     s->logits = malloc(sizeof(float) * (size_t)s->V * (size_t)s->max_running);
     s->stats.kv_budget = g4_engine_kv_budget(s->e);
-    if (!s->running || !s->ids || !s->pos || !s->seqs || !s->want || !s->owner || !s->logits) {
+    if (!s->running || !s->ids || !s->pos || !s->seqs || !s->want || !s->owner || !s->pre || !s->take || !s->logits) {
         g4_sched_free(s);
         return g4_err_set(err, G4_ENOMEM, "out of memory for the scheduler");
     }
@@ -381,7 +452,7 @@ void g4_sched_free(g4_sched *s) {
         pthread_mutex_destroy(&s->mu);
         pthread_cond_destroy(&s->cv);
     }
-    free(s->running); free(s->ids); free(s->pos); free(s->seqs); free(s->want); free(s->owner); free(s->logits);
+    free(s->running); free(s->ids); free(s->pos); free(s->seqs); free(s->want); free(s->owner); free(s->pre); free(s->take); free(s->logits);
     free(s);
 }
 
@@ -407,16 +478,16 @@ int g4_sched_submit(g4_sched *s, const int32_t *prompt, size_t n_prompt, const g
     atomic_store(&r->refs, 2);
     r->seq = -1;
     r->p = *p;
-    r->prompt = malloc(sizeof(int32_t) * n_prompt);
-    r->gen = malloc(sizeof(int32_t) * (size_t)p->max_new_tokens);
+    r->toks = malloc(sizeof(int32_t) * (n_prompt + (size_t)p->max_new_tokens));
+    r->gen = r->toks ? r->toks + n_prompt : NULL;
     r->stops = p->n_stop_strings ? calloc(p->n_stop_strings, sizeof(char *)) : NULL;
-    rc = (!r->prompt || !r->gen || (p->n_stop_strings && !r->stops)) ? g4_err_set(err, G4_ENOMEM, "out of memory") : G4_OK;
+    rc = (!r->toks || (p->n_stop_strings && !r->stops)) ? g4_err_set(err, G4_ENOMEM, "out of memory") : G4_OK;
     for (size_t i = 0; rc == G4_OK && i < p->n_stop_strings; i++)
         if (!(r->stops[i] = strdup(p->stop_strings[i]))) rc = g4_err_set(err, G4_ENOMEM, "out of memory");
     r->p.stop_strings = (const char *const *)r->stops;
     if (rc == G4_OK) {
-        memcpy(r->prompt, prompt, sizeof(int32_t) * n_prompt);
-        r->n_prompt = n_prompt;
+        memcpy(r->toks, prompt, sizeof(int32_t) * n_prompt);
+        r->n_prompt = r->n_target = n_prompt;
         rc = g4_sampler_create((int)s->V, &p->sampling, &r->smp, err);
     }
     if (rc == G4_OK) rc = g4_detok_create(s->tg->tok, p->skip_special, &r->dt, err);

@@ -1,12 +1,16 @@
 /* scheduler.h — continuous batching over one g4_engine.
  *
  * Requests are submitted from any thread; one scheduler thread (the engine's leader) runs the
- * loop: admit waiting requests while the KV budget and the sequence slots allow, build one
- * batch with one decode token of every running sequence plus prefill chunks of newly admitted
- * prompts (bounded per step so running streams keep flowing), run g4_engine_forward, sample each
- * sequence's next token with its own sampler, and push text events to the request's queue.
- * Sequences join and leave at token boundaries. A request's tokens are bitwise the same alone or
- * among others (the forward pass guarantees it; sampling is per request with its own seed).
+ * loop: admit waiting requests while a sequence slot and free KV pages for their prompts allow
+ * (the longest cached prefix of a prompt is taken from the prefix cache and not computed again),
+ * build one batch with one decode token of every running sequence plus prefill chunks of newly
+ * admitted prompts (bounded per step so running streams keep flowing), run g4_engine_forward,
+ * sample each sequence's next token with its own sampler, and push text events to the
+ * request's queue. Sequences join and leave at token boundaries. When the KV pool runs out in
+ * a step, the newest sequence is preempted: its blocks go to the prefix cache, it waits at the
+ * head of the queue and resumes from its cached prefix, recomputing the rest. A request's tokens
+ * are bitwise the same alone, among others, or preempted and resumed (the forward pass
+ * guarantees it; sampling is per request with its own seed and state).
  *
  * Each request has an event queue: the submitter reads it with g4_sched_next (blocking with a
  * timeout), so an HTTP handler can stream. Cancelling (client gone) frees the sequence at the
@@ -37,6 +41,7 @@ typedef struct g4_sched_event {
     /* DONE: */
     const char *finish_reason;/* "stop", "length", "cancelled" */
     size_t prompt_tokens, completion_tokens;
+    size_t cached_tokens;     /* prompt tokens taken from the prefix cache */
     double ttft_ms, tokens_per_s;
     int code;                 /* ERROR: g4_status */
 } g4_sched_event;
@@ -45,6 +50,8 @@ typedef struct g4_sched_stats {
     int running, waiting;
     size_t kv_used, kv_budget;
     uint64_t prompt_tokens, generated_tokens, steps;
+    uint64_t preemptions;
+    g4_kv_stats kv;           /* the engine's pool and prefix cache */
 } g4_sched_stats;
 
 int g4_sched_create(g4_textgen *tg, const g4_sched_opts *opts, g4_sched **out, g4_err *err);

@@ -88,6 +88,7 @@ int g4_textgen_generate(g4_textgen *tg, const int32_t *prompt, size_t n_prompt, 
         } else {
             res->finish_reason = ev.finish_reason;
             res->prompt_tokens = ev.prompt_tokens;
+            res->cached_tokens = ev.cached_tokens;
             res->n_ids = ev.completion_tokens;
             res->ttft_ms = ev.ttft_ms;
             res->decode_tok_s = ev.tokens_per_s;

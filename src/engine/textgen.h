@@ -1,7 +1,8 @@
 /* textgen.h — text in, text out for one sequence: the model's chat template and tokenizer on
  * top of an engine, a sampled generation loop with stop ids and stop strings, and streaming of
  * the decoded text (never a partial UTF-8 character). Used by `g4tp run` and `g4tp chat`; the
- * server's scheduler uses the same pieces for many sequences at once. */
+ * server's scheduler uses the same pieces for many sequences at once. The engine's prefix cache
+ * outlives each call: a chat's next turn computes only what its prompt adds to the last one. */
 #ifndef G4_ENGINE_TEXTGEN_H
 #define G4_ENGINE_TEXTGEN_H
 
@@ -45,6 +46,7 @@ typedef struct g4_gen_result {
     size_t text_len;
     const char *finish_reason;/* "stop", "length" or "cancelled" */
     size_t prompt_tokens;
+    size_t cached_tokens;     /* prompt tokens the prefix cache gave (not computed again) */
     double ttft_ms, decode_tok_s;
 } g4_gen_result;
 

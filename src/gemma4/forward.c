@@ -1,8 +1,8 @@
 /* forward.c — the Gemma-4 dense forward pass of one rank (spec §3; see forward.h).
  *
  * Per layer: input norm → q/k/v (column-parallel: this rank's heads) → q_norm/k_norm, weightless
- * v_norm, RoPE, K/V written to the cache → attention over the cache (keys in absolute position
- * order) → o_proj (row-parallel: canonical slices summed in a fixed tree, then all-reduce) →
+ * v_norm, RoPE, K/V written to the paged cache → attention over the cache (keys in absolute
+ * position order, one segment per block) → o_proj (row-parallel: canonical slices summed in a fixed tree, then all-reduce) →
  * post-attention norm, residual → pre-FF norm → gate/up (column-parallel) → GELU-tanh·up →
  * down_proj (row-parallel, all-reduce) → post-FF norm, residual → × layer_scalar. Then the final
  * norm, the tied head over this rank's vocab rows and the 30·tanh(x/30) soft-cap.
@@ -45,7 +45,8 @@ struct g4_rank_model {
     void **act;             /* [nth] q8_0/q4_0: this thread's copy of the phase's activations, prepared */
     float **inv_freq;       /* [n_layers][head_dim/2] */
     float **mut_norms;      /* NORM_PLUS_ONE copies, [n_layers*6+1] */
-    g4_kv_seq *seqs;        /* [max_seqs] */
+    g4_kvstore kv;          /* this rank's KV pool and block tables */
+    g4_kv_seg **segs;       /* [nth][tlen + 2] attention segments */
     /* the current phase's arguments */
     const g4_batch *b;
     int layer;
@@ -161,6 +162,7 @@ static float *falloc(size_t n);
 static void ph_alloc_scratch(g4_rank_model *m, int ith, int nth) {
     m->scores[ith] = falloc((size_t)ATT_GROUP * ((size_t)m->o.max_ctx + 16));
     m->trig[ith] = falloc((size_t)m->alloc_hd + 16);
+    m->segs[ith] = malloc(sizeof(g4_kv_seg) * (size_t)(m->kv.tlen + 2));
     size_t bytes = (m->alloc_scratch + 63) / 64 * 64 + 64;
     if ((m->mm_scratch[ith] = aligned_alloc(64, bytes))) memset(m->mm_scratch[ith], 0, bytes);
     bytes = (m->alloc_act + 63) / 64 * 64;
@@ -225,6 +227,17 @@ static void ph_qkv(g4_rank_model *m, int ith, int nth) {
     }
 }
 
+/* A row of n floats into the cache's element type. */
+static void store_row(const g4_rank_model *m, uint8_t *dst, const float *x, int64_t n) {
+    switch (m->kv.g.dtype) {
+    case G4_DT_BF16:
+        for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = g4_f32_to_bf16(x[i]);
+        break;
+    case G4_DT_Q8_0: g4_quantize_row_q8_0(x, (g4_block_q8_0 *)dst, n); break;
+    default: memcpy(dst, x, sizeof(float) * (size_t)n);
+    }
+}
+
 /* q/k norms, v_norm, RoPE; K and V go to the cache. */
 static void ph_qk_post(g4_rank_model *m, int ith, int nth) {
     const g4_batch *b = m->b;
@@ -251,25 +264,42 @@ static void ph_qk_post(g4_rank_model *m, int ith, int nth) {
             if (m->o.mutation == G4_MUT_ATTN_SCALE) m->K->scale(q + h * hd, q + h * hd, 1.0f / sqrtf((float)hd), hd);
         }
         if (lc->k_eq_v) memcpy(v, k, sizeof(float) * (size_t)nkv * hd); /* V = raw k_proj output */
-        g4_kv_seq *s = &m->seqs[b->seq[t]];
-        int64_t slot = g4_kv_slot(s, lc, b->pos[t]);
-        float *kc = s->k[l] + slot * nkv * hd, *vc = s->v[l] + slot * nkv * hd;
         for (int h = 0; h < nkv; h++) {
             m->K->rmsnorm(k + h * hd, k + h * hd, kn, hd, eps);
             if (m->o.mutation == G4_MUT_V_AFTER_KNORM && lc->k_eq_v) memcpy(v + h * hd, k + h * hd, sizeof(float) * hd);
             m->K->rope(k + h * hd, cs, sn, hd);
             if (m->o.mutation != G4_MUT_NO_VNORM) m->K->rmsnorm(v + h * hd, v + h * hd, NULL, hd, eps);
         }
-        memcpy(kc, k, sizeof(float) * (size_t)nkv * hd);
-        memcpy(vc, v, sizeof(float) * (size_t)nkv * hd);
+        const int bs = m->kv.g.bs;
+        const int32_t blk = g4_kv_block(&m->kv, b->seq[t], m->kv.g.kind[l], b->pos[t] / bs);
+        const int64_t i = b->pos[t] % bs;
+        store_row(m, g4_kv_rows(&m->kv, l, blk, i), k, (int64_t)nkv * hd);
+        store_row(m, g4_kv_rows(&m->kv, l, blk, bs + i), v, (int64_t)nkv * hd);
     }
+}
+
+/* The keys and values a query at position p of sequence seq reads on layer l (KV head kvh):
+ * one segment per block, in position order. */
+static int kv_segments(const g4_rank_model *m, int l, int seq, int64_t p, int kvh, g4_kv_seg *seg) {
+    const g4_kvstore *s = &m->kv;
+    const int bs = s->g.bs, kind = s->g.kind[l];
+    const int64_t w = m->cfg->layers[l].window, first = kind == G4_KV_FULL || p - w + 1 < 0 ? 0 : p - w + 1;
+    const int64_t hoff = kvh * s->g.head[l], stride = s->g.row[l] / (int64_t)sizeof(float);
+    int nseg = 0;
+    for (int64_t j = first / bs; j <= p / bs; j++) {
+        const int64_t i0 = j == first / bs ? first % bs : 0, i1 = j == p / bs ? p % bs : bs - 1;
+        const int32_t blk = g4_kv_block(s, seq, kind, j);
+        seg[nseg++] = (g4_kv_seg){(const float *)(g4_kv_rows(s, l, blk, i0) + hoff), (const float *)(g4_kv_rows(s, l, blk, bs + i0) + hoff),
+                                  i1 - i0 + 1, stride};
+    }
+    return nseg;
 }
 
 static void ph_attention(g4_rank_model *m, int ith, int nth) {
     const g4_batch *b = m->b;
     const int l = m->layer;
     const g4_layer_cfg *lc = &m->cfg->layers[l];
-    const int hd = lc->head_dim, nq = m->plan->n_q_local, nkv = m->plan->layers[l].n_kv_local;
+    const int hd = lc->head_dim, nq = m->plan->n_q_local;
     const int q_per_kv = m->cfg->n_heads / lc->n_kv;
     const int kv0 = m->plan->layers[l].kv0, q0 = m->plan->q0;
     /* items: (token, group); a group is a run of local heads of one KV head, cut into ATT_GROUP */
@@ -285,29 +315,8 @@ static void ph_attention(g4_rank_model *m, int ith, int nth) {
         if (h < 0) h = 0;
         if (he > nq) he = nq;
         if (h >= he) continue; /* a cut of this KV head's heads that lies on another rank */
-        const g4_kv_seq *s = &m->seqs[b->seq[t]];
-        const int kvh = kvg - kv0;
-        int64_t p = b->pos[t];
-        const int64_t stride = (int64_t)nkv * hd;
-        const float *K0 = s->k[l] + kvh * hd, *V0 = s->v[l] + kvh * hd;
-        g4_kv_seg seg[2];
-        int nseg;
-        if (lc->full) {
-            seg[0] = (g4_kv_seg){K0, V0, p + 1, stride};
-            nseg = 1;
-        } else {
-            int64_t first = p - lc->window + 1;
-            if (first < 0) first = 0;
-            int64_t i0 = first % s->ring, i1 = p % s->ring;
-            if (i0 <= i1) {
-                seg[0] = (g4_kv_seg){K0 + i0 * stride, V0 + i0 * stride, i1 - i0 + 1, stride};
-                nseg = 1;
-            } else {
-                seg[0] = (g4_kv_seg){K0 + i0 * stride, V0 + i0 * stride, s->ring - i0, stride};
-                seg[1] = (g4_kv_seg){K0, V0, i1 + 1, stride};
-                nseg = 2;
-            }
-        }
+        g4_kv_seg *seg = m->segs[ith];
+        const int nseg = kv_segments(m, l, b->seq[t], b->pos[t], kvg - kv0, seg);
         m->K->attention(m->attn + (int64_t)t * m->q_dim_max + (int64_t)h * hd, m->q + (int64_t)t * m->q_dim_max + (int64_t)h * hd,
                         he - h, hd, seg, nseg, m->scores[ith]);
     }
@@ -459,11 +468,20 @@ int g4_rank_forward(g4_rank_model *m, const g4_batch *b, float *logits_local, g4
     for (int t = 0; t < b->n; t++) {
         if (b->ids[t] < 0 || b->ids[t] >= m->cfg->vocab_size)
             return g4_err_set(err, G4_EINVAL, "token id %d out of range (vocab %lld)", b->ids[t], (long long)m->cfg->vocab_size);
-        if (b->seq[t] < 0 || b->seq[t] >= m->o.max_seqs || !m->seqs[b->seq[t]].open)
+        if (b->seq[t] < 0 || b->seq[t] >= m->o.max_seqs || !m->kv.cap[b->seq[t]])
             return g4_err_set(err, G4_EINVAL, "token %d names sequence %d, which is not open", t, b->seq[t]);
-        if (b->pos[t] < 0 || b->pos[t] >= m->seqs[b->seq[t]].cap)
-            return g4_err_set(err, G4_ECONTEXT, "position %d is beyond the %lld positions reserved for sequence %d", b->pos[t],
-                              (long long)m->seqs[b->seq[t]].cap, b->seq[t]);
+        if (b->pos[t] < 0 || b->pos[t] >= m->kv.cap[b->seq[t]])
+            return g4_err_set(err, G4_ECONTEXT, "position %d is beyond the %lld positions allowed for sequence %d", b->pos[t],
+                              (long long)m->kv.cap[b->seq[t]], b->seq[t]);
+        /* every block the token writes or reads is in the table (the leader put it there) */
+        for (int k = 0; k < 2; k++) {
+            if (!m->kv.g.ng[k]) continue;
+            const int64_t w = m->kv.g.window, p = b->pos[t], j0 = k == G4_KV_FULL || p - w + 1 < 0 ? 0 : (p - w + 1) / m->kv.g.bs;
+            for (int64_t j = j0; j <= p / m->kv.g.bs; j++)
+                if (g4_kv_block(&m->kv, b->seq[t], k, j) < 0)
+                    return g4_err_set(err, G4_EINVAL, "token %d (sequence %d, position %d): no KV block for positions %lld..", t, b->seq[t],
+                                      b->pos[t], (long long)(j * m->kv.g.bs));
+        }
         n_logits += b->logits[t] ? 1 : 0;
     }
     m->b = b;
@@ -587,8 +605,15 @@ int g4_rank_model_create(const g4_config *cfg, const g4_tp_plan *plan, const g4_
     m->act = calloc((size_t)m->nth, sizeof *m->act);
     m->cursor = aligned_alloc(64, sizeof(g4_cursor) * (size_t)m->nth);
     m->inv_freq = calloc((size_t)cfg->n_layers, sizeof *m->inv_freq);
-    m->seqs = calloc((size_t)opts->max_seqs, sizeof *m->seqs);
-    ok = ok && m->scores && m->trig && m->mm_scratch && m->act && m->cursor && m->inv_freq && m->seqs;
+    m->segs = calloc((size_t)m->nth, sizeof *m->segs);
+    ok = ok && m->scores && m->trig && m->mm_scratch && m->act && m->cursor && m->inv_freq && m->segs;
+    if (ok) {
+        int rc = g4_kvstore_create(&m->kv, cfg, plan, opts->kv_dtype, opts->kv_pages, opts->max_seqs, opts->max_ctx, err);
+        if (rc) {
+            g4_rank_model_free(m);
+            return rc;
+        }
+    }
     if (ok) {
         /* each thread allocates (and first touches) its own scratch: glibc then serves it from
          * that thread's arena, far from the other threads'. Allocated back to back by one
@@ -600,7 +625,7 @@ int g4_rank_model_create(const g4_config *cfg, const g4_tp_plan *plan, const g4_
         phase_ctx pc = {m, ph_alloc_scratch};
         g4_pool_run_unpinned(m->pool, phase_tramp, &pc);
         for (int i = 0; i < m->nth; i++)
-            ok = ok && m->scores[i] && m->trig[i] && m->mm_scratch[i] && (!m->alloc_act || m->act[i]);
+            ok = ok && m->scores[i] && m->trig[i] && m->segs[i] && m->mm_scratch[i] && (!m->alloc_act || m->act[i]);
     }
     for (int l = 0; ok && l < cfg->n_layers; l++) {
         ok = (m->inv_freq[l] = falloc((size_t)cfg->layers[l].head_dim / 2 + 1)) != NULL;
@@ -634,9 +659,7 @@ int g4_rank_model_create(const g4_config *cfg, const g4_tp_plan *plan, const g4_
 
 void g4_rank_model_free(g4_rank_model *m) {
     if (!m) return;
-    if (m->seqs)
-        for (int i = 0; i < m->o.max_seqs; i++) g4_kv_seq_close(&m->seqs[i], m->cfg);
-    free(m->seqs);
+    g4_kvstore_free(&m->kv);
     free(m->h); free(m->xn); free(m->tmp); free(m->q); free(m->attn); free(m->kb); free(m->vb); free(m->gate); free(m->up);
     for (int i = 0; i < m->n_stack; i++) free(m->stack[i]);
     for (int i = 0; i < m->nth; i++) {
@@ -644,7 +667,9 @@ void g4_rank_model_free(g4_rank_model *m) {
         if (m->trig) free(m->trig[i]);
         if (m->mm_scratch) free(m->mm_scratch[i]);
         if (m->act) free(m->act[i]);
+        if (m->segs) free(m->segs[i]);
     }
+    free(m->segs);
     free(m->scores); free(m->trig); free(m->mm_scratch); free(m->act); free(m->cursor);
     if (m->inv_freq)
         for (int l = 0; l < m->cfg->n_layers; l++) free(m->inv_freq[l]);
@@ -655,17 +680,4 @@ void g4_rank_model_free(g4_rank_model *m) {
     free(m);
 }
 
-int g4_rank_seq_open(g4_rank_model *m, int seq, int64_t cap, g4_err *err) {
-    if (seq < 0 || seq >= m->o.max_seqs) return g4_err_set(err, G4_EINVAL, "sequence slot %d out of range", seq);
-    if (cap < 1 || cap > m->o.max_ctx) return g4_err_set(err, G4_ECONTEXT, "sequence of %lld positions exceeds the context limit %lld", (long long)cap, (long long)m->o.max_ctx);
-    g4_kv_seq_close(&m->seqs[seq], m->cfg);
-    return g4_kv_seq_open(&m->seqs[seq], m->cfg, m->plan, cap, m->o.max_batch, err);
-}
-
-void g4_rank_seq_close(g4_rank_model *m, int seq) {
-    if (seq >= 0 && seq < m->o.max_seqs) g4_kv_seq_close(&m->seqs[seq], m->cfg);
-}
-
-size_t g4_rank_seq_bytes(const g4_rank_model *m, int64_t cap) {
-    return g4_kv_seq_bytes(m->cfg, m->plan, cap, m->o.max_batch);
-}
+g4_kvstore *g4_rank_kv(g4_rank_model *m) { return &m->kv; }

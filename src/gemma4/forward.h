@@ -5,8 +5,10 @@
  * element is computed in a fixed order independent of the batch's composition, the thread
  * count and the TP degree (DESIGN.md §4), so a token's logits are the same bits whether it was
  * prefilled or decoded, alone or among others. Two all-reduces per layer; the embedding lookup
- * is one more. Tensor-parallel collectives go through the rank's g4_comm. The per-batch path
- * allocates nothing: all buffers are sized at init for max_batch tokens and max_ctx keys. */
+ * is one more. Tensor-parallel collectives go through the rank's g4_comm. Keys and values live
+ * in the rank's paged pool (kvpool.h): the pass reads each sequence's block table and knows
+ * nothing of how blocks were chosen or shared. The per-batch path allocates nothing: all
+ * buffers are sized at init for max_batch tokens and max_ctx keys. */
 #ifndef G4_GEMMA4_FORWARD_H
 #define G4_GEMMA4_FORWARD_H
 
@@ -14,7 +16,7 @@
 
 #include "g4.h"
 #include "base/threadpool.h"
-#include "gemma4/kvcache.h"
+#include "gemma4/kvpool.h"
 #include "gemma4/weights.h"
 #include "kernels/kernels.h"
 #include "tp/comm.h"
@@ -31,6 +33,8 @@ typedef struct g4_rank_model_opts {
     int64_t max_ctx;    /* longest sequence (positions) */
     int max_seqs;       /* sequence slots */
     int mutation;       /* G4_MUT_*; 0 in production */
+    int64_t kv_pages;   /* pages of the KV pool */
+    int kv_dtype;       /* G4_DT_F32, BF16, Q8_0 */
 } g4_rank_model_opts;
 
 int g4_rank_model_create(const g4_config *cfg, const g4_tp_plan *plan, const g4_rank_weights *w,
@@ -43,8 +47,7 @@ void g4_rank_model_free(g4_rank_model *m);
  * same batch. */
 int g4_rank_forward(g4_rank_model *m, const g4_batch *b, float *logits_local, g4_err *err);
 
-int g4_rank_seq_open(g4_rank_model *m, int seq, int64_t cap, g4_err *err);
-void g4_rank_seq_close(g4_rank_model *m, int seq);
-size_t g4_rank_seq_bytes(const g4_rank_model *m, int64_t cap);
+/* The rank's KV pool: the engine applies the leader's ops to it between steps. */
+g4_kvstore *g4_rank_kv(g4_rank_model *m);
 
 #endif

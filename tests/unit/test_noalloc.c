@@ -1,7 +1,8 @@
 /* The decode loop creates no threads and allocates no memory: malloc and friends are counted
  * (interposed in this test binary), and so are the threads the pools create; after warm-up,
  * decode steps through g4_engine_forward at TP 2 × 2 threads (bf16/f32 and q8_0 weights) must
- * leave both counters unchanged.
+ * leave both counters unchanged — across KV block boundaries too (a new block is taken, the
+ * completed one goes into the prefix cache, sliding blocks are released).
  * (Skipped under ASan, which owns malloc.) */
 #include <stdatomic.h>
 
@@ -51,20 +52,19 @@ static void test_decode_allocates_nothing(void **state) {
         g4_batch d = {1, &id, &p, &seq, &one};
         assert_int_equal(g4_engine_forward(e, &d, logits, &err), 0); /* warm-up step */
         long a0 = atomic_load(&n_alloc), t0 = g4_pool_threads_created();
-        for (int step = 0; step < 20; step++) {
+        for (int step = 0; step < 40; step++) {
             id = g4_sample_greedy(logits, (int)V);
             p = 9 + step;
             assert_int_equal(g4_engine_forward(e, &d, logits, &err), 0);
         }
         long a1 = atomic_load(&n_alloc), t1 = g4_pool_threads_created();
-        print_message("%s: %ld allocations and %ld threads created in 20 decode steps\n", models[m], a1 - a0, t1 - t0);
+        print_message("%s: %ld allocations and %ld threads created in 40 decode steps\n", models[m], a1 - a0, t1 - t0);
         assert_int_equal(a1 - a0, 0);
         assert_int_equal(t1 - t0, 0);
-        /* the counter works: opening a sequence does allocate */
-        int s2;
-        assert_int_equal(g4_engine_seq_open(e, 16, &s2, &err), 0);
+        /* the counter works */
+        void *(*volatile mf)(size_t) = malloc;
+        free(mf(8));
         assert_true(atomic_load(&n_alloc) > a1);
-        g4_engine_seq_close(e, s2);
         g4_engine_seq_close(e, seq);
         free(logits);
         g4_engine_close(e);

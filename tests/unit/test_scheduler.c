@@ -1,7 +1,9 @@
 /* Continuous batching (src/engine/scheduler.c) on the demo model: many concurrent requests each
  * get exactly the tokens they get alone (greedy and seeded sampling), cancellation frees the
  * sequence, a full queue says busy, requests that cannot fit the KV budget are refused up front,
- * and requests that fit only one at a time wait instead of failing. */
+ * and requests that fit only one at a time wait instead of failing. With a KV pool that cannot
+ * hold every running sequence, the newest ones are preempted and resume with the same tokens
+ * (prefix cache on and off); 100 cancelled streams give every KV page back. */
 #include <pthread.h>
 #include <time.h>
 
@@ -200,11 +202,122 @@ static void test_budget_waits(void **state) {
     g4_engine_close(e);
 }
 
+/* Runs the same requests one by one, then all at once; every text must be the same. */
+static void same_alone_and_together(g4_sched *s, g4_textgen *tg, int n, int64_t ctx) {
+    char *alone[8];
+    g4_sched_req *rs[8];
+    g4_err err;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < n; i++) {
+            size_t np;
+            int32_t *ids = prompt_ids(tg, questions[i], &np);
+            g4_gen_params p = {.max_new_tokens = ctx - (int64_t)np, .skip_special = 1, .ignore_eos = 1};
+            g4_sampling_params_default(&p.sampling);
+            if (i % 2) { p.sampling.temperature = 1.1f; p.sampling.seed = 7 + (uint64_t)i; p.sampling.has_seed = 1; }
+            assert_int_equal(g4_sched_submit(s, ids, np, &p, &rs[i], &err), 0);
+            free(ids);
+            if (pass == 0) {
+                const char *why;
+                alone[i] = collect(rs[i], &why);
+                g4_sched_req_free(rs[i]);
+            }
+        }
+        for (int i = 0; pass == 1 && i < n; i++) {
+            const char *why;
+            char *t = collect(rs[i], &why);
+            assert_string_equal(why, "length");
+            if (strcmp(t, alone[i])) fail_msg("request %d differs after preemption:\n%s\nalone:\n%s", i, t, alone[i]);
+            free(t);
+            free(alone[i]);
+            g4_sched_req_free(rs[i]);
+        }
+    }
+}
+
+static void test_preemption(void **state) {
+    (void)state;
+    for (int cache = 0; cache < 2; cache++) {
+        g4_engine *e;
+        g4_textgen tg;
+        open_demo(1, 64, &e, &tg);
+        const size_t one = g4_engine_seq_bytes(e, 256);
+        g4_textgen_close(&tg);
+        g4_engine_close(e);
+        /* six sequences that each grow to 256 positions in a pool for about two */
+        g4_engine_opts o = {.tp = 2, .threads = 1, .model_dir = "models/demo", .max_seqs = 8, .max_batch = 64, .max_ctx = 256,
+                            .kv_budget_bytes = (int64_t)(2 * one), .no_prefix_cache = !cache};
+        g4_err err;
+        assert_int_equal(g4_engine_open(&o, &e, &err), 0);
+        assert_int_equal(g4_textgen_open(e, "models/demo", &tg, &err), 0);
+        g4_sched *s;
+        assert_int_equal(g4_sched_create(&tg, NULL, &s, &err), 0);
+        same_alone_and_together(s, &tg, 6, 256);
+        g4_sched_stats st;
+        g4_sched_get_stats(s, &st);
+        print_message("prefix cache %s: %llu preemptions, %llu of %llu prompt tokens from the cache\n", cache ? "on" : "off",
+                      (unsigned long long)st.preemptions, (unsigned long long)st.kv.cache_hit_tokens,
+                      (unsigned long long)st.kv.cache_query_tokens);
+        assert_true(st.preemptions > 0);
+        g4_sched_free(s);
+        g4_textgen_close(&tg);
+        g4_engine_close(e);
+    }
+}
+
+/* Cancelled and abandoned streams give back every KV page (cached blocks are evictable). */
+static void test_cancel_returns_blocks(void **state) {
+    (void)state;
+    g4_engine *e;
+    g4_textgen tg;
+    open_demo(2, 64, &e, &tg);
+    g4_sched *s;
+    g4_err err;
+    assert_int_equal(g4_sched_create(&tg, NULL, &s, &err), 0);
+    g4_gen_params p = {.max_new_tokens = 200, .skip_special = 1, .ignore_eos = 1};
+    g4_sampling_params_default(&p.sampling);
+    for (int round = 0; round < 10; round++) {
+        g4_sched_req *rs[10];
+        for (int i = 0; i < 10; i++) {
+            size_t n;
+            int32_t *ids = prompt_ids(&tg, questions[(round + i) % 8], &n);
+            assert_int_equal(g4_sched_submit(s, ids, n, &p, &rs[i], &err), 0);
+            free(ids);
+        }
+        for (int i = 0; i < 10; i++) {
+            g4_sched_event ev;
+            if (i % 2 == 0 && g4_sched_next(rs[i], &ev, 60000)) g4_sched_event_clear(&ev);
+            if (i % 3) g4_sched_cancel(rs[i]);
+            g4_sched_req_free(rs[i]); /* a client that went away */
+        }
+    }
+    g4_sched_stats st;
+    for (int i = 0; i < 1000; i++) {
+        g4_sched_get_stats(s, &st);
+        if (st.running == 0 && st.waiting == 0 && g4_engine_kv_bytes_used(e) == 0) break;
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(st.running + st.waiting, 0);
+    assert_int_equal(g4_engine_kv_bytes_used(e), 0);
+    g4_sched_free(s);
+    g4_kv_stats kv;
+    g4_engine_kv_stats(e, &kv);
+    assert_int_equal(kv.pages_free + kv.pages_cached, kv.pages_total);
+    g4_engine_prefix_clear(e);
+    g4_engine_kv_stats(e, &kv);
+    assert_int_equal(kv.pages_free, kv.pages_total);
+    assert_int_equal(kv.blocks_used[0] + kv.blocks_used[1], 0);
+    g4_textgen_close(&tg);
+    g4_engine_close(e);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_concurrent_equals_alone),
         cmocka_unit_test(test_cancel_and_limits),
         cmocka_unit_test(test_budget_waits),
+        cmocka_unit_test(test_preemption),
+        cmocka_unit_test(test_cancel_returns_blocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
