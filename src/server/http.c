@@ -270,6 +270,7 @@ int g4_http_start(const g4_http_opts *o, g4_http **out, g4_err *err) {
     if (h->o.max_conns <= 0) h->o.max_conns = 256;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL | MHD_USE_ERROR_LOG;
     if (v6) flags |= MHD_USE_IPv6;
+    errno = 0;
     h->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, h,
                             MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
@@ -278,8 +279,10 @@ int g4_http_start(const g4_http_opts *o, g4_http **out, g4_err *err) {
                             MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
                             MHD_OPTION_END);
     if (!h->d) {
+        int en = errno; /* what bind/listen said (libmicrohttpd leaves it) */
         free(h);
-        return g4_err_set(err, G4_EIO, "cannot listen on %s:%d (address in use or not available)", host, o->port);
+        if (en) return g4_err_set(err, G4_EIO, "cannot listen on %s:%d: %s", host, o->port, strerror(en));
+        return g4_err_set(err, G4_EIO, "cannot listen on %s:%d", host, o->port);
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
     h->port = di && di->port ? di->port : o->port;

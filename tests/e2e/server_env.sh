@@ -114,4 +114,16 @@ if command -v mpirun >/dev/null && [ "${G4_SAN:-0}" != 1 ]; then
 else
   echo "# MPI serve check skipped (no mpirun, or the ASan flavour)"
 fi
+
+# A port that cannot be had: the message says what the system said.
+python3 -c "import socket,time,sys; s=socket.socket(); s.bind(('127.0.0.1',0)); s.listen(); print(s.getsockname()[1], flush=True); time.sleep(30)" >"$SRV_TMP/busy" &
+BUSY=$!
+for i in $(seq 1 50); do [ -s "$SRV_TMP/busy" ] && break; sleep 0.1; done
+out=$("$G4TP" serve --port "$(cat "$SRV_TMP/busy")" 2>&1); rc=$?
+kill $BUSY 2>/dev/null
+[ $rc -ne 0 ] && echo "$out" | grep -q "Address already in use" && ok "port in use: says so" || bad "port in use: rc $rc: $out"
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+  out=$(setpriv --reuid=65534 --regid=65534 --clear-groups "$G4TP" serve --port 81 2>&1); rc=$?
+  [ $rc -ne 0 ] && echo "$out" | grep -q "Permission denied" && ok "privileged port as nobody: Permission denied" || bad "port 81 as nobody: rc $rc: $out"
+fi
 finish
