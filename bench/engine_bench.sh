@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Engine benchmarks on a synthetic checkpoint with the real 31B widths (hidden 5376, vocab
 # 262144, 32 heads, 16/4 KV heads, head dims 256/512, FFN 21504) and 2 layers (one sliding, one
-# full): prefill of 512 tokens and decode, bf16 and q8_0, TP 1 x 2 threads vs TP 2 x 1 thread
+# full): prefill of 512 tokens and decode, bf16, q8_0 and q4_0 (each with its own and a bf16 head),
+# TP 1 x 2 threads vs TP 2 x 1 thread
 # (threads and MPI), plus all-reduce latency/bandwidth per backend. Prints markdown rows.
 #   bench/engine_bench.sh [BUILD_DIR] [MODEL_DIR]
 set -u
@@ -38,6 +39,10 @@ done
 row "bf16, TP 2 x 1 thread (threads), --load copy" $G4TP bench $A --tp 2 --threads 1 --load copy
 row "q8_0, TP 1 x 2 threads, --load copy" $G4TP bench $A --threads 2 --dtype q8_0 --load copy
 row "q8_0, TP 2 x 1 thread (threads), --load copy" $G4TP bench $A --tp 2 --threads 1 --dtype q8_0 --load copy
+row "q8_0 with a bf16 head, TP 1 x 2 threads, --load copy" $G4TP bench $A --threads 2 --dtype q8_0 --head-dtype bf16 --load copy
+row "q4_0, TP 1 x 2 threads, --load copy" $G4TP bench $A --threads 2 --dtype q4_0 --load copy
+row "q4_0, TP 2 x 1 thread (threads), --load copy" $G4TP bench $A --tp 2 --threads 1 --dtype q4_0 --load copy
+row "q4_0 with a bf16 head, TP 1 x 2 threads, --load copy" $G4TP bench $A --threads 2 --dtype q4_0 --head-dtype bf16 --load copy
 row "bf16, TP 2 x 1 thread (MPI), --load copy" $MPIRUN -np 2 $G4TP bench $A --comm mpi --threads 1 --load copy
 echo
 $B/bench/bench_comm 2
