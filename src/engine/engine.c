@@ -194,7 +194,6 @@ static int kv_setup(g4_engine *e, g4_dtype_req dtype, g4_err *err) {
     e->kv_dtype = g4_dtype_from_name(kd);
     if (e->kv_dtype != G4_DT_F32 && e->kv_dtype != G4_DT_BF16 && e->kv_dtype != G4_DT_Q8_0)
         return g4_err_set(err, G4_EINVAL, "unknown --kv-dtype \"%s\" (f32, bf16, q8_0)", kd);
-    if (e->kv_dtype != G4_DT_F32) return g4_err_set(err, G4_EUNSUPPORTED, "--kv-dtype %s is not implemented yet", kd);
     g4_tp_plan plan;
     int rc = g4_tp_plan_make(e->cfg, g4_model_source_wdtype(&e->src, dtype), e->tp, e->mpi ? e->my_rank : 0, &plan, err);
     if (rc) return rc;

@@ -46,7 +46,7 @@ struct g4_rank_model {
     float **inv_freq;       /* [n_layers][head_dim/2] */
     float **mut_norms;      /* NORM_PLUS_ONE copies, [n_layers*6+1] */
     g4_kvstore kv;          /* this rank's KV pool and block tables */
-    g4_kv_seg **segs;       /* [nth][tlen + 2] attention segments */
+    void **segs;            /* [nth][tlen + 2] attention segments (g4_kv_seg, or g4_kvq_seg) */
     /* the current phase's arguments */
     const g4_batch *b;
     int layer;
@@ -160,9 +160,10 @@ enum { ATT_GROUP = 4 };
 static float *falloc(size_t n);
 
 static void ph_alloc_scratch(g4_rank_model *m, int ith, int nth) {
-    m->scores[ith] = falloc((size_t)ATT_GROUP * ((size_t)m->o.max_ctx + 16));
+    m->scores[ith] = falloc(G4_ATTN_KV_SCRATCH(ATT_GROUP, m->o.max_ctx + 16, m->alloc_hd));
     m->trig[ith] = falloc((size_t)m->alloc_hd + 16);
-    m->segs[ith] = malloc(sizeof(g4_kv_seg) * (size_t)(m->kv.tlen + 2));
+    _Static_assert(sizeof(g4_kv_seg) == sizeof(g4_kvq_seg), "segment records of one size");
+    m->segs[ith] = malloc(sizeof(g4_kvq_seg) * (size_t)(m->kv.tlen + 2));
     size_t bytes = (m->alloc_scratch + 63) / 64 * 64 + 64;
     if ((m->mm_scratch[ith] = aligned_alloc(64, bytes))) memset(m->mm_scratch[ith], 0, bytes);
     bytes = (m->alloc_act + 63) / 64 * 64;
@@ -279,18 +280,20 @@ static void ph_qk_post(g4_rank_model *m, int ith, int nth) {
 }
 
 /* The keys and values a query at position p of sequence seq reads on layer l (KV head kvh):
- * one segment per block, in position order. */
-static int kv_segments(const g4_rank_model *m, int l, int seq, int64_t p, int kvh, g4_kv_seg *seg) {
+ * one segment per block, in position order; g4_kv_seg records (stride in floats) for an f32
+ * cache, g4_kvq_seg (stride in bytes) for the others. */
+static int kv_segments(const g4_rank_model *m, int l, int seq, int64_t p, int kvh, void *out) {
     const g4_kvstore *s = &m->kv;
-    const int bs = s->g.bs, kind = s->g.kind[l];
+    const int bs = s->g.bs, kind = s->g.kind[l], f32 = s->g.dtype == G4_DT_F32;
     const int64_t w = m->cfg->layers[l].window, first = kind == G4_KV_FULL || p - w + 1 < 0 ? 0 : p - w + 1;
-    const int64_t hoff = kvh * s->g.head[l], stride = s->g.row[l] / (int64_t)sizeof(float);
+    const int64_t hoff = kvh * s->g.head[l], row = s->g.row[l];
     int nseg = 0;
-    for (int64_t j = first / bs; j <= p / bs; j++) {
+    for (int64_t j = first / bs; j <= p / bs; j++, nseg++) {
         const int64_t i0 = j == first / bs ? first % bs : 0, i1 = j == p / bs ? p % bs : bs - 1;
         const int32_t blk = g4_kv_block(s, seq, kind, j);
-        seg[nseg++] = (g4_kv_seg){(const float *)(g4_kv_rows(s, l, blk, i0) + hoff), (const float *)(g4_kv_rows(s, l, blk, bs + i0) + hoff),
-                                  i1 - i0 + 1, stride};
+        const uint8_t *k = g4_kv_rows(s, l, blk, i0) + hoff, *v = g4_kv_rows(s, l, blk, bs + i0) + hoff;
+        if (f32) ((g4_kv_seg *)out)[nseg] = (g4_kv_seg){(const float *)k, (const float *)v, i1 - i0 + 1, row / (int64_t)sizeof(float)};
+        else ((g4_kvq_seg *)out)[nseg] = (g4_kvq_seg){k, v, i1 - i0 + 1, row};
     }
     return nseg;
 }
@@ -315,10 +318,11 @@ static void ph_attention(g4_rank_model *m, int ith, int nth) {
         if (h < 0) h = 0;
         if (he > nq) he = nq;
         if (h >= he) continue; /* a cut of this KV head's heads that lies on another rank */
-        g4_kv_seg *seg = m->segs[ith];
-        const int nseg = kv_segments(m, l, b->seq[t], b->pos[t], kvg - kv0, seg);
-        m->K->attention(m->attn + (int64_t)t * m->q_dim_max + (int64_t)h * hd, m->q + (int64_t)t * m->q_dim_max + (int64_t)h * hd,
-                        he - h, hd, seg, nseg, m->scores[ith]);
+        const int nseg = kv_segments(m, l, b->seq[t], b->pos[t], kvg - kv0, m->segs[ith]);
+        float *out = m->attn + (int64_t)t * m->q_dim_max + (int64_t)h * hd;
+        const float *q = m->q + (int64_t)t * m->q_dim_max + (int64_t)h * hd;
+        if (m->kv.g.dtype == G4_DT_F32) m->K->attention(out, q, he - h, hd, m->segs[ith], nseg, m->scores[ith]);
+        else m->K->attention_kv(out, q, he - h, hd, m->segs[ith], nseg, m->kv.g.dtype, m->scores[ith]);
     }
 }
 

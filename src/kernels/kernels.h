@@ -71,6 +71,18 @@ typedef struct {
     int64_t stride; /* floats between consecutive positions */
 } g4_kv_seg;
 
+/* The same for a KV cache of another element type (bf16, q8_0): row j of a head's keys at
+ * (const char *)k + j * stride, d elements of that type (q8_0: d / 32 blocks). */
+typedef struct {
+    const void *k, *v;
+    int64_t n;
+    int64_t stride; /* bytes between consecutive positions */
+} g4_kvq_seg;
+
+/* Floats of scratch attention_kv needs: the scores, and tiles of rows dequantized for f32. */
+#define G4_ATTN_KV_TILE 8
+#define G4_ATTN_KV_SCRATCH(nq, nk, d) ((size_t)(nq) * (size_t)(nk) + (size_t)G4_ATTN_KV_TILE * (size_t)(d) + 32)
+
 typedef struct g4_kernels {
     const char *name; /* "scalar", "avx2", "avx512" */
 
@@ -112,6 +124,12 @@ typedef struct g4_kernels {
      * keys floats. */
     void (*attention)(float *out, const float *q, int nq, int64_t d, const g4_kv_seg *segs,
                       int nseg, float *scratch);
+    /* attention over keys and values of type dt (G4_DT_BF16 or G4_DT_Q8_0): bitwise the
+     * attention above over the rows dequantized to f32 (bf16 widened, q8_0 d * q, both exact),
+     * which each set does in L1 tiles of G4_ATTN_KV_TILE rows, so the cache is read once at its
+     * own size. scratch: G4_ATTN_KV_SCRATCH(nq, total keys, d) floats. */
+    void (*attention_kv)(float *out, const float *q, int nq, int64_t d, const g4_kvq_seg *segs,
+                         int nseg, int dt, float *scratch);
 
     /* y[i] = a[i] + b[i] */
     void (*add)(float *y, const float *a, const float *b, int64_t n);

@@ -618,6 +618,23 @@ static void attn_block(float *out, int64_t d, const float *const *v, const float
     }
 }
 
+/* Softmax of nk scores in place: max, exp, sum (8 lanes), scale. */
+static void softmax8(float *scores, int64_t nk) {
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < nk; j++) mx = scores[j] > mx ? scores[j] : mx;
+    const __m256 mxv = _mm256_set1_ps(mx);
+    __m256 sv = _mm256_setzero_ps();
+    for (int64_t j = 0; j < nk; j += 8) {
+        const int64_t m = nk - j < 8 ? nk - j : 8;
+        __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(ldx_part(scores + j, m), mxv)),
+                                 _mm256_castsi256_ps(tailmask(m)));
+        st_part(scores + j, e, m);
+        sv = _mm256_add_ps(sv, e);
+    }
+    const float inv = 1.0f / hsum8(sv);
+    for (int64_t j = 0; j < nk; j++) scores[j] *= inv;
+}
+
 static void attention1(float *out, const float *q, int64_t d, const g4_kv_seg *segs, int nseg,
                        float *scores) {
     int64_t nk = 0;
@@ -632,19 +649,7 @@ static void attention1(float *out, const float *q, int64_t d, const g4_kv_seg *s
         memset(out, 0, (size_t)d * sizeof(float));
         return;
     }
-    float mx = -INFINITY;
-    for (int64_t j = 0; j < nk; j++) mx = scores[j] > mx ? scores[j] : mx;
-    const __m256 mxv = _mm256_set1_ps(mx);
-    __m256 sv = _mm256_setzero_ps();
-    for (int64_t j = 0; j < nk; j += 8) {
-        const int64_t m = nk - j < 8 ? nk - j : 8;
-        __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(ldx_part(scores + j, m), mxv)),
-                                 _mm256_castsi256_ps(tailmask(m)));
-        st_part(scores + j, e, m);
-        sv = _mm256_add_ps(sv, e);
-    }
-    const float inv = 1.0f / hsum8(sv);
-    for (int64_t j = 0; j < nk; j++) scores[j] *= inv;
+    softmax8(scores, nk);
     /* keys in blocks of AKB, slice accumulators parked in out between blocks (order unchanged) */
     memset(out, 0, (size_t)d * sizeof(float));
     const float *vp[AKB];
@@ -666,6 +671,52 @@ static void attention1(float *out, const float *q, int64_t d, const g4_kv_seg *s
 static void attention(float *out, const float *q, int nq, int64_t d, const g4_kv_seg *segs, int nseg,
                       float *scores) {
     for (int h = 0; h < nq; h++) attention1(out + h * d, q + h * d, d, segs, nseg, scores);
+}
+
+/* bf16 / q8_0 rows: dequantized into L1 tiles once for all heads, then attention1's
+ * arithmetic on them (4-row tiles from each segment's start, one row at a time for the rest;
+ * values in blocks: the order over keys is unchanged), so the bits are attention's. */
+static void attention_kv(float *out, const float *q, int nq, int64_t d, const g4_kvq_seg *segs, int nseg, int dt,
+                         float *scratch) {
+    int64_t nk = 0;
+    for (int s = 0; s < nseg; s++) nk += segs[s].n;
+    if (nk == 0) {
+        memset(out, 0, (size_t)nq * (size_t)d * sizeof(float));
+        return;
+    }
+    float *tile = scratch + (size_t)nq * (size_t)nk;
+    int64_t j0 = 0;
+    for (int s = 0; s < nseg; s++) {
+        const char *k = segs[s].k;
+        const int64_t st = segs[s].stride, n = segs[s].n;
+        for (int64_t j = 0; j < n; j += 4) {
+            const int kr = n - j < 4 ? (int)(n - j) : 4;
+            for (int r = 0; r < kr; r++) row_to_f32(tile + r * d, k + (j + r) * st, dt, d);
+            for (int h = 0; h < nq; h++) {
+                float *sc = scratch + (size_t)h * (size_t)nk + j0 + j;
+                if (kr == 4) mv_rows(G4_DT_F32, 4, (const char *)tile, d * 4, q + h * d, d, sc);
+                else
+                    for (int r = 0; r < kr; r++) sc[r] = dot8(tile + r * d, q + h * d, d);
+            }
+        }
+        j0 += n;
+    }
+    for (int h = 0; h < nq; h++) softmax8(scratch + (size_t)h * (size_t)nk, nk);
+    memset(out, 0, (size_t)nq * (size_t)d * sizeof(float));
+    const float *vp[G4_ATTN_KV_TILE];
+    int nb = 0;
+    j0 = 0;
+    for (int s = 0; s < nseg; s++)
+        for (int64_t j = 0; j < segs[s].n; j++) {
+            row_to_f32(tile + nb * d, (const char *)segs[s].v + j * segs[s].stride, dt, d);
+            vp[nb] = tile + nb * d;
+            if (++nb == G4_ATTN_KV_TILE) {
+                for (int h = 0; h < nq; h++) attn_block(out + h * d, d, vp, scratch + (size_t)h * (size_t)nk + j0, nb);
+                j0 += nb;
+                nb = 0;
+            }
+        }
+    for (int h = 0; nb && h < nq; h++) attn_block(out + h * d, d, vp, scratch + (size_t)h * (size_t)nk + j0, nb);
 }
 
 /* matmul_act_bytes / matmul_prepare / matmul_prepared of q8_0 and q4_0 (plain records) */
@@ -693,6 +744,7 @@ const g4_kernels g4_kernels_avx2 = {
     .rope = rope,
     .gelu_mul = gelu_mul,
     .attention = attention,
+    .attention_kv = attention_kv,
     .add = add,
     .scale = scale,
     .softcap = softcap,

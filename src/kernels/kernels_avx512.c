@@ -977,6 +977,63 @@ static void attention(float *out, const float *q, int nq, int64_t d, const g4_kv
     }
 }
 
+/* bf16 / q8_0 rows (kernels.h attention_kv): dequantized into an L1 tile once for the group's
+ * heads, then the f32 tiles above on it (4-row score tiles from each segment's start, values in
+ * blocks: the order over keys is unchanged), so the bits are attention's. */
+AI void attention_group_kv(const int QR, float *out, const float *q, int64_t d, const g4_kvq_seg *segs, int nseg,
+                           int dt, int64_t nk, float *scores, float *tile) {
+    int64_t j0 = 0;
+    for (int s = 0; s < nseg; s++) {
+        const char *k = segs[s].k;
+        const int64_t st = segs[s].stride, n = segs[s].n;
+        for (int64_t j = 0; j < n; j += 4) {
+            const int kr = n - j < 4 ? (int)(n - j) : 4;
+            for (int r = 0; r < kr; r++) row_to_f32(tile + r * d, k + (j + r) * st, dt, d);
+            if (kr == 4) qk_tile(4, QR, tile, d, q, d, scores + j0 + j, nk);
+            else
+                for (int r = 0; r < kr; r++) qk_tile(1, QR, tile + r * d, d, q, d, scores + j0 + j + r, nk);
+        }
+        j0 += n;
+    }
+    for (int h = 0; h < QR; h++) softmax_scores(scores + h * nk, nk);
+    memset(out, 0, (size_t)(QR * d) * sizeof(float));
+    const float *vp[G4_ATTN_KV_TILE];
+    int nb = 0;
+    j0 = 0;
+    for (int s = 0; s < nseg; s++)
+        for (int64_t j = 0; j < segs[s].n; j++) {
+            row_to_f32(tile + nb * d, (const char *)segs[s].v + j * segs[s].stride, dt, d);
+            vp[nb] = tile + nb * d;
+            if (++nb == G4_ATTN_KV_TILE) {
+                pv_block(QR, out, d, vp, scores + j0, nk, nb);
+                j0 += nb;
+                nb = 0;
+            }
+        }
+    if (nb) pv_block(QR, out, d, vp, scores + j0, nk, nb);
+}
+
+static void attention_kv(float *out, const float *q, int nq, int64_t d, const g4_kvq_seg *segs, int nseg, int dt,
+                         float *scratch) {
+    int64_t nk = 0;
+    for (int s = 0; s < nseg; s++) nk += segs[s].n;
+    if (nk == 0) {
+        memset(out, 0, (size_t)nq * (size_t)d * sizeof(float));
+        return;
+    }
+    float *tile = scratch + (size_t)nq * (size_t)nk;
+    for (int h = 0; h < nq; h += AQ) {
+        float *o = out + h * d;
+        const float *qh = q + h * d;
+        switch (nq - h < AQ ? nq - h : AQ) {
+        case 4: attention_group_kv(4, o, qh, d, segs, nseg, dt, nk, scratch, tile); break;
+        case 3: attention_group_kv(3, o, qh, d, segs, nseg, dt, nk, scratch, tile); break;
+        case 2: attention_group_kv(2, o, qh, d, segs, nseg, dt, nk, scratch, tile); break;
+        default: attention_group_kv(1, o, qh, d, segs, nseg, dt, nk, scratch, tile); break;
+        }
+    }
+}
+
 /* matmul_act_bytes / matmul_prepare / matmul_prepared: q8_0 here, q4_0 in kernels_q4_avx512.c */
 static size_t act_bytes_any(const g4_mat *W, int T) {
     return W->dtype == G4_DT_Q4_0 ? g4__q4_act_bytes(W, T) : q8_act_bytes(W, T);
@@ -1002,6 +1059,7 @@ const g4_kernels g4_kernels_avx512 = {
     .rope = rope,
     .gelu_mul = gelu_mul,
     .attention = attention,
+    .attention_kv = attention_kv,
     .add = add,
     .scale = scale,
     .softcap = softcap,

@@ -344,6 +344,40 @@ static void attention(float *out, const float *q, int nq, int64_t d, const g4_kv
     for (int h = 0; h < nq; h++) attention1(out + h * d, q + h * d, d, segs, nseg, scores);
 }
 
+/* bf16 / q8_0 rows: each dequantized into the tile, then attention1's arithmetic. */
+static void attention_kv(float *out, const float *q, int nq, int64_t d, const g4_kvq_seg *segs, int nseg, int dt,
+                         float *scratch) {
+    int64_t nk = 0;
+    for (int s = 0; s < nseg; s++) nk += segs[s].n;
+    float *scores = scratch, *row = scratch + nk;
+    for (int h = 0; h < nq; h++) {
+        const float *qh = q + h * d;
+        float *o = out + h * d, mx = -INFINITY;
+        int64_t j0 = 0;
+        for (int s = 0; s < nseg; s++)
+            for (int64_t j = 0; j < segs[s].n; j++) {
+                row_to_f32(row, (const char *)segs[s].k + j * segs[s].stride, dt, d);
+                const float v = dot_f32(row, qh, d);
+                scores[j0++] = v;
+                if (v > mx) mx = v;
+            }
+        float sum = 0;
+        for (int64_t j = 0; j < nk; j++) {
+            scores[j] = expf(scores[j] - mx);
+            sum += scores[j];
+        }
+        const float inv = 1.0f / sum;
+        for (int64_t i = 0; i < d; i++) o[i] = 0;
+        j0 = 0;
+        for (int s = 0; s < nseg; s++)
+            for (int64_t j = 0; j < segs[s].n; j++) {
+                const float p = scores[j0++] * inv;
+                row_to_f32(row, (const char *)segs[s].v + j * segs[s].stride, dt, d);
+                for (int64_t i = 0; i < d; i++) o[i] += p * row[i];
+            }
+    }
+}
+
 const g4_kernels g4_kernels_scalar = {
     .name = "scalar",
     .matmul = matmul,
@@ -355,6 +389,7 @@ const g4_kernels g4_kernels_scalar = {
     .rope = rope,
     .gelu_mul = gelu_mul,
     .attention = attention,
+    .attention_kv = attention_kv,
     .add = add,
     .scale = scale,
     .softcap = softcap,

@@ -4,6 +4,7 @@
  *   tokens, on the goldens and the demo model, TP 1 and 2, 1 and 2 threads, hits at a block
  *   boundary, inside a block (copy-on-write), past the sliding window, on a prompt that
  *   diverges inside a cached block, and after two sequences computed the same blocks at once;
+ *   with the f32 cache and with bf16 / q8_0 ones;
  * - the pool: sliding blocks are released as the window moves, a step the pool cannot hold
  *   fails with G4_ENOMEM and changes nothing, a pool too small for one sequence is refused at
  *   open naming the flag, positions must be appended in order;
@@ -86,8 +87,8 @@ static int64_t check_hit(kt *k, const int32_t *tok, int64_t n, const float *want
     return p;
 }
 
-static void exact_on(const char *dir, int tp, int threads) {
-    g4_engine_opts o = {.tp = tp, .threads = threads, .model_dir = dir, .max_batch = 24, .max_ctx = 512};
+static void exact_on(const char *dir, int tp, int threads, const char *kvd) {
+    g4_engine_opts o = {.tp = tp, .threads = threads, .model_dir = dir, .max_batch = 24, .max_ctx = 512, .kv_dtype = kvd};
     kt k;
     kt_open(&k, &o);
     const int64_t N = 150;
@@ -149,10 +150,13 @@ static void exact_on(const char *dir, int tp, int threads) {
 static void test_hits_are_exact(void **state) {
     (void)state;
     const char *dirs[] = {"golden/tiny_default", "golden/tiny_tp8", "golden/tiny_wide"};
-    for (int i = 0; i < 3; i++) exact_on(tu_path("%s", dirs[i]), 1, 1);
-    exact_on(tu_path("golden/tiny_tp8"), 2, 2);
-    exact_on("models/demo", 1, 2);
-    exact_on("models/demo", 2, 1);
+    for (int i = 0; i < 3; i++) exact_on(tu_path("%s", dirs[i]), 1, 1, NULL);
+    exact_on(tu_path("golden/tiny_tp8"), 2, 2, NULL);
+    exact_on("models/demo", 1, 2, NULL);
+    exact_on("models/demo", 2, 1, NULL);
+    /* a bf16 or q8_0 cache: hits give the bits of a cold prefill with the same cache */
+    exact_on(tu_path("golden/tiny_wide"), 2, 1, "bf16");
+    exact_on("models/demo", 1, 1, "q8_0");
 }
 
 /* Sliding blocks go as the window moves; full blocks stay; positions must come in order. */
