@@ -6,6 +6,7 @@
 #include "kernels/kernels.h"
 #include "kernels/kernels_internal.h"
 
+#include <cpuid.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,10 +17,15 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
 static int has_avx2, has_avx512;
 
+/* F16C straight from cpuid (leaf 1, ECX bit 29): clang's __builtin_cpu_supports has no "f16c". */
+static int has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+
 static void detect(void) {
     __builtin_cpu_init();
-    has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
+    has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
     has_avx512 = has_avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
     g4__avx512_vnni = has_avx512 && __builtin_cpu_supports("avx512vnni");
