@@ -171,10 +171,28 @@ char *g4_metrics_render(g4_metrics *m, const g4_sched_stats *st, int ready, size
             (unsigned long long)st->steps);
     bprintf(&b, "# HELP g4tp_num_requests_running Sequences admitted (prefilling or decoding).\n# TYPE g4tp_num_requests_running gauge\ng4tp_num_requests_running %d\n", st->running);
     bprintf(&b, "# HELP g4tp_num_requests_waiting Requests queued for admission.\n# TYPE g4tp_num_requests_waiting gauge\ng4tp_num_requests_waiting %d\n", st->waiting);
-    bprintf(&b, "# HELP g4tp_kv_cache_used_bytes KV cache bytes reserved by open sequences (per rank).\n# TYPE g4tp_kv_cache_used_bytes gauge\ng4tp_kv_cache_used_bytes %zu\n", st->kv_used);
+    bprintf(&b, "# HELP g4tp_kv_cache_used_bytes KV cache bytes held by running sequences (per rank).\n# TYPE g4tp_kv_cache_used_bytes gauge\ng4tp_kv_cache_used_bytes %zu\n", st->kv_used);
     bprintf(&b, "# HELP g4tp_kv_cache_budget_bytes KV cache budget (per rank).\n# TYPE g4tp_kv_cache_budget_bytes gauge\ng4tp_kv_cache_budget_bytes %zu\n", st->kv_budget);
     bprintf(&b, "# HELP g4tp_kv_cache_usage_ratio Used fraction of the KV cache budget.\n# TYPE g4tp_kv_cache_usage_ratio gauge\ng4tp_kv_cache_usage_ratio %.6f\n",
             st->kv_budget ? (double)st->kv_used / (double)st->kv_budget : 0.0);
+    /* the paged KV pool (docs/kvcache.md): pages of 16 positions of some layers, per rank */
+    const g4_kv_stats *kv = &st->kv;
+    bprintf(&b, "# HELP g4tp_kv_pages_total KV pool pages per rank.\n# TYPE g4tp_kv_pages_total gauge\ng4tp_kv_pages_total %lld\n", (long long)kv->pages_total);
+    bprintf(&b, "# HELP g4tp_kv_pages_free KV pool pages free.\n# TYPE g4tp_kv_pages_free gauge\ng4tp_kv_pages_free %lld\n", (long long)kv->pages_free);
+    bprintf(&b, "# HELP g4tp_kv_pages_cached KV pool pages held only by the prefix cache (evictable).\n# TYPE g4tp_kv_pages_cached gauge\ng4tp_kv_pages_cached %lld\n",
+            (long long)kv->pages_cached);
+    bprintf(&b, "# HELP g4tp_kv_blocks_used KV blocks (16 positions of every layer of a kind) held by sequences and the cache.\n# TYPE g4tp_kv_blocks_used gauge\n"
+                "g4tp_kv_blocks_used{kind=\"sliding\"} %lld\ng4tp_kv_blocks_used{kind=\"full\"} %lld\n", (long long)kv->blocks_used[0], (long long)kv->blocks_used[1]);
+    bprintf(&b, "# HELP g4tp_prefix_cache_queries_total Prompts looked up in the prefix cache.\n# TYPE g4tp_prefix_cache_queries_total counter\ng4tp_prefix_cache_queries_total %llu\n",
+            (unsigned long long)kv->cache_queries);
+    bprintf(&b, "# HELP g4tp_prefix_cache_query_tokens_total Prompt tokens looked up in the prefix cache.\n# TYPE g4tp_prefix_cache_query_tokens_total counter\ng4tp_prefix_cache_query_tokens_total %llu\n",
+            (unsigned long long)kv->cache_query_tokens);
+    bprintf(&b, "# HELP g4tp_prefix_cache_hit_tokens_total Prompt tokens taken from the prefix cache.\n# TYPE g4tp_prefix_cache_hit_tokens_total counter\ng4tp_prefix_cache_hit_tokens_total %llu\n",
+            (unsigned long long)kv->cache_hit_tokens);
+    bprintf(&b, "# HELP g4tp_prefix_cache_evictions_total Cached blocks evicted.\n# TYPE g4tp_prefix_cache_evictions_total counter\ng4tp_prefix_cache_evictions_total %llu\n",
+            (unsigned long long)kv->cache_evictions);
+    bprintf(&b, "# HELP g4tp_preemptions_total Sequences preempted because the KV pool was full (they resume).\n# TYPE g4tp_preemptions_total counter\ng4tp_preemptions_total %llu\n",
+            (unsigned long long)st->preemptions);
     if (b.oom) { free(b.s); return NULL; }
     *len = b.len;
     return b.s;

@@ -459,9 +459,10 @@ const char *g4_api_finish_reason(const g4_api_result *r) {
     return r->finish_reason;
 }
 
-json_t *g4_api_usage(size_t prompt_tokens, size_t completion_tokens) {
-    return json_pack("{s:I,s:I,s:I}", "prompt_tokens", (json_int_t)prompt_tokens, "completion_tokens", (json_int_t)completion_tokens,
-                     "total_tokens", (json_int_t)(prompt_tokens + completion_tokens));
+json_t *g4_api_usage(size_t prompt_tokens, size_t completion_tokens, size_t cached_tokens) {
+    return json_pack("{s:I,s:I,s:I,s:{s:I}}", "prompt_tokens", (json_int_t)prompt_tokens, "completion_tokens", (json_int_t)completion_tokens,
+                     "total_tokens", (json_int_t)(prompt_tokens + completion_tokens), "prompt_tokens_details", "cached_tokens",
+                     (json_int_t)cached_tokens);
 }
 
 json_t *g4_api_tool_call(const char *resp_id, size_t k, const g4_tool_call *c) {
@@ -493,7 +494,7 @@ json_t *g4_api_chat_response(const g4_api_result *r) {
     }
     json_t *choice = json_pack("{s:i,s:o,s:s,s:n}", "index", 0, "message", msg, "finish_reason", g4_api_finish_reason(r), "logprobs");
     json_object_set_new(j, "choices", json_pack("[o]", choice));
-    json_object_set_new(j, "usage", g4_api_usage(r->prompt_tokens, r->completion_tokens));
+    json_object_set_new(j, "usage", g4_api_usage(r->prompt_tokens, r->completion_tokens, r->cached_tokens));
     return j;
 }
 
@@ -502,7 +503,7 @@ json_t *g4_api_completion_response(const g4_api_result *r) {
     json_t *choice = json_pack("{s:i,s:s%,s:s,s:n}", "index", 0, "text", r->text ? r->text : "", r->text ? r->text_len : 0,
                                "finish_reason", r->finish_reason, "logprobs");
     json_object_set_new(j, "choices", json_pack("[o]", choice));
-    json_object_set_new(j, "usage", g4_api_usage(r->prompt_tokens, r->completion_tokens));
+    json_object_set_new(j, "usage", g4_api_usage(r->prompt_tokens, r->completion_tokens, r->cached_tokens));
     return j;
 }
 
@@ -512,6 +513,7 @@ json_t *g4_api_generate_response(const g4_api_result *r) {
     if (po) json_object_set_new(j, "response", json_stringn(po->content, r->parsed->content_len));
     else json_object_set_new(j, "response", json_stringn(r->text ? r->text : "", r->text ? r->text_len : 0));
     json_object_set_new(j, "prompt_tokens", json_integer((json_int_t)r->prompt_tokens));
+    json_object_set_new(j, "cached_tokens", json_integer((json_int_t)r->cached_tokens));
     json_object_set_new(j, "completion_tokens", json_integer((json_int_t)r->completion_tokens));
     json_object_set_new(j, "finish_reason", json_string(g4_api_finish_reason(r)));
     json_object_set_new(j, "time_to_first_token_ms", json_real(r->ttft_ms));

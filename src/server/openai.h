@@ -71,6 +71,7 @@ typedef struct g4_api_result {
     const g4_api_output *parsed; /* chat and templated /generate: parsed output */
     const char *finish_reason;/* "stop", "length" (tool_calls is derived) */
     size_t prompt_tokens, completion_tokens;
+    size_t cached_tokens;     /* prompt tokens from the prefix cache */
     double ttft_ms, tokens_per_s;
 } g4_api_result;
 
@@ -81,6 +82,7 @@ json_t *g4_api_completion_response(const g4_api_result *r);
 json_t *g4_api_generate_response(const g4_api_result *r);
 /* {"id","type","function":{"name","arguments"}} for call k of a response. */
 json_t *g4_api_tool_call(const char *resp_id, size_t k, const g4_tool_call *c);
-json_t *g4_api_usage(size_t prompt_tokens, size_t completion_tokens);
+/* The usage object; prompt_tokens_details.cached_tokens: prompt tokens from the prefix cache. */
+json_t *g4_api_usage(size_t prompt_tokens, size_t completion_tokens, size_t cached_tokens);
 
 #endif

@@ -288,6 +288,7 @@ static long stream_read(void *user, char *buf, size_t max) {
                 g4_api_err_refuse(&ae, G4_API_SHUTTING_DOWN, NULL, "the generation was cancelled: the server is shutting down");
                 g4_sse_error(j->sse, &ae);
             } else {
+                g4_sse_set_cached_tokens(j->sse, ev.cached_tokens);
                 rc = g4_sse_finish(j->sse, ev.finish_reason, ev.prompt_tokens, ev.completion_tokens, &err);
                 observe_done(j->s, &ev, rc ? ev.finish_reason : g4_sse_finish_reason(j->sse), j->t0);
             }
@@ -450,7 +451,8 @@ static void route_generate(g4_server *s, g4_http_req *hr, const char *ep, g4_api
         int parsed = q.parse_output && g4_api_parse_output(text ? text : "", tl, thought, &po, &err) == G4_OK;
         g4_api_result res = {.id = id, .model = s->model_id, .created = (long long)time(NULL), .text = text ? text : "", .text_len = tl,
                              .parsed = parsed ? &po : NULL, .finish_reason = done.finish_reason, .prompt_tokens = done.prompt_tokens,
-                             .completion_tokens = done.completion_tokens, .ttft_ms = done.ttft_ms, .tokens_per_s = done.tokens_per_s};
+                             .completion_tokens = done.completion_tokens, .cached_tokens = done.cached_tokens, .ttft_ms = done.ttft_ms,
+                             .tokens_per_s = done.tokens_per_s};
         observe_done(s, &done, g4_api_finish_reason(&res), t0);
         json_t *j = kind == G4_API_CHAT ? g4_api_chat_response(&res) : kind == G4_API_COMPLETIONS ? g4_api_completion_response(&res)
                                                                                                   : g4_api_generate_response(&res);

@@ -14,6 +14,7 @@ struct g4_sse {
     size_t off, len, cap;
     int started, closed, n_calls;
     const char *finish;
+    size_t cached_tokens;
 };
 
 static int append(g4_sse *s, const char *p, size_t n) {
@@ -141,7 +142,7 @@ int g4_sse_finish(g4_sse *s, const char *finish_reason, size_t prompt_tokens, si
         int chat = s->o.kind == G4_API_CHAT;
         json_t *j = json_pack("{s:s,s:s,s:I,s:s,s:[]}", "id", s->id, "object", chat ? "chat.completion.chunk" : "text_completion",
                               "created", (json_int_t)s->o.created, "model", s->model, "choices");
-        json_object_set_new(j, "usage", g4_api_usage(prompt_tokens, completion_tokens));
+        json_object_set_new(j, "usage", g4_api_usage(prompt_tokens, completion_tokens, s->cached_tokens));
         rc = frame(s, j);
     }
     if (!rc) rc = append(s, "data: [DONE]\n\n", 14);
@@ -180,3 +181,4 @@ size_t g4_sse_take(g4_sse *s, char *buf, size_t max) {
 size_t g4_sse_pending(const g4_sse *s) { return s->len - s->off; }
 int g4_sse_closed(const g4_sse *s) { return s->closed; }
 const char *g4_sse_finish_reason(const g4_sse *s) { return s->finish; }
+void g4_sse_set_cached_tokens(g4_sse *s, size_t n) { s->cached_tokens = n; }

@@ -25,6 +25,8 @@ int g4_sse_create(const g4_sse_opts *o, g4_sse **out, g4_err *err);
 void g4_sse_free(g4_sse *s);
 /* A delta of generated text (special tokens kept for chat). */
 int g4_sse_feed(g4_sse *s, const char *text, size_t len, g4_err *err);
+/* Prompt tokens the prefix cache gave, for the usage chunk (0 unless set). */
+void g4_sse_set_cached_tokens(g4_sse *s, size_t n);
 /* End of generation: held-back text, the finish chunk, usage, [DONE]. */
 int g4_sse_finish(g4_sse *s, const char *finish_reason, size_t prompt_tokens, size_t completion_tokens, g4_err *err);
 /* A failure after the stream started: `data: {"error": …}` then [DONE]. */
