@@ -15,26 +15,11 @@ static inline uint32_t f32_bits(float f) {
 }
 
 /* llama.cpp's level of v = x * id + 8.5f: (int8_t)v, at most 15. Finite inputs give v in
- * [0.5, 16.5]; the guards only keep NaN (-> 8, the zero level) and out-of-range values defined. */
+ * [0.5, 16.5]; the clamps only keep NaN (-> 8, the zero level) and out-of-range values defined. */
 static inline uint8_t llama_level(float v) {
-    if (v != v) return 8;
-    if (v <= 0.0f) return 0;
-    if (v >= 15.0f) return 15;
+    v = v == v ? v : 8.5f;
+    v = v < 0.0f ? 0.0f : v > 15.0f ? 15.0f : v;
     return (uint8_t)(int)v;
-}
-
-/* llama.cpp's quantize_row_q4_0_ref for one block: the element of largest |x| (the first one)
- * with its sign is max, d = max / -8, id = 1/d (from the fp32 d), q = min(15, (int8_t)(x*id + 8.5)). */
-static void q4_block_llama(const float *x, uint16_t *dh, uint8_t *q) {
-    float amax = 0.0f, max = 0.0f;
-    for (int j = 0; j < G4_Q4_BLOCK; j++)
-        if (amax < fabsf(x[j])) {
-            amax = fabsf(x[j]);
-            max = x[j];
-        }
-    const float d = max / -8, id = d != 0.0f ? 1.0f / d : 0.0f;
-    *dh = g4_f32_to_f16(d);
-    for (int j = 0; j < G4_Q4_BLOCK; j++) q[j] = llama_level(x[j] * id + 8.5f);
 }
 
 /* 1 when D * (q - 8) gives back every x bit for bit (zeros with their sign). */
@@ -56,36 +41,57 @@ static int q4_block_levels(const float *x, float D, uint8_t *q) {
     return 1;
 }
 
-/* One block: llama's result when it is exact; else the first grid that reproduces the block
- * exactly: step D = m / k for the element m of largest |x| and its level k = -8, 7, -7, .., 1, -1
- * (if the block is D * levels, m / k is D exactly for m's own level); else llama's result. */
+/* The first grid that gives the block back exactly, if any: step D = m / k for the element m of
+ * largest |x| (index im) and its level k = -8, 7, -7, .., 1, -1 (if the block is D * levels, m / k
+ * is D exactly for m's own level). A probe element besides m is tested first with a product
+ * (x_p * k / m must be an integer; off by far less than the 1e-3 tolerance on the grid): it
+ * rejects almost every candidate of a block off the grid before the exact tests. */
+static int q4_block_grid(const float *x, float m, int im, uint16_t *dh, uint8_t *q) {
+    int p = -1;
+    for (int j = 0; j < G4_Q4_BLOCK && p < 0; j++)
+        if (j != im && x[j] != 0.0f) p = j;
+    const float inv = 1.0f / m;
+    for (int i = 0; i < 15; i++) {
+        const int k = i == 0 ? -8 : (i & 1) ? 8 - (i + 1) / 2 : -(8 - i / 2);
+        if (p >= 0) {
+            const float r = x[p] * (float)k * inv;
+            if (!(fabsf(r - rintf(r)) <= 1e-3f)) continue;
+        }
+        const float D = m / (float)k;
+        const uint16_t h = g4_f32_to_f16(D);
+        if (g4_f16_to_f32(h) != D || !q4_block_levels(x, D, q) || !q4_block_exact(x, h, q)) continue;
+        *dh = h;
+        return 1;
+    }
+    return 0;
+}
+
+/* One block: llama.cpp's quantize_row_q4_0_ref (the element of largest |x|, the first one, with
+ * its sign is max; d = max / -8; id = 1/d from the fp32 d; q = min(15, (int8_t)(x*id + 8.5))) when
+ * it gives the block back exactly; else the first exact grid (q4_block_grid); an all-zero block
+ * step +0 (llama's -0 turns +0 into -0: level 8 -> +0, 7 -> -0); else llama's result. */
 static void q4_block(const float *x, g4_block_q4_0 *y) {
     uint8_t q[G4_Q4_BLOCK], c[G4_Q4_BLOCK];
-    uint16_t dh;
-    q4_block_llama(x, &dh, q);
-    if (!q4_block_exact(x, dh, q)) {
-        float amax = 0.0f, m = 0.0f;
-        int zero = 1;
-        for (int j = 0; j < G4_Q4_BLOCK; j++) {
-            if (amax < fabsf(x[j])) {
-                amax = fabsf(x[j]);
-                m = x[j];
-            }
-            zero &= x[j] == 0.0f;
+    float amax = 0.0f, max = 0.0f;
+    int im = 0, zero = 1;
+    for (int j = 0; j < G4_Q4_BLOCK; j++) {
+        if (amax < fabsf(x[j])) {
+            amax = fabsf(x[j]);
+            max = x[j];
+            im = j;
         }
-        if (zero) { /* +-0 only (llama gives -0 everywhere): step +0, level 8 -> +0, 7 -> -0 */
+        zero &= x[j] == 0.0f;
+    }
+    const float d = max / -8, id = d != 0.0f ? 1.0f / d : 0.0f;
+    uint16_t dh = g4_f32_to_f16(d), h;
+    for (int j = 0; j < G4_Q4_BLOCK; j++) q[j] = llama_level(x[j] * id + 8.5f);
+    if (!q4_block_exact(x, dh, q)) {
+        if (zero) {
             dh = 0;
             for (int j = 0; j < G4_Q4_BLOCK; j++) q[j] = signbit(x[j]) ? 7 : 8;
-        } else if (isfinite(m)) {
-            for (int i = 0; i < 15; i++) {
-                const int k = i == 0 ? -8 : (i & 1) ? 8 - (i + 1) / 2 : -(8 - i / 2);
-                const float D = m / (float)k;
-                const uint16_t h = g4_f32_to_f16(D);
-                if (g4_f16_to_f32(h) != D || !q4_block_levels(x, D, c) || !q4_block_exact(x, h, c)) continue;
-                dh = h;
-                memcpy(q, c, sizeof q);
-                break;
-            }
+        } else if (isfinite(max) && q4_block_grid(x, max, im, &h, c)) {
+            dh = h;
+            memcpy(q, c, sizeof q);
         }
     }
     y->d = dh;

@@ -9,8 +9,8 @@
  * prefill, VNNI or not, prepared or not) computes exactly these integers and float operations, so
  * the bits depend only on K.
  *
- * Weights (18-byte blocks) are read in quads of 4 blocks (72 bytes, two loads that stay inside the
- * quad), the 64 level bytes gathered by one vpermt2w, and the 4 quads transposed (8 unpacks) so
+ * Weights (18-byte blocks) are read in quads of 4 blocks (72 bytes, loads that stay inside the
+ * quad), the 64 level bytes gathered by one vpermt2d, and the 4 quads transposed (8 unpacks) so
  * that vector j, lane L holds level bytes 4j..4j+3 of block blk(L): their low nibbles are elements
  * 4j..4j+3, their high nibbles 16+4j..19+4j. The activations are prepared once per token in the
  * matching order (vector v, lane L = int8 elements 4v..4v+3 of block blk(L)), with d_x and
@@ -21,7 +21,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
 
 /* blk(L) of the file comment */
 static const int32_t q4_blk[16] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
@@ -71,8 +70,8 @@ AI void q4_load_group(const g4_block_q4_0 *w, const int nbg, __m512i *V, __m512 
     *dw = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_mask_blend_epi16(0xCCCC, d01, d23)));
 }
 
-/* acc + sum over the 4 dwords of u (u8) * s (s8), exact: vpdpbusd, or without VNNI maddubs (pairs
- * of at most 2 * 15 * 127 or 2 * 255 * 127 / 2 ... both below 2^15 for levels 0..15) and madd. */
+/* acc + sum over the 4 bytes of each dword of u (u8) * s (s8), exact: vpdpbusd, or without VNNI
+ * maddubs and madd (u = true levels there: pairs of at most 2 * 15 * 127, no saturation). */
 AI __m512i dp(const int vnni, __m512i acc, __m512i u, __m512i s) {
     if (vnni) return _mm512_dpbusd_epi32(acc, u, s);
     return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1)));
