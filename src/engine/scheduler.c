@@ -44,6 +44,15 @@ struct g4_sched_req {
     g4_stop_strings *ss;
     double t_submit, t_first, t_last;
     struct g4_sched_req *next_wait;
+    /* extras (g4_sched_sub_opts) */
+    g4_sched_notify *notify;  /* under mu: cleared when the client lets go */
+    struct g4_sched_req *after; /* holds a reference until this one is admitted */
+    int prompt_done;          /* the prompt was computed once (or the request ended) */
+    int logprobs, top_logprobs;
+    g4_token_logprob *lps;    /* [n_lps] under mu: the generated tokens' */
+    size_t n_lps, cap_lps;
+    g4_token_logprob *plp;    /* [n_prompt] when prompt logprobs are wanted */
+    int plp_done;             /* under mu: plp complete */
 };
 
 struct g4_sched {
@@ -64,9 +73,11 @@ struct g4_sched {
     int32_t *ids, *pos, *seqs;
     uint8_t *want;
     g4_sched_req **owner;     /* [max_batch] request of each logits row */
+    int32_t *rowpos;          /* [max_batch] position of each logits row */
     g4_sched_req **pre;       /* [max_running] requests prefilling in this step */
     size_t *take;             /* [max_running] their tokens in it */
-    float *logits;            /* [max_running][V] */
+    float *logits;            /* [rows_cap][V] */
+    int rows_cap;             /* max_running; + prefill_chunk once prompt logprobs are wanted */
     int64_t V;
     int max_batch;
 };
@@ -89,7 +100,45 @@ static void push(g4_sched_req *r, const g4_sched_event *ev) {
     r->tail = n;
     if (ev->kind != G4_EV_TEXT) r->finished = 1;
     pthread_cond_signal(&r->cv);
+    if (r->notify) { /* lock order: r->mu, then the notify's (its waiter takes no r->mu under it) */
+        pthread_mutex_lock(&r->notify->mu);
+        r->notify->count++;
+        pthread_cond_broadcast(&r->notify->cv);
+        pthread_mutex_unlock(&r->notify->mu);
+    }
     pthread_mutex_unlock(&r->mu);
+}
+
+void g4_sched_notify_init(g4_sched_notify *w) {
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    w->count = 0;
+}
+
+void g4_sched_notify_destroy(g4_sched_notify *w) {
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+}
+
+void g4_sched_notify_wait(g4_sched_notify *w, uint64_t *seen, int timeout_ms) {
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += timeout_ms / 1000;
+    dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (dl.tv_nsec >= 1000000000L) { dl.tv_sec++; dl.tv_nsec -= 1000000000L; }
+    pthread_mutex_lock(&w->mu);
+    while (w->count == *seen && timeout_ms != 0)
+        if (pthread_cond_timedwait(&w->cv, &w->mu, &dl) != 0) break;
+    *seen = w->count;
+    pthread_mutex_unlock(&w->mu);
+}
+
+uint64_t g4_sched_choice_seed(uint64_t seed, int i) {
+    if (i == 0) return seed;
+    uint64_t z = seed + (uint64_t)i * 0x9E3779B97F4A7C15ull; /* splitmix64 step i */
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
 }
 
 static void push_text(g4_sched_req *r, const char *s, size_t n, int32_t token) {
@@ -144,6 +193,9 @@ static void req_unref(g4_sched_req *r) {
     g4_sampler_free(r->smp);
     g4_detok_free(r->dt);
     g4_stop_strings_free(r->ss);
+    if (r->after) req_unref(r->after);
+    free(r->lps);
+    free(r->plp);
     for (size_t i = 0; i < r->p.n_stop_strings; i++) free(r->stops[i]);
     free(r->stops);
     free(r->toks);
@@ -156,6 +208,9 @@ void g4_sched_cancel(g4_sched_req *r) { atomic_store(&r->cancelled, 1); }
 
 void g4_sched_req_free(g4_sched_req *r) {
     if (!r) return;
+    pthread_mutex_lock(&r->mu);
+    r->notify = NULL; /* the client's notify may go away once this returns */
+    pthread_mutex_unlock(&r->mu);
     g4_sched_cancel(r);
     req_unref(r);
 }
@@ -180,7 +235,9 @@ static void finish(g4_sched *s, g4_sched_req *r, const char *reason) {
         free(rest);
     }
     g4_sched_event ev = {.kind = G4_EV_DONE, .finish_reason = reason, .prompt_tokens = r->n_prompt, .completion_tokens = r->n_gen,
-                         .cached_tokens = r->n_cached};
+                         .cached_tokens = r->n_cached, .stop_index = -1};
+    if (!strcmp(reason, "stop") && r->ss) ev.stop_index = g4_stop_strings_matched(r->ss);
+    r->prompt_done = 1;
     ev.ttft_ms = r->t_first > 0 ? (r->t_first - r->t_submit) * 1e3 : 0;
     ev.tokens_per_s = r->n_gen > 1 && r->t_last > r->t_first ? (double)(r->n_gen - 1) / (r->t_last - r->t_first) : 0;
     push(r, &ev);
@@ -191,19 +248,35 @@ static void finish(g4_sched *s, g4_sched_req *r, const char *reason) {
 
 static void fail_req(g4_sched_req *r, const g4_err *err) {
     g4_sched_event ev = {.kind = G4_EV_ERROR, .code = err->code};
+    r->prompt_done = 1;
     ev.text = strdup(err->msg);
     ev.len = ev.text ? strlen(ev.text) : 0;
     push(r, &ev);
     r->state = ST_DONE;
 }
 
-/* One sampled token: stop id, text, stop strings, length. */
-static void accept(g4_sched *s, g4_sched_req *r, int32_t id, double t) {
+/* One sampled token (with its logprobs when wanted): stop id, text, stop strings, length. */
+static void accept(g4_sched *s, g4_sched_req *r, int32_t id, const g4_token_logprob *lp, double t) {
     if (r->t_first == 0) r->t_first = t;
     r->t_last = t;
     pthread_mutex_lock(&r->mu);
     r->gen[r->n_gen++] = id;
+    if (lp && r->n_lps == r->cap_lps) { /* grows before the text event that the entry precedes */
+        size_t c = r->cap_lps ? r->cap_lps * 2 : 64;
+        g4_token_logprob *q = realloc(r->lps, c * sizeof *q);
+        if (q) { r->lps = q; r->cap_lps = c; }
+    }
+    const int lost = lp && r->n_lps == r->cap_lps;
+    if (!lost && lp) r->lps[r->n_lps++] = *lp;
     pthread_mutex_unlock(&r->mu);
+    if (lost) {
+        g4_err e;
+        g4_err_set(&e, G4_ENOMEM, "out of memory for the logprobs of %zu tokens", r->n_gen);
+        fail_req(r, &e);
+        g4_engine_seq_close(s->e, r->seq);
+        r->seq = -1;
+        return;
+    }
     s->stats.generated_tokens++;
     if (!r->p.ignore_eos && g4_gen_config_is_eos(&s->tg->gen, id)) { finish(s, r, "stop"); return; }
     char *piece = NULL;
@@ -240,18 +313,35 @@ static void admit(g4_sched *s) {
             req_unref(r);
             continue;
         }
-        int64_t taken;
-        const int64_t n = (int64_t)r->n_target, hit = g4_engine_prefix_peek(s->e, r->toks, n, &taken);
+        if (r->after && !r->after->prompt_done) break; /* its prompt is being computed: share it */
+        /* prompt logprobs need the logits of every prompt position: no cached prefix for them */
+        const int use_cache = !(r->plp && !r->plp_done);
+        if (r->plp && !r->plp_done && s->rows_cap < s->max_running + s->o.prefill_chunk) {
+            float *q = realloc(s->logits, sizeof(float) * (size_t)s->V * (size_t)(s->max_running + s->o.prefill_chunk));
+            if (!q) {
+                g4_err e;
+                g4_err_set(&e, G4_ENOMEM, "out of memory for the logits of the prompt's positions");
+                unqueue_head(s);
+                fail_req(r, &e);
+                req_unref(r);
+                continue;
+            }
+            s->logits = q;
+            s->rows_cap = s->max_running + s->o.prefill_chunk;
+        }
+        int64_t taken = 0;
+        const int64_t n = (int64_t)r->n_target, hit = use_cache ? g4_engine_prefix_peek(s->e, r->toks, n, &taken) : 0;
         const int64_t need = g4_engine_kv_pages_to_grow(s->e, hit, n - hit) + taken +
                              (int64_t)(s->n_running + 1) * g4_engine_kv_pages_to_grow(s->e, 0, 1);
         if (s->n_running > 0 && need > g4_engine_kv_avail_pages(s->e)) break; /* wait until running sequences free pages */
         g4_err err = {0};
         int seq;
         int64_t cached;
-        int rc = g4_engine_seq_open_cached(s->e, (int64_t)r->n_prompt + r->p.max_new_tokens, r->toks, n, &seq, &cached, &err);
+        int rc = g4_engine_seq_open_cached(s->e, (int64_t)r->n_prompt + r->p.max_new_tokens, use_cache ? r->toks : NULL, n, &seq, &cached, &err);
         if (rc == G4_EBUSY) break;
         unqueue_head(s);
         if (rc) { fail_req(r, &err); req_unref(r); continue; }
+        if (r->after) { req_unref(r->after); r->after = NULL; }
         r->seq = seq;
         r->n_prefilled = (size_t)cached;
         if (!r->admitted) r->n_cached = (size_t)cached;
@@ -334,6 +424,7 @@ static void *loop(void *arg) {
             s->pos[n] = (int32_t)(r->n_prompt + r->n_gen - 1);
             s->seqs[n] = r->seq;
             s->want[n] = 1;
+            s->rowpos[nl] = s->pos[n];
             s->owner[nl++] = r;
             n++;
         }
@@ -344,13 +435,15 @@ static void *loop(void *arg) {
             size_t left = r->n_target - r->n_prefilled, take = (size_t)(s->max_batch - n);
             if (take > (size_t)s->o.prefill_chunk) take = (size_t)s->o.prefill_chunk;
             if (take > left) take = left;
+            const int all = r->plp && !r->plp_done; /* prompt logprobs: a logits row per position */
+            if (all && take > (size_t)(s->rows_cap - nl)) take = (size_t)(s->rows_cap - nl);
             for (size_t j = 0; j < take; j++) {
                 size_t p = r->n_prefilled + j;
                 s->ids[n] = r->toks[p];
                 s->pos[n] = (int32_t)p;
                 s->seqs[n] = r->seq;
-                s->want[n] = p == r->n_target - 1;
-                if (s->want[n]) s->owner[nl++] = r;
+                s->want[n] = all || p == r->n_target - 1;
+                if (s->want[n]) { s->rowpos[nl] = (int32_t)p; s->owner[nl++] = r; }
                 n++;
             }
             s->pre[np] = r;
@@ -370,6 +463,7 @@ static void *loop(void *arg) {
             for (int i = 0; i < np; i++) {
                 s->pre[i]->n_prefilled += s->take[i];
                 s->stats.prompt_tokens += s->take[i];
+                if (s->pre[i]->n_prefilled >= s->pre[i]->n_prompt) s->pre[i]->prompt_done = 1;
             }
         s->stats.steps++;
         double t = now_s();
@@ -387,9 +481,23 @@ static void *loop(void *arg) {
         }
         for (int i = 0; i < nl; i++) {
             g4_sched_req *r = s->owner[i];
-            int32_t id = g4_sampler_sample(r->smp, s->logits + (size_t)i * (size_t)s->V, (int)s->V);
+            const float *row = s->logits + (size_t)i * (size_t)s->V;
+            const size_t p = (size_t)s->rowpos[i];
+            if (r->state == ST_DONE) continue;
+            if (r->state == ST_PREFILL && p + 1 < r->n_target) { /* a prompt position: the next prompt token's logprob */
+                g4_logprobs_row(row, (int)s->V, r->p.sampling.temperature, r->toks[p + 1], r->top_logprobs, &r->plp[p + 1]);
+                continue;
+            }
+            if (r->plp && !r->plp_done) {
+                pthread_mutex_lock(&r->mu);
+                r->plp_done = 1;
+                pthread_mutex_unlock(&r->mu);
+            }
+            int32_t id = g4_sampler_sample(r->smp, row, (int)s->V);
             if (id < 0) { g4_err_set(&err, G4_EINVAL, "no finite logit to sample from"); fail_req(r, &err); g4_engine_seq_close(s->e, r->seq); r->seq = -1; continue; }
-            accept(s, r, id, t);
+            g4_token_logprob lp;
+            if (r->logprobs) g4_logprobs_row(row, (int)s->V, r->p.sampling.temperature, id, r->top_logprobs, &lp);
+            accept(s, r, id, r->logprobs ? &lp : NULL, t);
         }
         pthread_mutex_unlock(&s->mu);
     }
@@ -415,11 +523,13 @@ int g4_sched_create(g4_textgen *tg, const g4_sched_opts *opts, g4_sched **out, g
     s->seqs = malloc(sizeof(int32_t) * (size_t)s->max_batch);
     s->want = malloc((size_t)s->max_batch);
     s->owner = calloc((size_t)s->max_batch, sizeof *s->owner);
+    s->rowpos = calloc((size_t)s->max_batch, sizeof *s->rowpos);
     s->pre = calloc((size_t)s->max_running, sizeof *s->pre);
     s->take = calloc((size_t)s->max_running, sizeof *s->take);
     s->logits = malloc(sizeof(float) * (size_t)s->V * (size_t)s->max_running);
+    s->rows_cap = s->max_running;
     s->stats.kv_budget = g4_engine_kv_budget(s->e);
-    if (!s->running || !s->ids || !s->pos || !s->seqs || !s->want || !s->owner || !s->pre || !s->take || !s->logits) {
+    if (!s->running || !s->ids || !s->pos || !s->seqs || !s->want || !s->owner || !s->rowpos || !s->pre || !s->take || !s->logits) {
         g4_sched_free(s);
         return g4_err_set(err, G4_ENOMEM, "out of memory for the scheduler");
     }
@@ -452,12 +562,21 @@ void g4_sched_free(g4_sched *s) {
         pthread_mutex_destroy(&s->mu);
         pthread_cond_destroy(&s->cv);
     }
-    free(s->running); free(s->ids); free(s->pos); free(s->seqs); free(s->want); free(s->owner); free(s->pre); free(s->take); free(s->logits);
+    free(s->running); free(s->ids); free(s->pos); free(s->seqs); free(s->want); free(s->owner); free(s->rowpos); free(s->pre); free(s->take); free(s->logits);
     free(s);
 }
 
 int g4_sched_submit(g4_sched *s, const int32_t *prompt, size_t n_prompt, const g4_gen_params *p, g4_sched_req **out, g4_err *err) {
+    return g4_sched_submit_ex(s, prompt, n_prompt, p, NULL, out, err);
+}
+
+int g4_sched_submit_ex(g4_sched *s, const int32_t *prompt, size_t n_prompt, const g4_gen_params *p, const g4_sched_sub_opts *x,
+                       g4_sched_req **out, g4_err *err) {
+    static const g4_sched_sub_opts none = {0};
+    if (!x) x = &none;
     *out = NULL;
+    if (x->top_logprobs < 0 || x->top_logprobs > G4_TOP_LOGPROBS_MAX)
+        return g4_err_set(err, G4_EINVAL, "top_logprobs must be between 0 and %d (got %d)", G4_TOP_LOGPROBS_MAX, x->top_logprobs);
     if (n_prompt == 0) return g4_err_set(err, G4_EINVAL, "the prompt is empty");
     if (p->max_new_tokens < 1) return g4_err_set(err, G4_EINVAL, "max_new_tokens must be at least 1");
     int rc = g4_sampling_params_validate(&p->sampling, err);
@@ -485,6 +604,12 @@ int g4_sched_submit(g4_sched *s, const int32_t *prompt, size_t n_prompt, const g
     for (size_t i = 0; rc == G4_OK && i < p->n_stop_strings; i++)
         if (!(r->stops[i] = strdup(p->stop_strings[i]))) rc = g4_err_set(err, G4_ENOMEM, "out of memory");
     r->p.stop_strings = (const char *const *)r->stops;
+    r->logprobs = x->logprobs || x->prompt_logprobs;
+    r->top_logprobs = x->top_logprobs;
+    if (rc == G4_OK && x->prompt_logprobs) {
+        if (!(r->plp = calloc(n_prompt, sizeof *r->plp))) rc = g4_err_set(err, G4_ENOMEM, "out of memory for %zu prompt logprobs", n_prompt);
+        else r->plp[0].id = prompt[0];
+    }
     if (rc == G4_OK) {
         memcpy(r->toks, prompt, sizeof(int32_t) * n_prompt);
         r->n_prompt = r->n_target = n_prompt;
@@ -502,6 +627,8 @@ int g4_sched_submit(g4_sched *s, const int32_t *prompt, size_t n_prompt, const g
         req_unref(r);
         return g4_err_set(err, G4_EBUSY, stopping ? "the server is shutting down" : "the request queue is full (%d waiting); retry later", s->o.max_waiting);
     }
+    r->notify = x->notify;
+    if (x->after) { atomic_fetch_add(&x->after->refs, 1); r->after = x->after; }
     if (s->wait_tail) s->wait_tail->next_wait = r; else s->wait_head = r;
     s->wait_tail = r;
     s->n_waiting++;
@@ -517,6 +644,23 @@ void g4_sched_req_ids(g4_sched_req *r, int32_t *ids, size_t max, size_t *n) {
     *n = r->n_gen < max ? r->n_gen : max;
     memcpy(ids, r->gen, sizeof(int32_t) * *n);
     pthread_mutex_unlock(&r->mu);
+}
+
+size_t g4_sched_req_logprobs(g4_sched_req *r, size_t from, g4_token_logprob *out, size_t max) {
+    pthread_mutex_lock(&r->mu);
+    size_t n = from < r->n_lps ? r->n_lps - from : 0;
+    if (n > max) n = max;
+    if (n) memcpy(out, r->lps + from, n * sizeof *out);
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
+int g4_sched_req_prompt_logprobs(g4_sched_req *r, g4_token_logprob *out, size_t max) {
+    pthread_mutex_lock(&r->mu);
+    const int done = r->plp && r->plp_done;
+    if (done) memcpy(out, r->plp, (r->n_prompt < max ? r->n_prompt : max) * sizeof *out);
+    pthread_mutex_unlock(&r->mu);
+    return done;
 }
 
 void g4_sched_get_stats(g4_sched *s, g4_sched_stats *st) {

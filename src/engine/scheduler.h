@@ -18,9 +18,11 @@
 #ifndef G4_ENGINE_SCHEDULER_H
 #define G4_ENGINE_SCHEDULER_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/logprobs.h"
 #include "engine/textgen.h"
 
 typedef struct g4_sched g4_sched;
@@ -42,6 +44,7 @@ typedef struct g4_sched_event {
     const char *finish_reason;/* "stop", "length", "cancelled" */
     size_t prompt_tokens, completion_tokens;
     size_t cached_tokens;     /* prompt tokens taken from the prefix cache */
+    int stop_index;           /* "stop" by a stop string: its index in the params' list; else -1 */
     double ttft_ms, tokens_per_s;
     int code;                 /* ERROR: g4_status */
 } g4_sched_event;
@@ -63,6 +66,34 @@ void g4_sched_free(g4_sched *s);
  * in the KV budget, G4_EINVAL for bad params. The returned handle must be freed. */
 int g4_sched_submit(g4_sched *s, const int32_t *prompt, size_t n_prompt, const g4_gen_params *p,
                     g4_sched_req **out, g4_err *err);
+/* One wait for the events of several requests (the n choices of one HTTP request): every
+ * event pushed to a request submitted with it bumps a counter and wakes the waiter. */
+typedef struct g4_sched_notify {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint64_t count;
+} g4_sched_notify;
+void g4_sched_notify_init(g4_sched_notify *w);
+void g4_sched_notify_destroy(g4_sched_notify *w);
+/* Returns once the counter differs from *seen (then *seen is updated) or after timeout_ms. */
+void g4_sched_notify_wait(g4_sched_notify *w, uint64_t *seen, int timeout_ms);
+
+/* Per-request extras (docs/server.md "Log probabilities", "n"). */
+typedef struct g4_sched_sub_opts {
+    int logprobs;             /* record each generated token's logprob (g4_sched_req_logprobs) */
+    int top_logprobs;         /* ... and its 0..G4_TOP_LOGPROBS_MAX most likely tokens */
+    int prompt_logprobs;      /* also every prompt token's (the first has none): the prompt is
+                               * computed whole, not taken from the prefix cache */
+    g4_sched_req *after;      /* admit only once this request's prompt is computed, so the shared
+                               * prompt comes from the prefix cache (the n choices of a request) */
+    g4_sched_notify *notify;  /* signalled on every event (must outlive the handle) */
+} g4_sched_sub_opts;
+int g4_sched_submit_ex(g4_sched *s, const int32_t *prompt, size_t n_prompt, const g4_gen_params *p, const g4_sched_sub_opts *x,
+                       g4_sched_req **out, g4_err *err);
+/* n > 1: choice i's seed, derived from the request's seed (choice 0 keeps it, so n = 1 and the
+ * first of n choices are the same tokens). */
+uint64_t g4_sched_choice_seed(uint64_t seed, int i);
+
 /* Next event of the request; waits up to timeout_ms (-1: forever). Returns 1 with an event,
  * 0 on timeout. After DONE or ERROR there are no more events. */
 int g4_sched_next(g4_sched_req *r, g4_sched_event *ev, int timeout_ms);
@@ -74,6 +105,13 @@ void g4_sched_req_free(g4_sched_req *r);
 
 /* The ids generated so far (safe after DONE): copies up to max, sets *n. */
 void g4_sched_req_ids(g4_sched_req *r, int32_t *ids, size_t max, size_t *n);
+/* Logprobs of generated tokens from..: copies up to max entries, returns how many (a token's
+ * entry is there before its text event). */
+size_t g4_sched_req_logprobs(g4_sched_req *r, size_t from, g4_token_logprob *out, size_t max);
+/* prompt_logprobs: entry k (1 <= k < n_prompt) is prompt token k's given tokens 0..k-1; entry 0
+ * has only the id. Copies min(n_prompt, max) entries and returns 1 once all are computed (from
+ * the request's first event on), else 0 and copies nothing. */
+int g4_sched_req_prompt_logprobs(g4_sched_req *r, g4_token_logprob *out, size_t max);
 
 void g4_sched_get_stats(g4_sched *s, g4_sched_stats *st);
 /* Stop admitting new requests (submit says G4_EBUSY); with drain, let running ones finish. */
