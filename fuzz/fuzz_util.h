@@ -172,11 +172,13 @@ static inline char *fuzz_repo_file(const char *rel, size_t *len) {
     return b;
 }
 
-/* A growing byte string (what a stream's deltas add up to). */
-typedef struct { char *p; size_t n; } fuzz_acc;
+/* A growing byte string (what a stream's deltas add up to); start it as {0}. */
+typedef struct { char *p; size_t n, cap; } fuzz_acc;
 static inline void fuzz_acc_add(fuzz_acc *a, const char *s, size_t n) {
-    a->p = realloc(a->p, a->n + n + 1);
-    if (!a->p) abort();
+    if (a->n + n + 1 > a->cap) {
+        a->cap = (a->n + n + 1) * 2;
+        if (!(a->p = realloc(a->p, a->cap))) abort();
+    }
     if (n) memcpy(a->p + a->n, s, n);
     a->n += n;
     a->p[a->n] = 0;
