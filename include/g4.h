@@ -31,6 +31,7 @@ typedef struct g4_engine_opts {
     int load_copy;           /* 1: copy weights into process memory instead of reading the map */
     const char *kv_dtype;    /* KV cache elements: NULL or "f32" (exact), "bf16", "q8_0" */
     int no_prefix_cache;     /* 1: no automatic prefix cache (every prompt is computed whole) */
+    const char *speculative; /* NULL: none; "ngram[:n,k]" or "mtp:DIR[:k]" (docs/speculative.md) */
 } g4_engine_opts;
 
 /* One forward step: n tokens, each with its absolute position and sequence. */
@@ -103,6 +104,36 @@ const char *g4_engine_kv_dtype(const g4_engine *e);
 
 /* Runs the batch on all ranks; logits [k][vocab] for the flagged tokens in order. */
 int g4_engine_forward(g4_engine *e, const g4_batch *b, float *logits, g4_err *err);
+/* The same, and (hidden not NULL) the flagged tokens' final-normed hidden states, [k][hidden_size]
+ * (what the MTP drafter is fed); the logits are the same bits either way. */
+int g4_engine_forward_ex(g4_engine *e, const g4_batch *b, float *logits, float *hidden, g4_err *err);
+
+/* ---- speculative decoding (docs/speculative.md) ----------------------------------------- */
+
+enum { G4_SPEC_NONE = 0, G4_SPEC_NGRAM, G4_SPEC_MTP };
+#define G4_SPEC_MAX_K 15     /* drafts per round: a round's k + 1 rows fit one KV block */
+typedef struct g4_spec_cfg {
+    int method;              /* G4_SPEC_* */
+    int n;                   /* ngram: the longest n-gram matched (then n-1 .. 1) */
+    int k;                   /* drafts per round, 1..G4_SPEC_MAX_K */
+    char dir[1024];          /* mtp: the assistant checkpoint folder */
+} g4_spec_cfg;
+/* The engine's drafter, from opts.speculative (method G4_SPEC_NONE without one). */
+const g4_spec_cfg *g4_engine_spec(const g4_engine *e);
+int64_t g4_engine_hidden_size(const g4_engine *e);
+/* A tentative sequence's steps register no completed block in the prefix cache (they write
+ * drafts that may be rejected); g4_engine_seq_truncate registers them once they are confirmed. */
+void g4_engine_seq_tentative(g4_engine *e, int seq, int on);
+/* Rolls the sequence back to len positions (by at most k + 2 of the engine's drafter), as if
+ * the later ones had never been computed, and registers its confirmed complete blocks.
+ * tokens: the sequence's tokens at positions 0..len-1. */
+int g4_engine_seq_truncate(g4_engine *e, int seq, int64_t len, const int32_t *tokens, g4_err *err);
+/* MTP drafts (opts.speculative "mtp:..."): k tokens for each of n sequences at once, drafted at
+ * each sequence's length q from tok[i] (its token at q) and hidden [n][hidden_size] (the target's
+ * final-normed hidden at q-1). drafts [n][k]; a sequence whose key rows are gone (the oldest
+ * sliding rows of a prefix-cache hit) gets -1s. logits (may be NULL): [n][k][vocab]. */
+int g4_engine_draft(g4_engine *e, int n, const int32_t *seq, const int32_t *tok, const float *hidden, int k, int32_t *drafts,
+                    float *logits, g4_err *err);
 
 /* Weight bytes the kernels read per decoded token, all ranks together (for bandwidth bounds). */
 size_t g4_engine_weight_bytes(const g4_engine *e);

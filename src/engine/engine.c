@@ -16,13 +16,16 @@
 #include "base/threadpool.h"
 #include "engine/kvseq.h"
 #include "engine/model_source.h"
+#include "engine/speculate.h"
+#include "gemma4/assistant.h"
 #include "gemma4/forward.h"
 #include "kernels/kernels.h"
 #include "tp/comm.h"
 
-enum { CMD_FORWARD = 1, CMD_KV_OPS, CMD_STOP };
+enum { CMD_FORWARD = 1, CMD_KV_OPS, CMD_STOP, CMD_DRAFT };
 
-/* FORWARD: n tokens, a words of KV ops ahead of them; KV_OPS: a words of ops */
+/* FORWARD: n tokens, a words of KV ops ahead of them; KV_OPS: a words of ops; DRAFT: n
+ * sequences, a words of ops, b = k | want_logits << 8 */
 typedef struct { int64_t op, n, a, b; } cmd_hdr;
 
 typedef struct rank_state {
@@ -36,6 +39,10 @@ typedef struct rank_state {
     float *logits_local;   /* [max_batch][n_v_local] */
     int32_t *payload;      /* [4 * max_batch] */
     int32_t *ops;          /* followers: [G4_KV_OPS_CAP] KV ops received */
+    g4_asst *asst;         /* the MTP drafter (speculative "mtp:"), else NULL */
+    int32_t *dpay;         /* [3 * max_seqs] draft requests: sequence, position, token */
+    float *dhid;           /* [max_seqs][hidden] their target hidden states */
+    int32_t *dids;         /* [max_seqs][G4_SPEC_MAX_K] drafts */
     pthread_t thread;
     int has_thread;
     int rc;
@@ -60,6 +67,9 @@ struct g4_engine {
     int64_t kv_pages;      /* pages of each rank's pool */
     g4_kv_geom geom;       /* rank 0's KV geometry (the same on every rank) */
     g4_kvmgr *kv;          /* leader: sequences' blocks, the prefix cache */
+    g4_spec_cfg spec;      /* the drafter */
+    int64_t kv_keep;       /* sliding positions kept below each window for it */
+    float *draft_logits;   /* leader: where CMD_DRAFT writes logits (NULL: none wanted) */
     int32_t stop_ids[16];
     int n_stop;
     int closed;
@@ -102,6 +112,19 @@ static int rank_exec(rank_state *rs, const cmd_hdr *h, g4_err *err) {
             if (rc) return g4_err_set(err, G4_ECOMM, "gathering the logits failed");
         }
         return G4_OK;
+    }
+    case CMD_DRAFT: {
+        const int n = (int)h->n, k = (int)(h->b & 0xff), want = (int)(h->b >> 8) & 1;
+        if (!rs->asst || n < 1 || n > e->o.max_seqs || k < 1 || k > G4_SPEC_MAX_K)
+            return g4_err_set(err, G4_EINVAL, "malformed draft command (%d sequences, k %d)", n, k);
+        int rc = h->a ? exec_ops(rs, h->a, err) : G4_OK;
+        if (rc) return rc;
+        const int64_t H = e->cfg->hidden_size;
+        if (g4_comm_broadcast(rs->comm, rs->dpay, sizeof(int32_t) * 3 * (size_t)n, 0) ||
+            g4_comm_broadcast(rs->comm, rs->dhid, sizeof(float) * (size_t)n * (size_t)H, 0))
+            return g4_err_set(err, G4_ECOMM, "broadcast of the draft requests failed");
+        return g4_asst_draft(rs->asst, n, k, rs->dpay, rs->dpay + n, rs->dpay + 2 * n, rs->dhid, rs->dids, want,
+                             e->my_rank == 0 && rs->rank == 0 ? e->draft_logits : NULL, err);
     }
     default: return g4_err_set(err, G4_EINVAL, "unknown command %lld", (long long)h->op);
     }
@@ -150,10 +173,23 @@ static int rank_init(g4_engine *e, rank_state *rs, int rank, g4_comm *comm, g4_d
     rs->payload = malloc(sizeof(int32_t) * 4 * (size_t)e->o.max_batch + 64);
     rs->ops = malloc(sizeof(int32_t) * G4_KV_OPS_CAP);
     if (!rs->logits_local || !rs->payload || !rs->ops) return g4_err_set(err, G4_ENOMEM, "out of memory");
+    if (e->spec.method == G4_SPEC_MTP) {
+        const g4_asst_target t = {e->cfg, &rs->plan, &rs->w, g4_rank_kv(rs->m), e->K, rs->pool, comm,
+                                  (size_t)e->o.max_batch * (size_t)e->cfg->hidden_size, e->o.max_seqs, e->o.mutation};
+        if ((rc = g4_asst_open(e->spec.dir, &t, &rs->asst, err))) return rc;
+        rs->dpay = malloc(sizeof(int32_t) * 3 * (size_t)e->o.max_seqs + 16);
+        rs->dhid = malloc(sizeof(float) * (size_t)e->o.max_seqs * (size_t)e->cfg->hidden_size + 16);
+        rs->dids = malloc(sizeof(int32_t) * (size_t)e->o.max_seqs * G4_SPEC_MAX_K + 16);
+        if (!rs->dpay || !rs->dhid || !rs->dids) return g4_err_set(err, G4_ENOMEM, "out of memory");
+    }
     return G4_OK;
 }
 
 static void rank_free(rank_state *rs) {
+    g4_asst_free(rs->asst);
+    free(rs->dpay);
+    free(rs->dhid);
+    free(rs->dids);
     g4_rank_model_free(rs->m);
     g4_pool_free(rs->pool);
     g4_weights_free(&rs->w);
@@ -202,7 +238,7 @@ static int kv_setup(g4_engine *e, g4_dtype_req dtype, g4_err *err) {
     if (rc) return rc;
     e->kv_budget = e->o.kv_budget_bytes > 0 ? (size_t)e->o.kv_budget_bytes
                                             : (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE) / 4 / (size_t)e->n_ranks_here;
-    const int64_t pb = e->geom.page_bytes, one = g4_kv_seq_pages(&e->geom, e->o.max_ctx, e->o.max_batch);
+    const int64_t pb = e->geom.page_bytes, one = g4_kv_seq_pages(&e->geom, e->o.max_ctx, e->o.max_batch + (int)e->kv_keep);
     e->kv_pages = (int64_t)(e->kv_budget / (size_t)pb);
     /* more pages than every slot at max_ctx with every sliding block kept, four times over,
      * cannot be used (and their tables would only cost memory) */
@@ -215,9 +251,29 @@ static int kv_setup(g4_engine *e, g4_dtype_req dtype, g4_err *err) {
                           "the KV budget (--kv-budget-mb %zu) is too small for one sequence of --max-ctx %lld: it needs %lld MiB per rank "
                           "(%s KV); raise --kv-budget-mb or lower --max-ctx", e->kv_budget >> 20, (long long)e->o.max_ctx,
                           (long long)((one * pb + (1 << 20) - 1) >> 20), g4_dtype_name(e->kv_dtype));
-    if (e->my_rank == 0)
-        return g4_kvmgr_create(&e->geom, e->kv_pages, e->o.max_seqs, e->o.max_ctx, e->o.max_batch, !e->o.no_prefix_cache, flush_ops, e,
-                               &e->kv, err);
+    if (e->my_rank == 0) {
+        if ((rc = g4_kvmgr_create(&e->geom, e->kv_pages, e->o.max_seqs, e->o.max_ctx, e->o.max_batch, !e->o.no_prefix_cache, flush_ops, e,
+                                  &e->kv, err)))
+            return rc;
+        g4_kvmgr_set_keep(e->kv, e->kv_keep);
+    }
+    return G4_OK;
+}
+
+/* The drafter of opts.speculative, and the sliding rows the KV cache keeps for it (an MTP
+ * assistant is checked against the target here, before any rank loads it). */
+static int spec_setup(g4_engine *e, g4_err *err) {
+    int rc = g4_spec_parse(e->o.speculative, &e->spec, err);
+    if (rc) return rc;
+    int window = 0, tw = 0;
+    for (int l = 0; l < e->cfg->n_layers; l++)
+        if (!e->cfg->layers[l].full) tw = e->cfg->layers[l].window;
+    if (e->spec.method == G4_SPEC_MTP) {
+        g4_asst_info info;
+        if ((rc = g4_asst_probe(e->spec.dir, e->cfg, &info, err))) return rc;
+        window = info.window;
+    }
+    e->kv_keep = g4_spec_keep(&e->spec, window, tw);
     return G4_OK;
 }
 
@@ -316,7 +372,7 @@ int g4_engine_open(const g4_engine_opts *opts, g4_engine **out, g4_err *err) {
         g4_tp_vocab_range(e->cfg->vocab_size, e->tp, 0, &v0, &nv);
         e->max_nv = nv;
     }
-    if ((rc = kv_setup(e, dtype, err))) goto fail_early;
+    if ((rc = spec_setup(e, err)) || (rc = kv_setup(e, dtype, err))) goto fail_early;
     /* the largest message of an all-reduce: a batch of hidden states */
     size_t max_floats = (size_t)e->o.max_batch * (size_t)e->cfg->hidden_size;
     if (e->mpi) {
@@ -437,7 +493,7 @@ int g4_engine_stop_ids(const g4_engine *e, int32_t *ids, int max) {
 }
 
 size_t g4_engine_seq_bytes(const g4_engine *e, int64_t cap) {
-    return (size_t)g4_kv_seq_pages(&e->geom, cap, e->o.max_batch) * (size_t)e->geom.page_bytes;
+    return (size_t)g4_kv_seq_pages(&e->geom, cap, e->o.max_batch + (int)e->kv_keep) * (size_t)e->geom.page_bytes;
 }
 int64_t g4_engine_kv_avail_pages(const g4_engine *e) { return g4_kvmgr_avail_pages(e->kv); }
 int64_t g4_engine_kv_pages_to_grow(const g4_engine *e, int64_t len, int64_t n) { return g4_kvmgr_pages_to_grow(e->kv, len, n); }
@@ -485,7 +541,9 @@ void g4_engine_seq_close(g4_engine *e, int seq) {
     e->seq_used[seq] = 0;
 }
 
-int g4_engine_forward(g4_engine *e, const g4_batch *b, float *logits, g4_err *err) {
+int g4_engine_forward(g4_engine *e, const g4_batch *b, float *logits, g4_err *err) { return g4_engine_forward_ex(e, b, logits, NULL, err); }
+
+int g4_engine_forward_ex(g4_engine *e, const g4_batch *b, float *logits, float *hidden, g4_err *err) {
     if (b->n < 1 || b->n > e->o.max_batch) return g4_err_set(err, G4_EINVAL, "batch of %d tokens (1..%d)", b->n, e->o.max_batch);
     rank_state *rs = &e->ranks[0];
     int n = b->n, n_logits = 0;
@@ -511,6 +569,7 @@ int g4_engine_forward(g4_engine *e, const g4_batch *b, float *logits, g4_err *er
     g4_kvmgr_ops_clear(e->kv);
     if (rc) return rc;
     g4_kvmgr_commit(e->kv, b);
+    if (hidden) memcpy(hidden, g4_rank_hidden(rs->m), sizeof(float) * (size_t)n_logits * (size_t)e->cfg->hidden_size);
     const int64_t V = e->cfg->vocab_size;
     if (e->tp == 1) {
         memcpy(logits, rs->logits_local, sizeof(float) * (size_t)n_logits * (size_t)V);
@@ -522,5 +581,50 @@ int g4_engine_forward(g4_engine *e, const g4_batch *b, float *logits, g4_err *er
             for (int k = 0; k < n_logits; k++) memcpy(logits + (size_t)k * V + v0, blk + (size_t)k * e->max_nv, sizeof(float) * (size_t)nv);
         }
     }
+    return G4_OK;
+}
+
+/* ---- speculative decoding ------------------------------------------------------------------ */
+
+const g4_spec_cfg *g4_engine_spec(const g4_engine *e) { return &e->spec; }
+int64_t g4_engine_hidden_size(const g4_engine *e) { return e->cfg->hidden_size; }
+
+void g4_engine_seq_tentative(g4_engine *e, int seq, int on) {
+    if (seq >= 0 && seq < e->o.max_seqs && e->seq_used[seq]) g4_kvmgr_set_tentative(e->kv, seq, on);
+}
+
+int g4_engine_seq_truncate(g4_engine *e, int seq, int64_t len, const int32_t *tokens, g4_err *err) {
+    if (seq < 0 || seq >= e->o.max_seqs || !e->seq_used[seq]) return g4_err_set(err, G4_EINVAL, "sequence %d is not open", seq);
+    int rc = g4_kvmgr_truncate(e->kv, seq, len, tokens, err);
+    return rc ? rc : g4_kvmgr_failed(e->kv) ? g4_err_set(err, G4_ECOMM, "sending KV ops to the ranks failed") : G4_OK;
+}
+
+int g4_engine_draft(g4_engine *e, int n, const int32_t *seq, const int32_t *tok, const float *hidden, int k, int32_t *drafts,
+                    float *logits, g4_err *err) {
+    rank_state *rs = &e->ranks[0];
+    if (!rs->asst) return g4_err_set(err, G4_EINVAL, "the engine has no MTP assistant (--speculative mtp:DIR)");
+    if (n < 1 || n > e->o.max_seqs) return g4_err_set(err, G4_EINVAL, "a draft for %d sequences (1..%d)", n, e->o.max_seqs);
+    if (k < 1 || k > G4_SPEC_MAX_K) return g4_err_set(err, G4_EINVAL, "k = %d drafts (1..%d)", k, G4_SPEC_MAX_K);
+    for (int i = 0; i < n; i++) {
+        if (seq[i] < 0 || seq[i] >= e->o.max_seqs || !e->seq_used[seq[i]])
+            return g4_err_set(err, G4_EINVAL, "draft %d names sequence %d, which is not open", i, seq[i]);
+        const int64_t len = g4_kvmgr_len(e->kv, seq[i]);
+        if (len < 1) return g4_err_set(err, G4_EINVAL, "sequence %d has no computed position to draft from", seq[i]);
+        if (tok[i] < 0 || tok[i] >= e->cfg->vocab_size)
+            return g4_err_set(err, G4_EINVAL, "token id %d is outside the vocabulary (0..%lld)", tok[i], (long long)e->cfg->vocab_size - 1);
+        rs->dpay[i] = seq[i];
+        rs->dpay[n + i] = (int32_t)len;
+        rs->dpay[2 * n + i] = tok[i];
+    }
+    memcpy(rs->dhid, hidden, sizeof(float) * (size_t)n * (size_t)e->cfg->hidden_size);
+    int64_t n_ops;
+    g4_kvmgr_ops(e->kv, &n_ops);
+    e->draft_logits = logits;
+    int rc = g4_kvmgr_failed(e->kv) ? g4_err_set(err, G4_ECOMM, "sending KV ops to the ranks failed")
+                                    : lead(e, (cmd_hdr){CMD_DRAFT, n, n_ops, k | (logits ? 1 << 8 : 0)}, err);
+    g4_kvmgr_ops_clear(e->kv);
+    e->draft_logits = NULL;
+    if (rc) return rc;
+    memcpy(drafts, rs->dids, sizeof(int32_t) * (size_t)n * (size_t)k);
     return G4_OK;
 }

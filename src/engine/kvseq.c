@@ -11,6 +11,8 @@ typedef struct {
     int32_t *node;           /* [tlen] the prefix-cache node of block j, -1 none */
     int32_t part[G4_KV_BLOCK];/* tokens of the block being filled: len % bs of them */
     int64_t pend;            /* prepare: tokens of this sequence in the batch */
+    int64_t reg;             /* blocks below reg / bs are registered in the prefix cache (or skipped) */
+    int tentative;           /* speculation: completed blocks wait for g4_kvmgr_truncate */
     uint64_t stamp;
 } kseq;
 
@@ -20,6 +22,7 @@ struct g4_kvmgr {
     g4_prefix *pc;           /* NULL: no prefix cache */
     int max_seqs, max_batch, bs;
     int64_t tlen, max_ctx;
+    int64_t keep;            /* sliding positions kept below each window (speculation) */
     kseq *s;
     uint64_t stamp;
     int32_t *chain, *run;    /* lookup scratch, [tlen] */
@@ -116,7 +119,8 @@ static void drop_entry(g4_kvmgr *m, int seq, int kind, int64_t j, int tier) {
 void g4_kvmgr_open(g4_kvmgr *m, int seq, int64_t cap) {
     kseq *q = &m->s[seq];
     q->cap = cap;
-    q->len = q->slo = 0;
+    q->len = q->slo = q->reg = 0;
+    q->tentative = 0;
     const int32_t op[3] = {G4_KVOP_OPEN, seq, (int32_t)cap};
     g4_kvalloc_emit(&m->a, op, 3);
 }
@@ -190,7 +194,7 @@ int64_t g4_kvmgr_open_cached(g4_kvmgr *m, int seq, int64_t cap, const int32_t *t
         g4_prefix_mark_hot(m->pc, m->chain[j]);
         set_entry(m, seq, G4_KV_SLIDE, j, g4_prefix_block(m->pc, m->chain[j], G4_KV_SLIDE));
     }
-    q->len = kf * m->bs;
+    q->len = q->reg = kf * m->bs;
     if (r) {
         /* copy-on-write: the first r positions of src's blocks into private ones (src is held
          * meanwhile, so making room cannot evict it) */
@@ -289,14 +293,17 @@ void g4_kvmgr_commit(g4_kvmgr *m, const g4_batch *b) {
         const int64_t p = b->pos[t];
         q->part[p % m->bs] = b->ids[t];
         q->len = p + 1;
-        if (q->len % m->bs == 0) complete(m, b->seq[t], p / m->bs, m->bs);
+        if (q->len % m->bs == 0 && !q->tentative) {
+            complete(m, b->seq[t], p / m->bs, m->bs);
+            q->reg = q->len;
+        }
     }
     if (!has_kind(m, G4_KV_SLIDE)) return;
     for (int t = b->n - 1; t >= 0; t--) {
         kseq *q = &m->s[b->seq[t]];
         if (q->stamp == m->stamp) continue; /* once per sequence, at its last token */
         q->stamp = m->stamp;
-        const int64_t lo = first_slide(m, q->len);
+        const int64_t lo = first_slide(m, q->len - m->keep);
         for (int64_t j = q->slo; j < lo; j++) drop_entry(m, b->seq[t], G4_KV_SLIDE, j, 0);
         if (lo > q->slo) q->slo = lo;
     }
@@ -318,9 +325,39 @@ void g4_kvmgr_close(g4_kvmgr *m, int seq) {
 
 int64_t g4_kvmgr_len(const g4_kvmgr *m, int seq) { return m->s[seq].len; }
 
+/* ---- speculation: keep, tentative steps, rollback ---------------------------------------------- */
+
+void g4_kvmgr_set_keep(g4_kvmgr *m, int64_t keep) { m->keep = keep > 0 ? keep : 0; }
+int64_t g4_kvmgr_keep(const g4_kvmgr *m) { return m->keep; }
+
+void g4_kvmgr_set_tentative(g4_kvmgr *m, int seq, int on) { m->s[seq].tentative = on != 0; }
+
+int g4_kvmgr_truncate(g4_kvmgr *m, int seq, int64_t len, const int32_t *tok, g4_err *err) {
+    kseq *q = &m->s[seq];
+    if (!q->cap) return g4_err_set(err, G4_EINVAL, "sequence %d is not open", seq);
+    if (len > q->len || len < q->reg || len < q->len - m->keep)
+        return g4_err_set(err, G4_EINVAL, "sequence %d: cannot roll back from %lld to %lld positions (at most %lld back, not below %lld)", seq,
+                          (long long)q->len, (long long)len, (long long)m->keep, (long long)q->reg);
+    const int bs = m->bs;
+    /* blocks wholly at or past len: never registered (only tentative steps wrote them), freed */
+    for (int64_t j = (len + bs - 1) / bs; j <= (q->len - 1) / bs && q->len > 0; j++)
+        for (int k = 0; k < 2; k++)
+            if (has_kind(m, k) && q->blk[k][j] >= 0) drop_entry(m, seq, k, j, 0);
+    q->len = len;
+    /* the blocks completed below len while tentative, in order (each needs its parent's node) */
+    for (int64_t j = q->reg / bs; j < len / bs; j++) {
+        memcpy(q->part, tok + j * bs, sizeof(int32_t) * (size_t)bs);
+        complete(m, seq, j, bs);
+    }
+    q->reg = len / bs * bs;
+    /* the block being filled: its first len % bs tokens (later ones are rewritten) */
+    memcpy(q->part, tok + q->reg, sizeof(int32_t) * (size_t)(len - q->reg));
+    return G4_OK;
+}
+
 int64_t g4_kvmgr_pages_to_grow(const g4_kvmgr *m, int64_t len, int64_t n) {
     const int64_t bs = m->bs, full = (len + n + bs - 1) / bs - (len + bs - 1) / bs;
-    int64_t slide = m->g->window > 0 ? ((int64_t)m->g->window - 1 + m->max_batch - 1) / bs + 2 : 0;
+    int64_t slide = m->g->window > 0 ? ((int64_t)m->g->window - 1 + m->keep + m->max_batch - 1) / bs + 2 : 0;
     if (slide > full + 1) slide = full + 1;
     return full * m->g->ng[G4_KV_FULL] + slide * m->g->ng[G4_KV_SLIDE];
 }

@@ -43,6 +43,19 @@ int64_t g4_kvmgr_len(const g4_kvmgr *m, int seq);
 int g4_kvmgr_prepare(g4_kvmgr *m, const g4_batch *b, g4_err *err);
 void g4_kvmgr_commit(g4_kvmgr *m, const g4_batch *b);
 
+/* Speculation. keep: sliding positions kept below every window (so a step can be rolled back
+ * by up to keep positions, and the drafter reads the rows it needs); set before any sequence opens.
+ * A tentative sequence's steps register no completed block in the prefix cache: a verification
+ * step writes drafted positions that may be rejected. truncate rolls the sequence back to len
+ * positions (len >= its length - keep, and not into a registered block): the blocks past len are
+ * freed, the block len falls in keeps its first positions (the rest are rewritten before anything
+ * reads them), and the blocks completed below len are registered; tok: the sequence's tokens,
+ * positions 0..len-1. len equal to the length only registers. */
+void g4_kvmgr_set_keep(g4_kvmgr *m, int64_t keep);
+int64_t g4_kvmgr_keep(const g4_kvmgr *m);
+void g4_kvmgr_set_tentative(g4_kvmgr *m, int seq, int on);
+int g4_kvmgr_truncate(g4_kvmgr *m, int seq, int64_t len, const int32_t *tok, g4_err *err);
+
 /* Pages a sequence at len positions needs to grow to len + n (with steps of up to max_batch). */
 int64_t g4_kvmgr_pages_to_grow(const g4_kvmgr *m, int64_t len, int64_t n);
 /* Free pages plus pages only the prefix cache holds. */

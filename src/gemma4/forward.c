@@ -685,3 +685,4 @@ void g4_rank_model_free(g4_rank_model *m) {
 }
 
 g4_kvstore *g4_rank_kv(g4_rank_model *m) { return &m->kv; }
+const float *g4_rank_hidden(const g4_rank_model *m) { return m->xn; }

@@ -47,6 +47,10 @@ void g4_rank_model_free(g4_rank_model *m);
  * same batch. */
 int g4_rank_forward(g4_rank_model *m, const g4_batch *b, float *logits_local, g4_err *err);
 
+/* After a forward with flagged tokens: their final-normed hidden states, [flagged][hidden]
+ * (the same on every rank), valid until the next forward. */
+const float *g4_rank_hidden(const g4_rank_model *m);
+
 /* The rank's KV pool: the engine applies the leader's ops to it between steps. */
 g4_kvstore *g4_rank_kv(g4_rank_model *m);
 
