@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/speculate.h"
 #include "text/stop_strings.h"
 
 enum { ST_WAITING, ST_PREFILL, ST_DECODE, ST_DONE };
@@ -53,6 +54,13 @@ struct g4_sched_req {
     size_t n_lps, cap_lps;
     g4_token_logprob *plp;    /* [n_prompt] when prompt logprobs are wanted */
     int plp_done;             /* under mu: plp complete */
+    /* speculative decoding (speculate.h) */
+    int spec_k;               /* drafts per round at most (0: none) */
+    int n_draft;              /* this step's drafts, verified after it */
+    int32_t draft[G4_SPEC_MAX_K];
+    float *hid;               /* MTP: [hidden] the target's at the last computed position */
+    int has_hid, tentative;
+    g4_spec_stat st;
 };
 
 struct g4_sched {
@@ -77,6 +85,10 @@ struct g4_sched {
     g4_sched_req **pre;       /* [max_running] requests prefilling in this step */
     size_t *take;             /* [max_running] their tokens in it */
     float *logits;            /* [rows_cap][V] */
+    float *hidden;            /* MTP: [rows_cap][H] the rows' final-normed hidden states */
+    const g4_spec_cfg *spec;
+    g4_spec_costs costs;      /* step and draft times, for the policy */
+    int64_t H;
     int rows_cap;             /* max_running; + prefill_chunk once prompt logprobs are wanted */
     int64_t V;
     int max_batch;
@@ -143,7 +155,7 @@ uint64_t g4_sched_choice_seed(uint64_t seed, int i) {
 
 static void push_text(g4_sched_req *r, const char *s, size_t n, int32_t token) {
     if (n == 0) return;
-    g4_sched_event ev = {.kind = G4_EV_TEXT, .len = n, .token = token};
+    g4_sched_event ev = {.kind = G4_EV_TEXT, .len = n, .token = token, .n_tokens = r->n_gen};
     ev.text = malloc(n + 1);
     if (!ev.text) return;
     memcpy(ev.text, s, n);
@@ -196,6 +208,7 @@ static void req_unref(g4_sched_req *r) {
     if (r->after) req_unref(r->after);
     free(r->lps);
     free(r->plp);
+    free(r->hid);
     for (size_t i = 0; i < r->p.n_stop_strings; i++) free(r->stops[i]);
     free(r->stops);
     free(r->toks);
@@ -282,7 +295,7 @@ static void accept(g4_sched *s, g4_sched_req *r, int32_t id, const g4_token_logp
     char *piece = NULL;
     size_t plen = 0;
     g4_err err;
-    if (g4_detok_push(r->dt, id, &piece, &plen, &err)) { finish(s, r, "stop"); return; }
+    if (r->dt && g4_detok_push(r->dt, id, &piece, &plen, &err)) { finish(s, r, "stop"); return; }
     const char *emit = piece;
     size_t elen = plen;
     int st = r->ss ? g4_stop_strings_feed(r->ss, piece, plen, &emit, &elen, &err) : 0;
@@ -348,6 +361,7 @@ static void admit(g4_sched *s) {
         r->admitted = 1;
         r->admit_no = ++s->n_admitted;
         r->state = ST_PREFILL;
+        r->tentative = r->has_hid = r->n_draft = 0;
         s->running[s->n_running++] = r;
     }
 }
@@ -373,6 +387,139 @@ static int preempt(g4_sched *s) {
     s->n_waiting++;
     s->stats.preemptions++;
     return 1;
+}
+
+/* ---- speculative decoding ------------------------------------------------------------------ */
+
+static double wall_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* This step's drafts: which decoding sequences verify how many (r->n_draft), by the cost model
+ * (speculate.h) or, with spec->always, every one that has drafts. MTP drafts are made here. */
+static void spec_plan(g4_sched *s) {
+    g4_sched_req *cand[s->max_running > 0 ? s->max_running : 1];
+    double rate[s->max_running > 0 ? s->max_running : 1];
+    int avail[s->max_running > 0 ? s->max_running : 1], take[s->max_running > 0 ? s->max_running : 1];
+    int n = 0, decoding = 0, prefill = 0;
+    const int mtp = s->spec->method == G4_SPEC_MTP;
+    for (int i = 0; i < s->n_running; i++) {
+        g4_sched_req *r = s->running[i];
+        r->n_draft = 0;
+        if (r->state == ST_PREFILL) {
+            const size_t left = r->n_target - r->n_prefilled;
+            prefill += (int)(left < (size_t)s->o.prefill_chunk ? left : (size_t)s->o.prefill_chunk);
+        }
+        if (r->state != ST_DECODE) continue;
+        decoding++;
+        /* a round emits up to drafts + 1 tokens: no more than the request has left */
+        int k = r->spec_k, left = (int)(r->p.max_new_tokens - (int64_t)r->n_gen) - 1;
+        if (k > left) k = left;
+        if (k <= 0 || (mtp && !r->has_hid)) continue;
+        avail[n] = mtp ? k : g4_spec_ngram(r->toks, (int64_t)(r->n_prompt + r->n_gen), s->spec->n, k, r->draft);
+        if (avail[n] <= 0) continue;
+        rate[n] = g4_spec_rate(&r->st);
+        cand[n++] = r;
+    }
+    if (n == 0) return;
+    int room = s->max_batch - decoding, rows = s->rows_cap - s->n_running;
+    if (rows < room) room = rows;
+    int base = decoding + (prefill < room ? prefill : room);
+    if (s->spec->always) {
+        for (int i = 0; i < n; i++) {
+            take[i] = avail[i] < room ? avail[i] : room;
+            room -= take[i];
+        }
+    } else {
+        g4_spec_choose(&s->costs, base, decoding, n, rate, avail, room, mtp, take);
+    }
+    if (mtp) {
+        /* one draft call for every chosen sequence, as many steps as the longest needs */
+        int32_t seq[n], tok[n], ids[n * G4_SPEC_MAX_K];
+        g4_sched_req *who[n];
+        int m = 0, k = 0;
+        for (int i = 0; i < n; i++) {
+            if (!take[i]) continue;
+            who[m] = cand[i];
+            seq[m] = cand[i]->seq;
+            tok[m] = cand[i]->next_token;
+            memcpy(s->hidden + (size_t)m * (size_t)s->H, cand[i]->hid, sizeof(float) * (size_t)s->H);
+            if (take[i] > k) k = take[i];
+            m++;
+        }
+        if (m == 0) goto idle;
+        g4_err err = {0};
+        const double t0 = wall_s();
+        if (g4_engine_draft(s->e, m, seq, tok, s->hidden, k, ids, NULL, &err)) return; /* no drafts this step (the step will say why) */
+        g4_spec_costs_add_draft(&s->costs, m, k, wall_s() - t0);
+        for (int j = 0, i = 0; i < n; i++) {
+            if (!take[i]) continue;
+            int c = 0;
+            while (c < take[i] && ids[j * k + c] >= 0) { who[j]->draft[c] = ids[j * k + c]; c++; }
+            take[i] = c;
+            j++;
+        }
+    }
+idle:
+    for (int i = 0; i < n; i++) {
+        cand[i]->n_draft = take[i];
+        if (!take[i]) g4_spec_stat_idle(&cand[i]->st);
+        else if (!cand[i]->tentative) {
+            g4_engine_seq_tentative(s->e, cand[i]->seq, 1);
+            cand[i]->tentative = 1;
+        }
+    }
+}
+
+/* Verifies the m drafts of r against its logits rows i..i+m: the request's sampler draws from
+ * each row in order (exactly one draw per emitted token, as without drafts) and the drafts are
+ * accepted while the draws equal them; the first draw that differs is the target's own token.
+ * The rejected positions are rolled back. Returns the rows used after the first. */
+static int spec_verify(g4_sched *s, g4_sched_req *r, int i, double t) {
+    const int m = r->n_draft;
+    int e = 0;
+    for (; e <= m && r->state == ST_DECODE; e++) {
+        const float *row = s->logits + (size_t)(i + e) * (size_t)s->V;
+        const int32_t id = g4_sampler_sample(r->smp, row, (int)s->V);
+        if (id < 0) {
+            g4_err err;
+            g4_err_set(&err, G4_EINVAL, "no finite logit to sample from");
+            fail_req(r, &err);
+            g4_engine_seq_close(s->e, r->seq);
+            r->seq = -1;
+            return m;
+        }
+        g4_token_logprob lp;
+        if (r->logprobs) g4_logprobs_row(row, (int)s->V, r->p.sampling.temperature, id, r->top_logprobs, &lp);
+        accept(s, r, id, r->logprobs ? &lp : NULL, t);
+        if (e == m || id != r->draft[e]) { e++; break; }
+    }
+    /* e tokens emitted: the drafts before the last were accepted */
+    s->stats.draft_proposed += (uint64_t)m;
+    s->stats.draft_accepted += (uint64_t)(e - 1);
+    g4_spec_stat_update(&r->st, m, e - 1);
+    if (r->hid && r->state == ST_DECODE) {
+        memcpy(r->hid, s->hidden + (size_t)(i + e - 1) * (size_t)s->H, sizeof(float) * (size_t)s->H);
+        r->has_hid = 1;
+    }
+    return m;
+}
+
+/* After a step: every tentative sequence is rolled back to what it accepted (and its confirmed
+ * blocks go to the prefix cache). */
+static void spec_settle(g4_sched *s) {
+    for (int i = 0; i < s->n_running; i++) {
+        g4_sched_req *r = s->running[i];
+        if (!r->tentative || r->state != ST_DECODE) continue;
+        g4_err err = {0};
+        if (g4_engine_seq_truncate(s->e, r->seq, (int64_t)(r->n_prompt + r->n_gen) - 1, r->toks, &err)) {
+            fail_req(r, &err);
+            g4_engine_seq_close(s->e, r->seq);
+            r->seq = -1;
+        }
+    }
 }
 
 static void *loop(void *arg) {
@@ -415,8 +562,10 @@ static void *loop(void *arg) {
         s->stats.waiting = s->n_waiting;
         pthread_mutex_unlock(&s->mu);
 
-        /* build the batch: decode tokens first (running streams keep flowing), then prefill */
-        int n = 0, nl = 0;
+        /* build the batch: decode tokens first (running streams keep flowing), each with its
+         * drafts, then prefill */
+        if (s->spec->method != G4_SPEC_NONE) spec_plan(s);
+        int n = 0, nl = 0, drafted = 0;
         for (int i = 0; i < s->n_running; i++) {
             g4_sched_req *r = s->running[i];
             if (r->state != ST_DECODE) continue;
@@ -427,6 +576,15 @@ static void *loop(void *arg) {
             s->rowpos[nl] = s->pos[n];
             s->owner[nl++] = r;
             n++;
+            drafted += r->n_draft;
+            for (int j = 0; j < r->n_draft; j++, n++) {
+                s->ids[n] = r->draft[j];
+                s->pos[n] = s->pos[n - 1] + 1;
+                s->seqs[n] = r->seq;
+                s->want[n] = 1;
+                s->rowpos[nl] = s->pos[n];
+                s->owner[nl++] = r;
+            }
         }
         int np = 0;
         for (int i = 0; i < s->n_running && n < s->max_batch; i++) {
@@ -452,7 +610,9 @@ static void *loop(void *arg) {
         if (n == 0) continue;
         g4_batch b = {n, s->ids, s->pos, s->seqs, s->want};
         g4_err err = {0};
-        int rc = g4_engine_forward(s->e, &b, s->logits, &err);
+        const double t0 = wall_s();
+        int rc = g4_engine_forward_ex(s->e, &b, s->logits, s->hidden, &err);
+        if (rc == G4_OK) g4_spec_costs_add(&s->costs, n, wall_s() - t0);
         if (rc == G4_ENOMEM) {
             pthread_mutex_lock(&s->mu);
             const int again = preempt(s);
@@ -493,11 +653,23 @@ static void *loop(void *arg) {
                 r->plp_done = 1;
                 pthread_mutex_unlock(&r->mu);
             }
+            if (r->hid) {
+                memcpy(r->hid, s->hidden + (size_t)i * (size_t)s->H, sizeof(float) * (size_t)s->H);
+                r->has_hid = 1;
+            }
+            if (r->state == ST_DECODE && r->n_draft) {
+                i += spec_verify(s, r, i, t);
+                continue;
+            }
             int32_t id = g4_sampler_sample(r->smp, row, (int)s->V);
             if (id < 0) { g4_err_set(&err, G4_EINVAL, "no finite logit to sample from"); fail_req(r, &err); g4_engine_seq_close(s->e, r->seq); r->seq = -1; continue; }
             g4_token_logprob lp;
             if (r->logprobs) g4_logprobs_row(row, (int)s->V, r->p.sampling.temperature, id, r->top_logprobs, &lp);
             accept(s, r, id, r->logprobs ? &lp : NULL, t);
+        }
+        if (s->spec->method != G4_SPEC_NONE) {
+            if (drafted && rc == G4_OK) s->stats.spec_steps++;
+            spec_settle(s);
         }
         pthread_mutex_unlock(&s->mu);
     }
@@ -526,8 +698,20 @@ int g4_sched_create(g4_textgen *tg, const g4_sched_opts *opts, g4_sched **out, g
     s->rowpos = calloc((size_t)s->max_batch, sizeof *s->rowpos);
     s->pre = calloc((size_t)s->max_running, sizeof *s->pre);
     s->take = calloc((size_t)s->max_running, sizeof *s->take);
-    s->logits = malloc(sizeof(float) * (size_t)s->V * (size_t)s->max_running);
+    s->spec = g4_engine_spec(s->e);
+    s->H = g4_engine_hidden_size(s->e);
     s->rows_cap = s->max_running;
+    if (s->spec->method != G4_SPEC_NONE) { /* a verification has k + 1 rows */
+        s->rows_cap = s->max_running * (1 + s->spec->k);
+        if (s->rows_cap > s->max_batch) s->rows_cap = s->max_batch > s->max_running ? s->max_batch : s->max_running;
+        int rc = g4_spec_costs_init(&s->costs, s->max_batch, s->max_running, err);
+        if (rc) { g4_sched_free(s); return rc; }
+        if (s->spec->method == G4_SPEC_MTP && !(s->hidden = malloc(sizeof(float) * (size_t)s->max_batch * (size_t)s->H))) {
+            g4_sched_free(s);
+            return g4_err_set(err, G4_ENOMEM, "out of memory for the scheduler");
+        }
+    }
+    s->logits = malloc(sizeof(float) * (size_t)s->V * (size_t)s->rows_cap);
     s->stats.kv_budget = g4_engine_kv_budget(s->e);
     if (!s->running || !s->ids || !s->pos || !s->seqs || !s->want || !s->owner || !s->rowpos || !s->pre || !s->take || !s->logits) {
         g4_sched_free(s);
@@ -563,6 +747,8 @@ void g4_sched_free(g4_sched *s) {
         pthread_cond_destroy(&s->cv);
     }
     free(s->running); free(s->ids); free(s->pos); free(s->seqs); free(s->want); free(s->owner); free(s->rowpos); free(s->pre); free(s->take); free(s->logits);
+    free(s->hidden);
+    g4_spec_costs_free(&s->costs);
     free(s);
 }
 
@@ -581,6 +767,9 @@ int g4_sched_submit_ex(g4_sched *s, const int32_t *prompt, size_t n_prompt, cons
     if (p->max_new_tokens < 1) return g4_err_set(err, G4_EINVAL, "max_new_tokens must be at least 1");
     int rc = g4_sampling_params_validate(&p->sampling, err);
     if (rc) return rc;
+    if (p->speculative < -1 || p->speculative > G4_SPEC_MAX_K)
+        return g4_err_set(err, G4_EINVAL, "speculative must be -1 (off), 0 (the server's drafter) or 1..%d drafts per round (got %d)",
+                          G4_SPEC_MAX_K, p->speculative);
     const int64_t ctx = g4_engine_max_ctx(s->e);
     if ((int64_t)n_prompt + p->max_new_tokens > ctx)
         return g4_err_set(err, G4_ECONTEXT, "the prompt (%zu tokens) plus %lld requested tokens exceeds the context of %lld tokens",
@@ -606,6 +795,11 @@ int g4_sched_submit_ex(g4_sched *s, const int32_t *prompt, size_t n_prompt, cons
     r->p.stop_strings = (const char *const *)r->stops;
     r->logprobs = x->logprobs || x->prompt_logprobs;
     r->top_logprobs = x->top_logprobs;
+    /* the engine's k is the most: the KV cache keeps rows for rolling back that many */
+    r->spec_k = s->spec->method == G4_SPEC_NONE || p->speculative < 0 ? 0 : p->speculative > 0 && p->speculative < s->spec->k ? p->speculative : s->spec->k;
+    g4_spec_stat_init(&r->st);
+    if (rc == G4_OK && r->spec_k && s->spec->method == G4_SPEC_MTP && !(r->hid = malloc(sizeof(float) * (size_t)s->H)))
+        rc = g4_err_set(err, G4_ENOMEM, "out of memory");
     if (rc == G4_OK && x->prompt_logprobs) {
         if (!(r->plp = calloc(n_prompt, sizeof *r->plp))) rc = g4_err_set(err, G4_ENOMEM, "out of memory for %zu prompt logprobs", n_prompt);
         else r->plp[0].id = prompt[0];
@@ -615,7 +809,7 @@ int g4_sched_submit_ex(g4_sched *s, const int32_t *prompt, size_t n_prompt, cons
         r->n_prompt = r->n_target = n_prompt;
         rc = g4_sampler_create((int)s->V, &p->sampling, &r->smp, err);
     }
-    if (rc == G4_OK) rc = g4_detok_create(s->tg->tok, p->skip_special, &r->dt, err);
+    if (rc == G4_OK && s->tg->tok) rc = g4_detok_create(s->tg->tok, p->skip_special, &r->dt, err); /* no tokenizer: ids only (bench) */
     if (rc == G4_OK && p->n_stop_strings) rc = g4_stop_strings_create(p->stop_strings, p->n_stop_strings, &r->ss, err);
     if (rc) { atomic_store(&r->refs, 1); req_unref(r); return rc; }
     r->t_submit = now_s();

@@ -40,6 +40,7 @@ typedef struct g4_sched_event {
     char *text;               /* TEXT: newly decoded text (malloc'd; caller frees); ERROR: message */
     size_t len;
     int32_t token;            /* TEXT: the token that produced it (-1 for flushed text) */
+    size_t n_tokens;          /* TEXT: tokens generated so far (their logprobs are recorded) */
     /* DONE: */
     const char *finish_reason;/* "stop", "length", "cancelled" */
     size_t prompt_tokens, completion_tokens;
@@ -54,6 +55,9 @@ typedef struct g4_sched_stats {
     size_t kv_used, kv_budget;
     uint64_t prompt_tokens, generated_tokens, steps;
     uint64_t preemptions;
+    uint64_t draft_proposed;  /* speculative decoding: drafts verified, */
+    uint64_t draft_accepted;  /* ... accepted, */
+    uint64_t spec_steps;      /* ... and steps that verified some */
     g4_kv_stats kv;           /* the engine's pool and prefix cache */
 } g4_sched_stats;
 

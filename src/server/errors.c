@@ -88,3 +88,24 @@ char *g4_api_err_json(const g4_api_err *ae) {
     json_decref(root);
     return s;
 }
+
+const char *g4_api_err_anthropic_type(int status) {
+    switch (status) {
+    case 400: case 405: return "invalid_request_error";
+    case 401: return "authentication_error";
+    case 403: return "permission_error";
+    case 404: return "not_found_error";
+    case 413: return "request_too_large";
+    case 429: return "rate_limit_error";
+    case 503: return "overloaded_error";
+    default: return "api_error";
+    }
+}
+
+char *g4_api_err_json_anthropic(const g4_api_err *ae) {
+    json_t *root = json_pack("{s:s,s:{s:s,s:o}}", "type", "error", "error", "type", g4_api_err_anthropic_type(ae->status), "message",
+                             safe_string(ae->message));
+    char *s = root ? json_dumps(root, JSON_COMPACT) : NULL;
+    json_decref(root);
+    return s;
+}

@@ -39,5 +39,10 @@ int g4_api_err_refuse(g4_api_err *ae, g4_api_refusal what, const char *param, co
     __attribute__((format(printf, 4, 5)));
 /* The OpenAI error body (malloc'd, compact JSON). */
 char *g4_api_err_json(const g4_api_err *ae);
+/* Anthropic's error body {"type":"error","error":{"type","message"}} (malloc'd); its type
+ * follows the status: invalid_request_error, authentication_error, not_found_error,
+ * request_too_large, overloaded_error (503), api_error (500 and the rest). */
+char *g4_api_err_json_anthropic(const g4_api_err *ae);
+const char *g4_api_err_anthropic_type(int status);
 
 #endif

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/logprobs.h"
 #include "text/utf8.h"
 
 #define BAD(ae, param, ...) g4_api_err_status(ae, G4_EINVAL, param, __VA_ARGS__)
@@ -82,6 +83,37 @@ static int get_string(const json_t *o, const char *k, const char **out, g4_api_e
     return 0;
 }
 
+/* The field readers for the other APIs' translations (anthropic.c, responses.c). */
+int g4_api_field_number(const json_t *o, const char *k, double lo, double hi, int *has, double *out, g4_api_err *ae) {
+    return get_number(o, k, lo, hi, has, out, ae);
+}
+int g4_api_field_int(const json_t *o, const char *k, long long lo, long long hi, int *has, long long *out, g4_api_err *ae) {
+    return get_int(o, k, lo, hi, has, out, ae);
+}
+int g4_api_field_bool(const json_t *o, const char *k, int *out, g4_api_err *ae) { return get_bool(o, k, out, ae); }
+int g4_api_field_string(const json_t *o, const char *k, const char **out, g4_api_err *ae) { return get_string(o, k, out, ae); }
+
+int g4_api_field_stops(const json_t *o, const char *k, int string_ok, g4_api_request *r, g4_api_err *ae) {
+    json_t *st = json_object_get(o, k);
+    if (!st || json_is_null(st)) return 0;
+    if (json_is_string(st) && string_ok) {
+        if (!json_string_length(st)) return BAD(ae, k, "'%s' must not be an empty string", k);
+        if (strlen(json_string_value(st)) != json_string_length(st)) return BAD(ae, k, "'%s' strings must not contain U+0000", k);
+        r->stops[r->n_stops++] = strdup(json_string_value(st));
+    } else if (json_is_array(st)) {
+        if (json_array_size(st) > G4_API_MAX_STOPS) return BAD(ae, k, "'%s' may hold at most %d strings", k, G4_API_MAX_STOPS);
+        size_t i;
+        json_t *v;
+        json_array_foreach(st, i, v) {
+            if (!json_is_string(v) || !json_string_length(v))
+                return BAD(ae, k, string_ok ? "'%s' must be a string or a list of non-empty strings" : "'%s' must be a list of non-empty strings", k);
+            if (strlen(json_string_value(v)) != json_string_length(v)) return BAD(ae, k, "'%s' strings must not contain U+0000", k);
+            r->stops[r->n_stops++] = strdup(json_string_value(v));
+        }
+    } else return BAD(ae, k, string_ok ? "'%s' must be a string or a list of strings" : "'%s' must be a list of strings", k);
+    return 0;
+}
+
 /* ---- shared sampling / length / stop fields -------------------------------------------------- */
 
 static int parse_common(const json_t *o, g4_api_request *r, g4_api_err *ae) {
@@ -101,23 +133,7 @@ static int parse_common(const json_t *o, g4_api_request *r, g4_api_err *ae) {
         if ((rc = get_int(o, lk[i], 1, INT64_MAX / 2, &has, &x, ae))) return rc;
         if (has && r->max_tokens < 0) r->max_tokens = x;
     }
-    json_t *st = json_object_get(o, "stop");
-    if (st && !json_is_null(st)) {
-        if (json_is_string(st)) {
-            if (!json_string_length(st)) return BAD(ae, "stop", "'stop' must not be an empty string");
-            if (strlen(json_string_value(st)) != json_string_length(st)) return BAD(ae, "stop", "'stop' strings must not contain U+0000");
-            r->stops[r->n_stops++] = strdup(json_string_value(st));
-        } else if (json_is_array(st)) {
-            if (json_array_size(st) > G4_API_MAX_STOPS) return BAD(ae, "stop", "'stop' may hold at most %d strings", G4_API_MAX_STOPS);
-            size_t i;
-            json_t *v;
-            json_array_foreach(st, i, v) {
-                if (!json_is_string(v) || !json_string_length(v)) return BAD(ae, "stop", "'stop' must be a string or a list of non-empty strings");
-                if (strlen(json_string_value(v)) != json_string_length(v)) return BAD(ae, "stop", "'stop' strings must not contain U+0000");
-                r->stops[r->n_stops++] = strdup(json_string_value(v));
-            }
-        } else return BAD(ae, "stop", "'stop' must be a string or a list of strings");
-    }
+    if ((rc = g4_api_field_stops(o, "stop", 1, r, ae))) return rc;
     if ((rc = get_bool(o, "stream", &r->stream, ae))) return rc;
     if ((rc = get_bool(o, "ignore_eos", &r->ignore_eos, ae))) return rc;
     json_t *so = json_object_get(o, "stream_options");
@@ -134,16 +150,11 @@ static int parse_common(const json_t *o, g4_api_request *r, g4_api_err *ae) {
         if (!(r->model = malloc(r->model_len + 1))) return g4_api_err_status(ae, G4_ENOMEM, NULL, "out of memory");
         memcpy(r->model, model, r->model_len + 1);
     }
-    /* features we do not implement are refused, not ignored */
     long long n = 1;
     has = 0;
-    if ((rc = get_int(o, "n", 1, 1 << 20, &has, &n, ae))) return rc;
-    if (n != 1) return UNSUPPORTED(ae, "n", "only n = 1 is supported");
-    int lp = 0;
-    json_t *lpv = json_object_get(o, "logprobs");
-    if (lpv && !json_is_null(lpv) && !(json_is_boolean(lpv) && !json_is_true(lpv)) && !(json_is_integer(lpv) && json_integer_value(lpv) == 0))
-        lp = 1;
-    if (lp) return UNSUPPORTED(ae, "logprobs", "logprobs are not supported");
+    if ((rc = get_int(o, "n", 1, G4_API_MAX_N, &has, &n, ae))) return rc;
+    r->n = (int)n;
+    /* features we do not implement are refused, not ignored */
     const char *pen[] = {"presence_penalty", "frequency_penalty"};
     for (int i = 0; i < 2; i++) {
         double p = 0;
@@ -303,6 +314,31 @@ static int parse_chat(const json_t *o, g4_api_request *r, g4_api_err *ae) {
     return 0;
 }
 
+/* Chat: "logprobs": true and "top_logprobs": 0..20. Completions: "logprobs": N (0..20), the
+ * top N (and always the chosen token). /generate: neither. */
+static int parse_logprobs(const json_t *o, g4_api_kind kind, g4_api_request *r, g4_api_err *ae) {
+    json_t *lp = json_object_get(o, "logprobs"), *top = json_object_get(o, "top_logprobs");
+    int rc, has = 0;
+    long long x = 0;
+    if (kind == G4_API_CHAT) {
+        if ((rc = get_bool(o, "logprobs", &r->logprobs, ae))) return rc;
+        if ((rc = get_int(o, "top_logprobs", 0, G4_TOP_LOGPROBS_MAX, &has, &x, ae))) return rc;
+        if (has && x > 0 && !r->logprobs) return BAD(ae, "top_logprobs", "'top_logprobs' needs \"logprobs\": true");
+        r->top_logprobs = (int)x;
+        return 0;
+    }
+    if (top && !json_is_null(top)) return BAD(ae, "top_logprobs", "'top_logprobs' is a chat completions field; completions take \"logprobs\": N");
+    if (kind == G4_API_GENERATE) {
+        if (lp && !json_is_null(lp)) return UNSUPPORTED(ae, "logprobs", "/generate has no logprobs; use /v1/completions or /v1/chat/completions");
+        return 0;
+    }
+    if (lp && json_is_boolean(lp)) return BAD(ae, "logprobs", "'logprobs' of completions is the number of alternatives (0 to %d), not a boolean", G4_TOP_LOGPROBS_MAX);
+    if ((rc = get_int(o, "logprobs", 0, G4_TOP_LOGPROBS_MAX, &has, &x, ae))) return rc;
+    r->logprobs = has;
+    r->top_logprobs = (int)x;
+    return 0;
+}
+
 static int parse_completion_prompt(const json_t *o, g4_api_request *r, g4_api_err *ae) {
     json_t *p = json_object_get(o, "prompt");
     if (!p || json_is_null(p)) return BAD(ae, "prompt", "'prompt' is required");
@@ -341,12 +377,12 @@ int g4_api_parse(g4_api_kind kind, const char *body, size_t len, g4_api_request 
     int rc = g4_api_parse_object(body, len, &o, ae);
     if (rc) return rc;
     rc = parse_common(o, r, ae);
+    if (!rc) rc = parse_logprobs(o, kind, r, ae);
+    if (!rc && kind == G4_API_GENERATE && r->n != 1) rc = UNSUPPORTED(ae, "n", "/generate gives one answer (n = 1); use /v1/chat/completions or /v1/completions");
     if (!rc && kind == G4_API_CHAT) rc = parse_chat(o, r, ae);
     if (!rc && kind == G4_API_COMPLETIONS) {
         rc = parse_completion_prompt(o, r, ae);
-        int echo = 0;
-        if (!rc) rc = get_bool(o, "echo", &echo, ae);
-        if (!rc && echo) rc = UNSUPPORTED(ae, "echo", "'echo' is not supported");
+        if (!rc) rc = get_bool(o, "echo", &r->echo, ae);
         if (!rc && json_object_get(o, "suffix") && !json_is_null(json_object_get(o, "suffix"))) rc = UNSUPPORTED(ae, "suffix", "'suffix' is not supported");
         r->add_special = 1;
         if (!rc) rc = get_bool(o, "add_special_tokens", &r->add_special, ae);
@@ -383,6 +419,7 @@ int g4_api_parse(g4_api_kind kind, const char *body, size_t len, g4_api_request 
 
 void g4_api_request_free(g4_api_request *r) {
     json_decref(r->chat);
+    json_decref(r->extra);
     free(r->prompt);
     free(r->prompt_ids);
     for (size_t i = 0; i < r->n_stops; i++) free(r->stops[i]);
@@ -477,8 +514,9 @@ static json_t *envelope(const g4_api_result *r, const char *object) {
     return json_pack("{s:s,s:s,s:I,s:s}", "id", r->id, "object", object, "created", (json_int_t)r->created, "model", r->model);
 }
 
-json_t *g4_api_chat_response(const g4_api_result *r) {
-    json_t *j = envelope(r, "chat.completion");
+static json_t *choice_logprobs(const g4_api_result *r) { return r->logprobs ? json_incref(r->logprobs) : json_null(); }
+
+static json_t *chat_choice(const g4_api_result *r) {
     json_t *msg = json_object();
     json_object_set_new(msg, "role", json_string("assistant"));
     const g4_parsed_output *po = r->parsed ? &r->parsed->po : NULL;
@@ -492,20 +530,32 @@ json_t *g4_api_chat_response(const g4_api_result *r) {
         for (size_t k = 0; k < po->n_calls; k++) json_array_append_new(calls, g4_api_tool_call(r->id, k, &po->calls[k]));
         json_object_set_new(msg, "tool_calls", calls);
     }
-    json_t *choice = json_pack("{s:i,s:o,s:s,s:n}", "index", 0, "message", msg, "finish_reason", g4_api_finish_reason(r), "logprobs");
-    json_object_set_new(j, "choices", json_pack("[o]", choice));
-    json_object_set_new(j, "usage", g4_api_usage(r->prompt_tokens, r->completion_tokens, r->cached_tokens));
+    return json_pack("{s:i,s:o,s:s,s:o}", "index", r->index, "message", msg, "finish_reason", g4_api_finish_reason(r), "logprobs",
+                     choice_logprobs(r));
+}
+
+static json_t *completion_choice(const g4_api_result *r) {
+    return json_pack("{s:i,s:s%,s:s,s:o}", "index", r->index, "text", r->text ? r->text : "", r->text ? r->text_len : 0, "finish_reason",
+                     r->finish_reason, "logprobs", choice_logprobs(r));
+}
+
+/* The envelope of r[0], the choices in order, usage: the prompt once, every choice's tokens. */
+static json_t *response_n(const g4_api_result *r, size_t n, const char *object, json_t *(*choice)(const g4_api_result *)) {
+    json_t *j = envelope(r, object), *choices = json_array();
+    size_t completion = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_array_append_new(choices, choice(&r[i]));
+        completion += r[i].completion_tokens;
+    }
+    json_object_set_new(j, "choices", choices);
+    json_object_set_new(j, "usage", g4_api_usage(r->prompt_tokens, completion, r->cached_tokens));
     return j;
 }
 
-json_t *g4_api_completion_response(const g4_api_result *r) {
-    json_t *j = envelope(r, "text_completion");
-    json_t *choice = json_pack("{s:i,s:s%,s:s,s:n}", "index", 0, "text", r->text ? r->text : "", r->text ? r->text_len : 0,
-                               "finish_reason", r->finish_reason, "logprobs");
-    json_object_set_new(j, "choices", json_pack("[o]", choice));
-    json_object_set_new(j, "usage", g4_api_usage(r->prompt_tokens, r->completion_tokens, r->cached_tokens));
-    return j;
-}
+json_t *g4_api_chat_response_n(const g4_api_result *r, size_t n) { return response_n(r, n, "chat.completion", chat_choice); }
+json_t *g4_api_completion_response_n(const g4_api_result *r, size_t n) { return response_n(r, n, "text_completion", completion_choice); }
+json_t *g4_api_chat_response(const g4_api_result *r) { return g4_api_chat_response_n(r, 1); }
+json_t *g4_api_completion_response(const g4_api_result *r) { return g4_api_completion_response_n(r, 1); }
 
 json_t *g4_api_generate_response(const g4_api_result *r) {
     const g4_parsed_output *po = r->parsed ? &r->parsed->po : NULL;

@@ -12,9 +12,12 @@
 #include "server/errors.h"
 #include "text/output_parser.h"
 
-typedef enum { G4_API_GENERATE = 0, G4_API_COMPLETIONS, G4_API_CHAT } g4_api_kind;
+/* Every API translates into this one request shape and out of one result shape: OpenAI's here,
+ * Anthropic's Messages in anthropic.h, OpenAI's Responses in responses.h. */
+typedef enum { G4_API_GENERATE = 0, G4_API_COMPLETIONS, G4_API_CHAT, G4_API_ANTHROPIC, G4_API_RESPONSES } g4_api_kind;
 
 #define G4_API_MAX_STOPS 16
+#define G4_API_MAX_N 16       /* choices per request (each is a sequence of its own) */
 
 typedef struct g4_api_request {
     g4_api_kind kind;
@@ -36,11 +39,25 @@ typedef struct g4_api_request {
     int ignore_eos;           /* vLLM's extension: keep generating past end-of-sequence ids */
     char *model;              /* NULL when absent; may hold U+0000 (model_len bytes) */
     size_t model_len;
+    int n;                    /* choices, 1..G4_API_MAX_N */
+    int logprobs;             /* report each generated token's logprob */
+    int top_logprobs;         /* ... with this many alternatives (0..20) */
+    int echo;                 /* completions: the prompt's text (and with logprobs its tokens') first */
+    json_t *extra;            /* Anthropic / Responses: request fields their answers repeat (owned) */
 } g4_api_request;
 
 /* Parses and validates a body. 400-class errors name the field in ae->param. */
 int g4_api_parse(g4_api_kind kind, const char *body, size_t len, g4_api_request *out, g4_api_err *ae);
 void g4_api_request_free(g4_api_request *r);
+
+/* Field readers shared by every API's translation: absent or null leaves *has 0 (and *out as
+ * it was), a wrong type or range is a 400 naming the field. stops: a list of up to
+ * G4_API_MAX_STOPS non-empty strings without U+0000 (string_ok: or one string) into r->stops. */
+int g4_api_field_number(const json_t *o, const char *k, double lo, double hi, int *has, double *out, g4_api_err *ae);
+int g4_api_field_int(const json_t *o, const char *k, long long lo, long long hi, int *has, long long *out, g4_api_err *ae);
+int g4_api_field_bool(const json_t *o, const char *k, int *out, g4_api_err *ae);
+int g4_api_field_string(const json_t *o, const char *k, const char **out, g4_api_err *ae);
+int g4_api_field_stops(const json_t *o, const char *k, int string_ok, g4_api_request *r, g4_api_err *ae);
 
 /* Parses a JSON body that must be an object (for /tokenize, /detokenize). *out: new ref. */
 int g4_api_parse_object(const char *body, size_t len, json_t **out, g4_api_err *ae);
@@ -73,12 +90,18 @@ typedef struct g4_api_result {
     size_t prompt_tokens, completion_tokens;
     size_t cached_tokens;     /* prompt tokens from the prefix cache */
     double ttft_ms, tokens_per_s;
+    int index;                /* the choice (n > 1) */
+    json_t *logprobs;         /* borrowed: the choice's "logprobs" (NULL: null) */
+    const char *stop_sequence;/* the stop string that ended it, if one did */
 } g4_api_result;
 
 /* "tool_calls" when the output has calls and generation stopped, else finish_reason. */
 const char *g4_api_finish_reason(const g4_api_result *r);
 json_t *g4_api_chat_response(const g4_api_result *r);
 json_t *g4_api_completion_response(const g4_api_result *r);
+/* n choices r[0..n): the envelope and prompt usage from r[0], completion tokens summed. */
+json_t *g4_api_chat_response_n(const g4_api_result *r, size_t n);
+json_t *g4_api_completion_response_n(const g4_api_result *r, size_t n);
 json_t *g4_api_generate_response(const g4_api_result *r);
 /* {"id","type","function":{"name","arguments"}} for call k of a response. */
 json_t *g4_api_tool_call(const char *resp_id, size_t k, const g4_tool_call *c);

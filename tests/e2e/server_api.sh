@@ -143,8 +143,8 @@ post /v1/chat/completions '{"messages":[]}'
 expect_error 400 invalid_value "empty messages -> 400"
 post /v1/chat/completions '{"messages":[{"role":"user","content":"hi"}],"stop":[1]}'
 expect_error 400 invalid_value "stop of the wrong type -> 400"
-post /v1/chat/completions '{"messages":[{"role":"user","content":"hi"}],"n":3}'
-expect_error 400 unsupported_value "n > 1 -> 400"
+post /v1/chat/completions '{"messages":[{"role":"user","content":"hi"}],"n":17}'
+expect_error 400 invalid_value "n > 16 -> 400"
 post /v1/chat/completions '{"messages":[{"role":"assistant","content":null,"tool_calls":[{"type":"function","function":{"name":"f","arguments":"not json"}}]}]}'
 expect_error 400 invalid_value "tool call arguments that are not JSON -> 400"
 post /v1/chat/completions "$(printf '{"messages":[{"role":"user","content":"caf\xe9"}]}')"

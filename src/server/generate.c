@@ -1,0 +1,524 @@
+/* generate.c — one generation request, whatever its API (/generate, /v1/completions,
+ * /v1/chat/completions, /v1/messages, /v1/responses): the body is translated into the one
+ * internal request (openai.c, anthropic.c, responses.c), the prompt rendered and tokenized,
+ * its n choices submitted to the scheduler (choice 0 first; the others wait for its prompt and
+ * take it from the prefix cache), and the events of all choices either streamed (sse.c, in the
+ * API's shape) or collected into the API's response object. Logprobs come from the scheduler
+ * and become JSON in logprob_json.c. Errors go through errors.c only. */
+#include "server/server_internal.h"
+
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server/anthropic.h"
+#include "server/errors.h"
+#include "server/logprob_json.h"
+#include "server/openai.h"
+#include "server/responses.h"
+#include "server/sse.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+typedef struct member {
+    g4_sched_req *req;
+    int done;                 /* its DONE or ERROR was taken */
+    g4_sched_event fin;       /* that event */
+    size_t lp_seen;           /* logprobs taken so far */
+    char *text;               /* collected text (whole answers) */
+    size_t len, cap;
+    int echoed;               /* streaming echo sent */
+    g4_lpj_completion lpc;    /* completions logprobs: offsets continue across chunks */
+} member;
+
+typedef struct gen_job {
+    g4_server *s;
+    const char *ep;
+    g4_api_request q;         /* owned: stop strings, extra fields */
+    char id[64];
+    int n, n_done, next;      /* next: the member polled first (round robin) */
+    member m[G4_API_MAX_N];
+    g4_sched_notify note;
+    uint64_t seen;
+    size_t n_prompt;
+    char *echo;               /* completions echo: the prompt's text */
+    size_t echo_len;
+    g4_token_logprob *plp;    /* [n_prompt] with echo + logprobs, once known */
+    g4_sse *sse;
+    double t0, t_tok, t_out;
+} gen_job;
+
+static void job_free(gen_job *j) {
+    for (int i = 0; i < j->n; i++) {
+        g4_sched_req_free(j->m[i].req); /* before the notify goes: the scheduler may still push */
+        g4_sched_event_clear(&j->m[i].fin);
+        free(j->m[i].text);
+        g4_lpj_completion_clear(&j->m[i].lpc);
+    }
+    g4_sched_notify_destroy(&j->note);
+    g4_sse_free(j->sse);
+    g4_api_request_free(&j->q);
+    free(j->echo);
+    free(j->plp);
+    free(j);
+}
+
+/* The next event of any choice, round robin; waits up to timeout_ms. */
+static int next_event(gen_job *j, int timeout_ms, int *who, g4_sched_event *ev) {
+    const double until = now_s() + timeout_ms / 1e3;
+    for (;;) {
+        for (int k = 0; k < j->n; k++) {
+            int i = (j->next + k) % j->n;
+            if (!j->m[i].done && g4_sched_next(j->m[i].req, ev, 0)) {
+                j->next = (i + 1) % j->n;
+                *who = i;
+                return 1;
+            }
+        }
+        const double left = until - now_s();
+        if (left <= 0) return 0;
+        g4_sched_notify_wait(&j->note, &j->seen, (int)(left * 1e3) + 1);
+    }
+}
+
+static void observe_token(gen_job *j, const g4_sched_event *ev) {
+    if (ev->token < 0) return;
+    double t = now_s();
+    if (j->t_tok > 0) g4_metrics_itl(j->s->metrics, t - j->t_tok);
+    j->t_tok = t;
+}
+
+static void observe_done(gen_job *j, const g4_sched_event *ev, const char *reason) {
+    g4_metrics_finished(j->s->metrics, reason, ev->prompt_tokens, ev->completion_tokens);
+    if (ev->completion_tokens) g4_metrics_ttft(j->s->metrics, ev->ttft_ms / 1e3);
+    g4_metrics_e2e(j->s->metrics, now_s() - j->t0);
+}
+
+static const char *stop_sequence(const gen_job *j, const g4_sched_event *ev) {
+    return ev->stop_index >= 0 && (size_t)ev->stop_index < j->q.n_stops ? j->q.stops[ev->stop_index] : NULL;
+}
+
+/* The logprobs of member i's tokens since the last call, up to token upto (SIZE_MAX: all), as
+ * the API's JSON (NULL when off or none): chat an array of content entries, completions an
+ * object of the four lists. */
+static json_t *take_logprobs(gen_job *j, int i, size_t upto) {
+    if (!j->q.logprobs) return NULL;
+    member *m = &j->m[i];
+    g4_token_logprob buf[32];
+    json_t *arr = j->q.kind == G4_API_CHAT ? json_array() : NULL;
+    size_t got, total = 0;
+    while (m->lp_seen < upto && (got = g4_sched_req_logprobs(m->req, m->lp_seen, buf, upto - m->lp_seen < 32 ? upto - m->lp_seen : 32))) {
+        m->lp_seen += got;
+        total += got;
+        if (arr) g4_lpj_chat_append(j->s->tg.tok, buf, got, arr);
+        else g4_lpj_completion_append(&m->lpc, j->s->tg.tok, buf, got, 0);
+    }
+    if (!total) { json_decref(arr); return NULL; }
+    return arr ? arr : g4_lpj_completion_take(&m->lpc);
+}
+
+/* echo + logprobs: the prompt tokens' entries (the first has none), from choice 0. */
+static int prompt_logprobs(gen_job *j) {
+    if (j->plp || !j->q.echo || !j->q.logprobs) return 0;
+    j->plp = malloc(sizeof *j->plp * j->n_prompt);
+    if (!j->plp) return G4_ENOMEM;
+    if (!g4_sched_req_prompt_logprobs(j->m[0].req, j->plp, j->n_prompt)) { free(j->plp); j->plp = NULL; return G4_EINVAL; }
+    return 0;
+}
+
+static void make_id(g4_server *s, g4_api_kind kind, char *id, size_t n) {
+    static const char *const prefix[] = {"gen-", "cmpl-", "chatcmpl-", "msg_", "resp_"};
+    unsigned long long x = atomic_fetch_add(&s->next_id, 1) * 0x9E3779B97F4A7C15ull;
+    snprintf(id, n, "%s%016llx", prefix[kind], x);
+}
+
+static void engine_error(const g4_sched_event *ev, g4_api_err *ae) {
+    g4_err e2 = {.code = ev->code};
+    snprintf(e2.msg, sizeof e2.msg, "%s", ev->text ? ev->text : "generation failed");
+    g4_api_err_from(ae, &e2, NULL);
+}
+
+static int parse_any(g4_api_kind kind, g4_http_req *hr, const char *body, size_t len, g4_api_request *q, g4_api_err *ae) {
+    switch (kind) {
+    case G4_API_ANTHROPIC: {
+        int rc = g4_anth_check_version(g4_http_header(hr, "anthropic-version"), ae);
+        return rc ? rc : g4_anth_parse(body, len, 0, q, ae);
+    }
+    case G4_API_RESPONSES: return g4_resp_parse(body, len, q, ae);
+    default: return g4_api_parse(kind, body, len, q, ae);
+    }
+}
+
+/* The prompt's ids: a rendered chat, a tokenized text, or the ids given. */
+static int prompt_ids(g4_server *s, g4_api_request *q, size_t blen, int32_t **ids, size_t *n, int *thought, g4_api_err *ae) {
+    int rc = g4_srv_prep_begin(s, blen, ae);
+    if (rc) return rc;
+    g4_err err = {0};
+    if (q->chat) rc = g4_srv_chat_ids(s, q->chat, ids, n, thought, ae);
+    else if (q->prompt) {
+        if (g4_tokenizer_encode(s->tg.tok, q->prompt, q->prompt_len, q->add_special, ids, n, &err)) rc = g4_api_err_from(ae, &err, "prompt");
+    } else {
+        *ids = q->prompt_ids;
+        *n = q->n_prompt_ids;
+        q->prompt_ids = NULL;
+    }
+    g4_srv_prep_end(s, blen);
+    if (!rc && *n == 0) rc = g4_api_err_status(ae, G4_EINVAL, "prompt", "the prompt is empty (no tokens)");
+    return rc;
+}
+
+static int gen_params(g4_server *s, const g4_api_request *q, size_t n, g4_gen_params *gp, g4_api_err *ae) {
+    memset(gp, 0, sizeof *gp);
+    const int64_t ctx = g4_engine_max_ctx(s->e);
+    if ((int64_t)n >= ctx)
+        return g4_api_err_status(ae, G4_ECONTEXT, q->chat ? "messages" : "prompt", "the prompt has %zu tokens; the context holds %lld, leaving no room to generate",
+                                 n, (long long)ctx);
+    gp->max_new_tokens = q->max_tokens;
+    if (gp->max_new_tokens < 0) {
+        gp->max_new_tokens = ctx - (int64_t)n;
+        int64_t cap = s->tg.gen.max_new_tokens > 0 ? s->tg.gen.max_new_tokens : s->o.default_max_tokens;
+        if (gp->max_new_tokens > cap) gp->max_new_tokens = cap;
+    }
+    g4_gen_config_sampling_defaults(&s->tg.gen, &gp->sampling);
+    if (q->has_temperature) gp->sampling.temperature = (float)q->temperature;
+    if (q->has_top_p) gp->sampling.top_p = (float)q->top_p;
+    if (q->has_top_k) gp->sampling.top_k = q->top_k;
+    if (q->has_min_p) gp->sampling.min_p = (float)q->min_p;
+    if (q->has_seed) { gp->sampling.seed = q->seed; gp->sampling.has_seed = 1; }
+    gp->stop_strings = (const char *const *)q->stops;
+    gp->n_stop_strings = q->n_stops;
+    gp->skip_special = q->parse_output ? 0 : 1;
+    gp->ignore_eos = q->ignore_eos;
+    return 0;
+}
+
+/* Submits the n choices: 0 first (with the prompt's logprobs for echo), the others after it. */
+static int submit_all(gen_job *j, const int32_t *ids, size_t n, g4_gen_params *gp, g4_api_err *ae) {
+    g4_server *s = j->s;
+    if (j->n > s->o.max_waiting)
+        return g4_api_err_status(ae, G4_EINVAL, "n", "'n' (%d) is more than the server queues at once (--max-waiting %d)", j->n, s->o.max_waiting);
+    const uint64_t seed = gp->sampling.seed;
+    for (int i = 0; i < j->n; i++) {
+        g4_sched_sub_opts x = {.logprobs = j->q.logprobs, .top_logprobs = j->q.top_logprobs, .notify = &j->note,
+                               .prompt_logprobs = i == 0 && j->q.echo && j->q.logprobs, .after = i ? j->m[0].req : NULL};
+        if (gp->sampling.has_seed) gp->sampling.seed = g4_sched_choice_seed(seed, i);
+        g4_err err = {0};
+        if (g4_sched_submit_ex(s->sched, ids, n, gp, &x, &j->m[i].req, &err)) {
+            if (err.code == G4_EBUSY && atomic_load(&s->stopping)) g4_api_err_refuse(ae, G4_API_SHUTTING_DOWN, NULL, "%s", err.msg);
+            else g4_api_err_from(ae, &err, err.code == G4_ECONTEXT ? "max_tokens" : NULL);
+            return ae->status;
+        }
+    }
+    return 0;
+}
+
+/* The echo text of a completion: the prompt as given, or its ids decoded as the answer is. */
+static int echo_text(gen_job *j, const int32_t *ids, size_t n, g4_api_err *ae) {
+    if (!j->q.echo) return 0;
+    if (j->q.prompt) {
+        if (!(j->echo = malloc(j->q.prompt_len + 1))) return g4_api_err_status(ae, G4_ENOMEM, NULL, "out of memory");
+        memcpy(j->echo, j->q.prompt, j->q.prompt_len + 1);
+        j->echo_len = j->q.prompt_len;
+        return 0;
+    }
+    g4_err err = {0};
+    if (g4_tokenizer_decode(j->s->tg.tok, ids, n, 1, &j->echo, &j->echo_len, &err)) return g4_api_err_from(ae, &err, "prompt");
+    return 0;
+}
+
+/* ---- streaming ------------------------------------------------------------------------------- */
+
+/* Seconds without a byte to the client before a keep-alive comment goes out. */
+#define KEEPALIVE_S 1.0
+
+static int stream_event(gen_job *j, int i, g4_sched_event *ev, g4_err *err) {
+    member *m = &j->m[i];
+    g4_api_err ae;
+    int rc = 0;
+    const int cancelled = ev->kind == G4_EV_DONE && !strcmp(ev->finish_reason, "cancelled");
+    if (j->q.echo && !m->echoed && ev->kind != G4_EV_ERROR && !cancelled) { /* the prompt first, with its logprobs */
+        m->echoed = 1;
+        json_t *lp = NULL;
+        if (!prompt_logprobs(j) && j->plp) {
+            g4_lpj_completion_append(&m->lpc, j->s->tg.tok, j->plp, j->n_prompt, 1);
+            lp = g4_lpj_completion_take(&m->lpc);
+        }
+        if ((rc = g4_sse_feed_choice(j->sse, i, j->echo, j->echo_len, lp, err))) return rc;
+    }
+    if (ev->kind == G4_EV_TEXT) {
+        observe_token(j, ev);
+        return g4_sse_feed_choice(j->sse, i, ev->text, ev->len, take_logprobs(j, i, ev->n_tokens), err);
+    }
+    m->done = 1;
+    j->n_done++;
+    if (ev->kind == G4_EV_ERROR) {
+        engine_error(ev, &ae);
+        g4_sse_error(j->sse, &ae);
+        return 0;
+    }
+    if (cancelled) {
+        observe_done(j, ev, "cancelled");
+        g4_api_err_refuse(&ae, G4_API_SHUTTING_DOWN, NULL, "the generation was cancelled: the server is shutting down");
+        g4_sse_error(j->sse, &ae);
+        return 0;
+    }
+    m->fin = *ev;
+    ev->text = NULL;
+    g4_sse_end end = {.finish_reason = ev->finish_reason, .stop_sequence = stop_sequence(j, ev), .prompt_tokens = ev->prompt_tokens,
+                      .completion_tokens = ev->completion_tokens, .cached_tokens = ev->cached_tokens};
+    rc = g4_sse_finish_choice(j->sse, i, &end, take_logprobs(j, i, SIZE_MAX), err);
+    observe_done(j, ev, rc ? ev->finish_reason : i == 0 ? g4_sse_finish_reason(j->sse) : ev->finish_reason);
+    if (rc || j->n_done < j->n) return rc;
+    /* every choice ended: usage counts the prompt once and every choice's tokens */
+    end.completion_tokens = 0;
+    for (int k = 0; k < j->n; k++) end.completion_tokens += j->m[k].fin.completion_tokens;
+    end.prompt_tokens = j->m[0].fin.prompt_tokens;
+    end.cached_tokens = j->m[0].fin.cached_tokens;
+    return g4_sse_end_stream(j->sse, &end, err);
+}
+
+static long stream_read(void *user, char *buf, size_t max) {
+    gen_job *j = user;
+    for (;;) {
+        if (g4_sse_pending(j->sse)) {
+            j->t_out = now_s();
+            return (long)g4_sse_take(j->sse, buf, max);
+        }
+        if (g4_sse_closed(j->sse)) return G4_HTTP_END;
+        /* no byte for a second, whatever the events (queued, a long prefill, tokens that give no
+         * text: special tokens, text the parser holds back): a comment keeps proxies patient,
+         * and writing is what finds a client that went away */
+        double idle = now_s() - j->t_out;
+        if (idle >= KEEPALIVE_S) {
+            if (g4_sse_comment(j->sse, "keep-alive")) return G4_HTTP_ABORT;
+            continue;
+        }
+        g4_sched_event ev;
+        int i;
+        if (!next_event(j, (int)((KEEPALIVE_S - idle) * 1000) + 1, &i, &ev)) continue;
+        g4_err err = {0};
+        int rc = stream_event(j, i, &ev, &err);
+        g4_sched_event_clear(&ev);
+        if (rc) {
+            g4_api_err ae;
+            g4_api_err_from(&ae, &err, NULL);
+            if (g4_sse_error(j->sse, &ae)) return G4_HTTP_ABORT;
+        }
+    }
+}
+
+/* The response is over: sent completely, or the client went away (then freeing the requests
+ * cancels them, which frees their sequences and KV cache at the next token boundary). */
+static void stream_done(void *user) {
+    gen_job *j = user;
+    for (int i = 0; i < j->n; i++)
+        if (!j->m[i].done) g4_metrics_finished(j->s->metrics, "cancelled", 0, 0);
+    job_free(j);
+}
+
+/* ---- whole answers --------------------------------------------------------------------------- */
+
+static int collect(gen_job *j, g4_http_req *hr) {
+    double t_check = now_s();
+    int oom = 0;
+    while (j->n_done < j->n) {
+        g4_sched_event ev;
+        int i;
+        int got = next_event(j, 100, &i, &ev);
+        if (now_s() - t_check > 0.1) {
+            t_check = now_s();
+            if (g4_http_client_gone(hr))
+                for (int k = 0; k < j->n; k++) g4_sched_cancel(j->m[k].req);
+        }
+        if (!got) continue;
+        member *m = &j->m[i];
+        if (ev.kind == G4_EV_TEXT) {
+            observe_token(j, &ev);
+            if (m->len + ev.len + 1 > m->cap) {
+                size_t c = m->cap ? m->cap * 2 : 1024;
+                while (c < m->len + ev.len + 1) c *= 2;
+                char *b = realloc(m->text, c);
+                if (!b) oom = 1;
+                else { m->text = b; m->cap = c; }
+            }
+            if (!oom) { memcpy(m->text + m->len, ev.text, ev.len); m->len += ev.len; m->text[m->len] = 0; }
+            g4_sched_event_clear(&ev);
+            continue;
+        }
+        m->fin = ev;
+        m->done = 1;
+        j->n_done++;
+    }
+    return oom;
+}
+
+/* One choice's logprobs JSON for a whole answer (a new reference, or NULL). */
+static json_t *choice_logprobs(gen_job *j, int i) {
+    if (!j->q.logprobs) return NULL;
+    member *m = &j->m[i];
+    if (j->q.kind == G4_API_CHAT) {
+        json_t *content = take_logprobs(j, i, SIZE_MAX);
+        return json_pack("{s:o,s:n}", "content", content ? content : json_array(), "refusal");
+    }
+    if (j->plp) g4_lpj_completion_append(&m->lpc, j->s->tg.tok, j->plp, j->n_prompt, 1);
+    json_t *all = take_logprobs(j, i, SIZE_MAX); /* the prompt's (if any), then the answer's */
+    return all ? all : g4_lpj_completion_take(&m->lpc);
+}
+
+static json_t *render(gen_job *j, g4_api_result *res) {
+    switch (j->q.kind) {
+    case G4_API_CHAT: return g4_api_chat_response_n(res, (size_t)j->n);
+    case G4_API_COMPLETIONS: return g4_api_completion_response_n(res, (size_t)j->n);
+    case G4_API_ANTHROPIC: return g4_anth_response(res);
+    case G4_API_RESPONSES: return g4_resp_response(res, j->q.extra);
+    default: return g4_api_generate_response(res);
+    }
+}
+
+static void answer_whole(gen_job *j, g4_http_req *hr, int thought) {
+    g4_server *s = j->s;
+    g4_api_err ae;
+    int oom = collect(j, hr);
+    for (int i = 0; i < j->n; i++) {
+        const g4_sched_event *f = &j->m[i].fin;
+        if (f->kind == G4_EV_ERROR || oom) {
+            if (oom) g4_api_err_status(&ae, G4_ENOMEM, NULL, "out of memory");
+            else engine_error(f, &ae);
+            g4_srv_answer_error(s, hr, j->ep, &ae);
+            return;
+        }
+        if (!strcmp(f->finish_reason, "cancelled")) {
+            for (int k = 0; k < j->n; k++) observe_done(j, &j->m[k].fin, "cancelled");
+            if (atomic_load(&s->stopping)) g4_api_err_refuse(&ae, G4_API_SHUTTING_DOWN, NULL, "the generation was cancelled: the server is shutting down");
+            else g4_api_err_status(&ae, G4_ECANCELED, NULL, "the generation was cancelled");
+            g4_srv_answer_error(s, hr, j->ep, &ae);
+            return;
+        }
+    }
+    if (prompt_logprobs(j)) {
+        g4_api_err_status(&ae, G4_ENOMEM, NULL, "the prompt's logprobs are missing");
+        g4_srv_answer_error(s, hr, j->ep, &ae);
+        return;
+    }
+    g4_api_output po[G4_API_MAX_N];
+    int parsed[G4_API_MAX_N] = {0};
+    g4_api_result res[G4_API_MAX_N];
+    json_t *lps[G4_API_MAX_N];
+    char *joined[G4_API_MAX_N] = {0};
+    const long long created = (long long)time(NULL);
+    for (int i = 0; i < j->n; i++) {
+        member *m = &j->m[i];
+        const g4_sched_event *f = &m->fin;
+        g4_err err = {0};
+        parsed[i] = j->q.parse_output && g4_api_parse_output(m->text ? m->text : "", m->len, thought, &po[i], &err) == G4_OK;
+        const char *text = m->text ? m->text : "";
+        size_t tl = m->len;
+        if (j->echo && (joined[i] = malloc(j->echo_len + m->len + 1))) { /* echo: the prompt, then the answer */
+            memcpy(joined[i], j->echo, j->echo_len);
+            memcpy(joined[i] + j->echo_len, text, m->len);
+            joined[i][j->echo_len + m->len] = 0;
+            text = joined[i];
+            tl += j->echo_len;
+        }
+        lps[i] = choice_logprobs(j, i);
+        res[i] = (g4_api_result){.id = j->id, .model = s->model_id, .created = created, .text = text, .text_len = tl,
+                                 .parsed = parsed[i] ? &po[i] : NULL, .finish_reason = f->finish_reason, .prompt_tokens = f->prompt_tokens,
+                                 .completion_tokens = f->completion_tokens, .cached_tokens = f->cached_tokens, .ttft_ms = f->ttft_ms,
+                                 .tokens_per_s = f->tokens_per_s, .index = i, .logprobs = lps[i], .stop_sequence = stop_sequence(j, f)};
+        observe_done(j, f, g4_api_finish_reason(&res[i]));
+    }
+    g4_srv_answer_json(s, hr, j->ep, 200, render(j, res));
+    for (int i = 0; i < j->n; i++) {
+        if (parsed[i]) g4_api_output_free(&po[i]);
+        json_decref(lps[i]);
+        free(joined[i]);
+    }
+}
+
+/* ---- the route ------------------------------------------------------------------------------- */
+
+void g4_srv_generate(g4_server *s, g4_http_req *hr, const char *ep, g4_api_kind kind) {
+    size_t blen;
+    const char *body = g4_http_body(hr, &blen);
+    g4_api_err ae;
+    gen_job *j = calloc(1, sizeof *j);
+    if (!j) {
+        g4_api_err_status(&ae, G4_ENOMEM, NULL, "out of memory");
+        g4_srv_answer_error(s, hr, ep, &ae);
+        return;
+    }
+    g4_sched_notify_init(&j->note);
+    j->s = s;
+    j->ep = ep;
+    if (parse_any(kind, hr, body, blen, &j->q, &ae)) {
+        job_free(j);
+        g4_srv_answer_error(s, hr, ep, &ae);
+        return;
+    }
+    j->n = j->q.n > 1 ? j->q.n : 1;
+    for (int i = 0; j->q.logprobs && i < j->n; i++) g4_lpj_completion_init(&j->m[i].lpc);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    int thought = 0;
+    g4_gen_params gp;
+    int rc = g4_srv_model_check(s, j->q.model, j->q.model_len, &ae);
+    if (!rc) rc = prompt_ids(s, &j->q, blen, &ids, &n, &thought, &ae);
+    if (!rc) rc = gen_params(s, &j->q, n, &gp, &ae);
+    if (!rc) rc = echo_text(j, ids, n, &ae);
+    j->t0 = now_s();
+    if (!rc) rc = submit_all(j, ids, n, &gp, &ae);
+    free(ids);
+    j->n_prompt = n;
+    if (rc) {
+        job_free(j);
+        g4_srv_answer_error(s, hr, ep, &ae);
+        return;
+    }
+    make_id(s, kind, j->id, sizeof j->id);
+    if (!j->q.stream) {
+        answer_whole(j, hr, thought);
+        job_free(j);
+        return;
+    }
+    g4_sse_opts so = {.kind = kind, .id = j->id, .model = s->model_id, .created = (long long)time(NULL), .include_usage = j->q.include_usage,
+                      .parse_output = j->q.parse_output, .start_in_thought = thought, .n_choices = j->n, .prompt_tokens = n,
+                      .extra = j->q.extra};
+    g4_err err = {0};
+    if (g4_sse_create(&so, &j->sse, &err)) {
+        job_free(j);
+        g4_api_err_from(&ae, &err, NULL);
+        g4_srv_answer_error(s, hr, ep, &ae);
+        return;
+    }
+    j->t_out = now_s();
+    static const char *const hdr[] = {"Cache-Control", "no-cache", "X-Accel-Buffering", "no", NULL, NULL};
+    g4_metrics_request(s->metrics, ep, 200);
+    g4_http_send_stream(hr, 200, "text/event-stream", stream_read, stream_done, j, hdr);
+}
+
+/* POST /v1/messages/count_tokens: the prompt's length as a /v1/messages request would have it. */
+void g4_srv_count_tokens(g4_server *s, g4_http_req *hr, const char *ep) {
+    size_t blen;
+    const char *body = g4_http_body(hr, &blen);
+    g4_api_err ae;
+    g4_api_request q;
+    int rc = g4_anth_check_version(g4_http_header(hr, "anthropic-version"), &ae);
+    if (!rc) rc = g4_anth_parse(body, blen, 1, &q, &ae);
+    if (rc) { g4_srv_answer_error(s, hr, ep, &ae); return; }
+    int32_t *ids = NULL;
+    size_t n = 0;
+    int thought;
+    rc = g4_srv_model_check(s, q.model, q.model_len, &ae);
+    if (!rc) rc = prompt_ids(s, &q, blen, &ids, &n, &thought, &ae);
+    g4_api_request_free(&q);
+    free(ids);
+    if (rc) { g4_srv_answer_error(s, hr, ep, &ae); return; }
+    g4_srv_answer_json(s, hr, ep, 200, json_pack("{s:I}", "input_tokens", (json_int_t)n));
+}
