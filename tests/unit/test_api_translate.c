@@ -1,0 +1,610 @@
+/* The API translations of the server (src/server/anthropic.c, responses.c, logprob_json.c and
+ * the per-choice SSE of sse.c), without HTTP or a model: an Anthropic Messages request and a
+ * Responses request with system text, thinking, tool calls and tool results render the very
+ * prompt of the equivalent chat completions request; generated Gemma-4 text (thinking, text,
+ * a tool call) becomes thinking / text / tool_use blocks and reasoning / message /
+ * function_call items, whole and streamed, the same for every split of the text; bad bodies
+ * get 400s naming the field in each API's error shape; logprob JSON keeps exact bytes; n
+ * choices stream with their own indexes and logprobs. */
+#include "testutil.h"
+
+#include <jansson.h>
+
+#include "server/anthropic.h"
+#include "server/errors.h"
+#include "server/logprob_json.h"
+#include "server/openai.h"
+#include "server/responses.h"
+#include "server/sse.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
+
+#define Q "<|\"|>"
+
+static json_t *load(const char *s) {
+    json_error_t je;
+    json_t *j = json_loads(s, 0, &je);
+    if (!j) fail_msg("bad JSON (%s): %s", je.text, s);
+    return j;
+}
+
+static char *render(const json_t *chat) {
+    static g4_chat_template *t;
+    static json_t *special;
+    g4_err e;
+    if (!t) {
+        size_t n;
+        char *src = tu_read_file("models/demo/chat_template.jinja", &n);
+        assert_non_null(src);
+        assert_int_equal(g4_chat_template_load(src, n, &t, &e), 0);
+        free(src);
+        assert_int_equal(g4_chat_template_special_tokens("models/demo", &special, &e), 0);
+    }
+    char *out;
+    size_t n = 0;
+    if (g4_chat_template_render(t, chat, special, &out, &n, &e)) fail_msg("render: %s", e.msg);
+    return out;
+}
+
+#define SCHEMA "{\"type\":\"object\",\"properties\":{\"country\":{\"type\":\"string\"}},\"required\":[\"country\"]}"
+
+/* The conversation of every API: system text, a question, an assistant turn that thought, said
+ * something and called a tool, the tool's result and a follow-up. */
+static const char *chat_body =
+    "{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\",\"content\":\"Capital of France?\"},"
+    "{\"role\":\"assistant\",\"content\":\"Let me check.\",\"reasoning_content\":\"Look it up.\",\"tool_calls\":[{\"id\":\"toolu_1\",\"type\":\"function\","
+    "\"function\":{\"name\":\"get_capital\",\"arguments\":{\"country\":\"France\"}}}]},{\"role\":\"tool\",\"tool_call_id\":\"toolu_1\",\"content\":\"Paris\"},"
+    "{\"role\":\"user\",\"content\":\"Thanks\"}],"
+    "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_capital\",\"description\":\"Capital of a country\",\"parameters\":" SCHEMA "}}]}";
+
+static void test_anthropic_request_renders_like_chat(void **st) {
+    (void)st;
+    g4_api_request c, a;
+    g4_api_err ae;
+    assert_int_equal(g4_api_parse(G4_API_CHAT, chat_body, strlen(chat_body), &c, &ae), 0);
+    const char *body =
+        "{\"model\":\"m\",\"max_tokens\":50,\"temperature\":0.5,\"top_p\":0.9,\"top_k\":7,\"stop_sequences\":[\"END\"],\"stream\":true,"
+        "\"metadata\":{\"user_id\":\"u\"},\"system\":[{\"type\":\"text\",\"text\":\"Be brief.\",\"cache_control\":{\"type\":\"ephemeral\"}}],"
+        "\"tools\":[{\"name\":\"get_capital\",\"description\":\"Capital of a country\",\"input_schema\":" SCHEMA "}],\"tool_choice\":{\"type\":\"auto\"},"
+        "\"messages\":[{\"role\":\"user\",\"content\":\"Capital of France?\"},"
+        "{\"role\":\"assistant\",\"content\":[{\"type\":\"thinking\",\"thinking\":\"Look it up.\",\"signature\":\"s\"},{\"type\":\"text\",\"text\":\"Let me check.\"},"
+        "{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"get_capital\",\"input\":{\"country\":\"France\"}}]},"
+        "{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"toolu_1\",\"content\":[{\"type\":\"text\",\"text\":\"Paris\"}]},"
+        "{\"type\":\"text\",\"text\":\"Thanks\"}]}]}";
+    assert_int_equal(g4_anth_parse(body, strlen(body), 0, &a, &ae), 0);
+    assert_int_equal(a.max_tokens, 50);
+    assert_true(a.has_temperature && a.temperature == 0.5 && a.has_top_p && a.has_top_k && a.top_k == 7);
+    assert_int_equal(a.n_stops, 1);
+    assert_string_equal(a.stops[0], "END");
+    assert_true(a.stream && a.parse_output && a.n == 1);
+    assert_string_equal(a.model, "m");
+    if (!json_equal(a.chat, c.chat)) fail_msg("not the chat request:\n%s\n%s", json_dumps(a.chat, JSON_COMPACT), json_dumps(c.chat, JSON_COMPACT));
+    char *want = render(c.chat), *got = render(a.chat);
+    assert_string_equal(got, want);
+    assert_non_null(strstr(got, "<|tool_call>call:get_capital{country:" Q "France" Q "}<tool_call|>"));
+    assert_non_null(strstr(got, "<|tool_response>response:get_capital{value:" Q "Paris" Q "}<tool_response|>"));
+    assert_non_null(strstr(got, "declaration:get_capital"));
+    free(got);
+    g4_api_request_free(&a);
+    /* thinking on; tool_choice none keeps the tools out; count_tokens needs no max_tokens */
+    const char *b2 = "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":2048},"
+                     "\"tools\":[{\"name\":\"f\",\"input_schema\":{\"type\":\"object\"}}],\"tool_choice\":{\"type\":\"none\"}}";
+    assert_int_equal(g4_anth_parse(b2, strlen(b2), 1, &a, &ae), 0);
+    assert_true(json_is_true(json_object_get(a.chat, "enable_thinking")));
+    assert_null(json_object_get(a.chat, "tools"));
+    g4_api_request_free(&a);
+    free(want);
+    g4_api_request_free(&c);
+}
+
+static void test_responses_request_renders_like_chat(void **st) {
+    (void)st;
+    g4_api_request c, r;
+    g4_api_err ae;
+    assert_int_equal(g4_api_parse(G4_API_CHAT, chat_body, strlen(chat_body), &c, &ae), 0);
+    const char *body =
+        "{\"model\":\"m\",\"instructions\":\"Be brief.\",\"store\":false,\"max_output_tokens\":40,\"temperature\":1.5,\"stream\":true,"
+        "\"include\":[\"reasoning.encrypted_content\"],\"metadata\":{\"k\":\"v\"},\"parallel_tool_calls\":false,"
+        "\"tools\":[{\"type\":\"function\",\"name\":\"get_capital\",\"description\":\"Capital of a country\",\"parameters\":" SCHEMA ",\"strict\":true}],"
+        "\"input\":[{\"role\":\"user\",\"content\":\"Capital of France?\"},"
+        "{\"type\":\"reasoning\",\"id\":\"rs_1\",\"summary\":[],\"content\":[{\"type\":\"reasoning_text\",\"text\":\"Look it up.\"}]},"
+        "{\"type\":\"message\",\"role\":\"assistant\",\"content\":[{\"type\":\"output_text\",\"text\":\"Let me check.\"}]},"
+        "{\"type\":\"function_call\",\"call_id\":\"toolu_1\",\"name\":\"get_capital\",\"arguments\":\"{\\\"country\\\":\\\"France\\\"}\"},"
+        "{\"type\":\"function_call_output\",\"call_id\":\"toolu_1\",\"output\":\"Paris\"},"
+        "{\"role\":\"user\",\"content\":[{\"type\":\"input_text\",\"text\":\"Thanks\"}]}]}";
+    assert_int_equal(g4_resp_parse(body, strlen(body), &r, &ae), 0);
+    assert_int_equal(r.max_tokens, 40);
+    assert_true(r.has_temperature && r.temperature == 1.5 && r.stream);
+    if (!json_equal(r.chat, c.chat)) fail_msg("not the chat request:\n%s\n%s", json_dumps(r.chat, JSON_COMPACT), json_dumps(c.chat, JSON_COMPACT));
+    char *want = render(c.chat), *got = render(r.chat);
+    assert_string_equal(got, want);
+    free(got);
+    /* the fields a response repeats */
+    assert_string_equal(json_string_value(json_object_get(r.extra, "instructions")), "Be brief.");
+    assert_int_equal(json_integer_value(json_object_get(r.extra, "max_output_tokens")), 40);
+    assert_true(json_is_false(json_object_get(r.extra, "store")));
+    assert_true(json_is_false(json_object_get(r.extra, "parallel_tool_calls")));
+    assert_int_equal(json_array_size(json_object_get(r.extra, "tools")), 1);
+    g4_api_request_free(&r);
+    /* input as a string, reasoning effort turns thinking on */
+    const char *b2 = "{\"input\":\"hi\",\"reasoning\":{\"effort\":\"high\"}}";
+    assert_int_equal(g4_resp_parse(b2, strlen(b2), &r, &ae), 0);
+    assert_true(json_is_true(json_object_get(r.chat, "enable_thinking")));
+    assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(r.chat, "messages"), 0), "content")), "hi");
+    assert_null(r.model);
+    g4_api_request_free(&r);
+    free(want);
+    g4_api_request_free(&c);
+}
+
+typedef struct { const char *body, *param, *code; int status; } bad_case;
+
+static void check_bad(const bad_case *c, size_t n, int (*parse)(const char *, size_t, g4_api_request *, g4_api_err *)) {
+    for (size_t i = 0; i < n; i++) {
+        g4_api_request r;
+        g4_api_err ae;
+        int rc = parse(c[i].body, strlen(c[i].body), &r, &ae);
+        if (rc != c[i].status) fail_msg("case %zu (%s): status %d, want %d (%s)", i, c[i].body, rc, c[i].status, rc ? ae.message : "");
+        if (strcmp(ae.code, c[i].code)) fail_msg("case %zu (%s): code %s, want %s (%s)", i, c[i].body, ae.code, c[i].code, ae.message);
+        if (c[i].param && strcmp(ae.param, c[i].param)) fail_msg("case %zu (%s): param '%s', want '%s'", i, c[i].body, ae.param, c[i].param);
+        assert_true(ae.message[0] != 0);
+    }
+}
+
+static int anth_parse(const char *b, size_t n, g4_api_request *r, g4_api_err *ae) { return g4_anth_parse(b, n, 0, r, ae); }
+
+#define M "\"model\":\"m\",\"max_tokens\":5,"
+#define U "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]"
+
+static void test_anthropic_bad_requests(void **st) {
+    (void)st;
+    const bad_case c[] = {
+        {"{", NULL, "invalid_json", 400},
+        {"{" U "}", "model", "invalid_value", 400},
+        {"{\"model\":\"m\"," U "}", "max_tokens", "invalid_value", 400},
+        {"{\"model\":\"m\",\"max_tokens\":0," U "}", "max_tokens", "invalid_value", 400},
+        {"{" M "\"messages\":[]}", "messages", "invalid_value", 400},
+        {"{" M "\"messages\":[{\"role\":\"system\",\"content\":\"x\"}]}", "messages[0].role", "invalid_value", 400},
+        {"{" M "\"messages\":[{\"role\":\"user\",\"content\":5}]}", "messages[0].content", "invalid_value", 400},
+        {"{" M "\"messages\":[{\"role\":\"user\",\"content\":[{\"text\":\"x\"}]}]}", "messages[0].content[0]", "invalid_value", 400},
+        {"{" M "\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":1}]}]}", "messages[0].content[0]", "invalid_value", 400},
+        {"{" M "\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\",\"source\":{}}]}]}", "messages[0].content[0]", "unsupported_value", 400},
+        {"{" M "\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"bogus\"}]}]}", "messages[0].content[0]", "invalid_value", 400},
+        {"{" M "\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"tool_use\",\"id\":\"a\",\"name\":\"f\",\"input\":{}}]}]}", "messages[0].content[0]", "invalid_value", 400},
+        {"{" M "\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\",\"content\":[{\"type\":\"tool_use\",\"id\":\"a\",\"name\":\"f\",\"input\":\"{}\"}]},{\"role\":\"user\",\"content\":\"x\"}]}",
+         "messages[1].content[0]", "invalid_value", 400},
+        {"{" M "\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"content\":\"x\"}]}]}", "messages[0].content[0]", "invalid_value", 400},
+        {"{" M "\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"a\",\"is_error\":\"no\"}]}]}", "messages[0].content[0]", "invalid_value", 400},
+        {"{" M "\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"a\",\"content\":[{\"type\":\"image\"}]}]}]}",
+         "messages[0].content[0].content", "unsupported_value", 400},
+        {"{" M "\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\",\"content\":\"Sure\"}]}", "messages", "unsupported_value", 400},
+        {"{" M U ",\"system\":5}", "system", "invalid_value", 400},
+        {"{" M U ",\"temperature\":1.5}", "temperature", "invalid_value", 400},
+        {"{" M U ",\"top_k\":-1}", "top_k", "invalid_value", 400},
+        {"{" M U ",\"stop_sequences\":\"x\"}", "stop_sequences", "invalid_value", 400},
+        {"{" M U ",\"stop_sequences\":[\"\"]}", "stop_sequences", "invalid_value", 400},
+        {"{" M U ",\"stream\":\"yes\"}", "stream", "invalid_value", 400},
+        {"{" M U ",\"metadata\":{\"user_id\":3}}", "metadata.user_id", "invalid_value", 400},
+        {"{" M U ",\"thinking\":{\"type\":\"enabled\"}}", "thinking.budget_tokens", "invalid_value", 400},
+        {"{\"model\":\"m\",\"max_tokens\":2000," U ",\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":4096}}", "thinking.budget_tokens", "invalid_value", 400},
+        {"{" M U ",\"thinking\":{\"type\":\"maybe\"}}", "thinking.type", "invalid_value", 400},
+        {"{" M U ",\"tools\":{}}", "tools", "invalid_value", 400},
+        {"{" M U ",\"tools\":[{\"name\":\"a b\",\"input_schema\":{}}]}", "tools[0]", "invalid_value", 400},
+        {"{" M U ",\"tools\":[{\"name\":\"f\"}]}", "tools[0]", "invalid_value", 400},
+        {"{" M U ",\"tools\":[{\"name\":\"f\",\"input_schema\":{\"type\":\"string\"}}]}", "tools[0]", "invalid_value", 400},
+        {"{" M U ",\"tools\":[{\"type\":\"web_search_20250305\",\"name\":\"web_search\"}]}", "tools[0]", "unsupported_value", 400},
+        {"{" M U ",\"tool_choice\":\"auto\"}", "tool_choice", "invalid_value", 400},
+        {"{" M U ",\"tool_choice\":{\"type\":\"any\"}}", "tool_choice", "unsupported_value", 400},
+        {"{" M U ",\"tool_choice\":{\"type\":\"sometimes\"}}", "tool_choice", "invalid_value", 400},
+        {"{" M U ",\"mcp_servers\":[]}", "mcp_servers", "unsupported_value", 400},
+    };
+    check_bad(c, sizeof c / sizeof *c, anth_parse);
+    g4_api_err ae;
+    assert_int_equal(g4_anth_check_version(NULL, &ae), 0);
+    assert_int_equal(g4_anth_check_version("2023-06-01", &ae), 0);
+    assert_int_equal(g4_anth_check_version("2099-01-01", &ae), 400);
+    /* Anthropic's error body: type "error" and the error's type from the status */
+    const struct { int status; const char *type; } m[] = {{400, "invalid_request_error"}, {401, "authentication_error"}, {404, "not_found_error"},
+                                                         {413, "request_too_large"}, {503, "overloaded_error"}, {500, "api_error"}};
+    for (size_t i = 0; i < sizeof m / sizeof *m; i++) {
+        ae.status = m[i].status;
+        snprintf(ae.message, sizeof ae.message, "bad \xff thing");
+        char *s = g4_api_err_json_anthropic(&ae);
+        json_t *j = load(s);
+        assert_string_equal(json_string_value(json_object_get(j, "type")), "error");
+        json_t *e = json_object_get(j, "error");
+        assert_int_equal(json_object_size(e), 2);
+        assert_string_equal(json_string_value(json_object_get(e, "type")), m[i].type);
+        assert_string_equal(json_string_value(json_object_get(e, "message")), "bad ? thing");
+        json_decref(j);
+        free(s);
+    }
+}
+
+#define I "\"input\":\"hi\""
+
+static void test_responses_bad_requests(void **st) {
+    (void)st;
+    const bad_case c[] = {
+        {"{}", "input", "invalid_value", 400},
+        {"{\"input\":5}", "input", "invalid_value", 400},
+        {"{\"input\":[]}", "input", "invalid_value", 400},
+        {"{" I ",\"store\":true}", "store", "unsupported_value", 400},
+        {"{" I ",\"store\":\"no\"}", "store", "invalid_value", 400},
+        {"{" I ",\"previous_response_id\":\"resp_1\"}", "previous_response_id", "unsupported_value", 400},
+        {"{" I ",\"conversation\":\"c\"}", "conversation", "unsupported_value", 400},
+        {"{" I ",\"background\":true}", "background", "unsupported_value", 400},
+        {"{" I ",\"max_output_tokens\":0}", "max_output_tokens", "invalid_value", 400},
+        {"{" I ",\"temperature\":3}", "temperature", "invalid_value", 400},
+        {"{" I ",\"instructions\":1}", "instructions", "invalid_value", 400},
+        {"{" I ",\"top_logprobs\":3}", "top_logprobs", "unsupported_value", 400},
+        {"{" I ",\"truncation\":\"sometimes\"}", "truncation", "invalid_value", 400},
+        {"{" I ",\"text\":{\"format\":{\"type\":\"json_object\"}}}", "text.format", "unsupported_value", 400},
+        {"{" I ",\"reasoning\":{\"effort\":\"max\"}}", "reasoning.effort", "invalid_value", 400},
+        {"{" I ",\"tools\":[{\"type\":\"web_search\"}]}", "tools[0]", "unsupported_value", 400},
+        {"{" I ",\"tools\":[{\"type\":\"function\"}]}", "tools[0]", "invalid_value", 400},
+        {"{" I ",\"tools\":[{\"type\":\"function\",\"name\":\"f\",\"parameters\":[]}]}", "tools[0]", "invalid_value", 400},
+        {"{" I ",\"tool_choice\":\"required\"}", "tool_choice", "unsupported_value", 400},
+        {"{" I ",\"tool_choice\":\"maybe\"}", "tool_choice", "invalid_value", 400},
+        {"{\"input\":[{\"type\":\"message\",\"role\":\"bot\",\"content\":\"x\"}]}", "input[0]", "invalid_value", 400},
+        {"{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_image\",\"image_url\":\"x\"}]}]}", "input[0].content", "unsupported_value", 400},
+        {"{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"output_text\",\"text\":\"x\"}]}]}", "input[0].content", "unsupported_value", 400},
+        {"{\"input\":[{\"type\":\"function_call\",\"name\":\"f\",\"arguments\":\"{}\"}]}", "input[0]", "invalid_value", 400},
+        {"{\"input\":[{\"type\":\"function_call\",\"call_id\":\"c\",\"name\":\"f\",\"arguments\":\"nope\"}]}", NULL, "invalid_value", 400},
+        {"{\"input\":[{\"type\":\"function_call_output\",\"call_id\":\"c\",\"output\":5}]}", "input[0].output", "invalid_value", 400},
+        {"{\"input\":[{\"type\":\"item_reference\",\"id\":\"x\"}]}", "input[0]", "unsupported_value", 400},
+        {"{\"input\":[{\"type\":\"computer_call\"}]}", "input[0]", "unsupported_value", 400},
+        {"{\"input\":[7]}", "input[0]", "invalid_value", 400},
+    };
+    check_bad(c, sizeof c / sizeof *c, g4_resp_parse);
+}
+
+/* ---- answers ---- */
+
+static const char *gen_text = "<|channel>thought\nHmm, Paris.<channel|>Sure: the capital.<|tool_call>call:get_capital{country:" Q "France" Q "}<tool_call|><turn|>";
+
+static void test_anthropic_response(void **st) {
+    (void)st;
+    g4_api_output po;
+    g4_err err;
+    assert_int_equal(g4_api_parse_output(gen_text, strlen(gen_text), 0, &po, &err), 0);
+    g4_api_result r = {.id = "msg_abc", .model = "m", .parsed = &po, .finish_reason = "stop", .prompt_tokens = 30, .completion_tokens = 9,
+                       .cached_tokens = 16};
+    json_t *j = g4_anth_response(&r);
+    char *s = json_dumps(j, JSON_COMPACT);
+    assert_string_equal(s, "{\"id\":\"msg_abc\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":["
+                           "{\"type\":\"thinking\",\"thinking\":\"Hmm, Paris.\",\"signature\":\"\"},{\"type\":\"text\",\"text\":\"Sure: the capital.\"},"
+                           "{\"type\":\"tool_use\",\"id\":\"toolu_abc_0\",\"name\":\"get_capital\",\"input\":{\"country\":\"France\"}}],"
+                           "\"stop_reason\":\"tool_use\",\"stop_sequence\":null,\"usage\":{\"input_tokens\":14,\"output_tokens\":9,"
+                           "\"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":16}}");
+    free(s);
+    json_decref(j);
+    assert_string_equal(g4_anth_stop_reason("length", NULL, 1), "max_tokens");
+    assert_string_equal(g4_anth_stop_reason("stop", "END", 1), "stop_sequence");
+    assert_string_equal(g4_anth_stop_reason("stop", NULL, 0), "end_turn");
+    r.stop_sequence = "END";
+    j = g4_anth_response(&r);
+    assert_string_equal(json_string_value(json_object_get(j, "stop_sequence")), "END");
+    json_decref(j);
+    g4_api_output_free(&po);
+}
+
+static void test_responses_response(void **st) {
+    (void)st;
+    g4_api_output po;
+    g4_err err;
+    assert_int_equal(g4_api_parse_output(gen_text, strlen(gen_text), 0, &po, &err), 0);
+    json_t *extra = load("{\"store\":false,\"tools\":[]}");
+    g4_api_result r = {.id = "resp_abc", .model = "m", .created = 5, .parsed = &po, .finish_reason = "stop", .prompt_tokens = 30,
+                       .completion_tokens = 9, .cached_tokens = 16};
+    json_t *j = g4_resp_response(&r, extra);
+    char *s = json_dumps(json_object_get(j, "output"), JSON_COMPACT);
+    assert_string_equal(s, "[{\"id\":\"rs_abc_0\",\"type\":\"reasoning\",\"summary\":[],\"content\":[{\"type\":\"reasoning_text\",\"text\":\"Hmm, Paris.\"}]},"
+                           "{\"id\":\"msg_abc_1\",\"type\":\"message\",\"status\":\"completed\",\"role\":\"assistant\",\"content\":[{\"type\":\"output_text\","
+                           "\"text\":\"Sure: the capital.\",\"annotations\":[],\"logprobs\":[]}]},"
+                           "{\"id\":\"fc_abc_2\",\"type\":\"function_call\",\"status\":\"completed\",\"call_id\":\"call_abc_0\",\"name\":\"get_capital\","
+                           "\"arguments\":\"{\\\"country\\\":\\\"France\\\"}\"}]");
+    free(s);
+    assert_string_equal(json_string_value(json_object_get(j, "status")), "completed");
+    assert_string_equal(json_string_value(json_object_get(j, "object")), "response");
+    assert_true(json_is_false(json_object_get(j, "store")));
+    json_t *u = json_object_get(j, "usage");
+    assert_int_equal(json_integer_value(json_object_get(u, "total_tokens")), 39);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(u, "input_tokens_details"), "cached_tokens")), 16);
+    json_decref(j);
+    r.finish_reason = "length"; /* cut short: incomplete, and why */
+    j = g4_resp_response(&r, extra);
+    assert_string_equal(json_string_value(json_object_get(j, "status")), "incomplete");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(j, "incomplete_details"), "reason")), "max_output_tokens");
+    json_decref(j);
+    json_decref(extra);
+    g4_api_output_free(&po);
+}
+
+/* ---- streams ---- */
+
+typedef struct { char *buf; size_t len; } bytes;
+
+/* Runs a stream of one choice over text cut at a and b, and returns what it wrote. */
+static bytes stream(g4_api_kind kind, const char *text, size_t a, size_t b, const json_t *extra) {
+    g4_sse_opts o = {.kind = kind, .id = kind == G4_API_ANTHROPIC ? "msg_abc" : "resp_abc", .model = "m", .created = 5, .parse_output = 1,
+                     .prompt_tokens = 30, .extra = extra};
+    g4_sse *s;
+    assert_int_equal(g4_sse_create(&o, &s, NULL), 0);
+    size_t n = strlen(text), cuts[4] = {0, a < b ? a : b, a < b ? b : a, n};
+    for (int k = 0; k < 3; k++) assert_int_equal(g4_sse_feed(s, text + cuts[k], cuts[k + 1] - cuts[k], NULL), 0);
+    assert_int_equal(g4_sse_comment(s, "keep-alive"), 0);
+    g4_sse_end e = {.finish_reason = "stop", .prompt_tokens = 30, .completion_tokens = 9, .cached_tokens = 16};
+    assert_int_equal(g4_sse_finish_choice(s, 0, &e, NULL, NULL), 0);
+    assert_int_equal(g4_sse_end_stream(s, &e, NULL), 0);
+    assert_true(g4_sse_closed(s));
+    bytes out = {malloc(65536), 0};
+    size_t got;
+    while ((got = g4_sse_take(s, out.buf + out.len, 13))) out.len += got;
+    out.buf[out.len] = 0;
+    g4_sse_free(s);
+    return out;
+}
+
+/* Calls fn for each named event (name, data) of an SSE byte stream; checks the framing. */
+static void each_event(const bytes *b, void (*fn)(const char *name, json_t *data, void *u), void *u) {
+    char *copy = strndup(b->buf, b->len), *save = NULL, *name = NULL;
+    for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        if (line[0] == ':') continue;
+        if (!strncmp(line, "event: ", 7)) { name = line + 7; continue; }
+        assert_memory_equal(line, "data: ", 6);
+        assert_non_null(name);
+        json_t *d = load(line + 6);
+        assert_string_equal(json_string_value(json_object_get(d, "type")), name); /* the event name is the data's type */
+        fn(name, d, u);
+        json_decref(d);
+        name = NULL;
+    }
+    free(copy);
+}
+
+/* What the Anthropic SDK's MessageStream accumulates. */
+typedef struct { json_t *msg; int started, stopped, open; } anth_acc;
+
+static void anth_event(const char *name, json_t *d, void *u) {
+    anth_acc *a = u;
+    if (!strcmp(name, "message_start")) { assert_false(a->started); a->started = 1; a->msg = json_deep_copy(json_object_get(d, "message")); return; }
+    assert_true(a->started && !a->stopped);
+    json_t *content = json_object_get(a->msg, "content");
+    if (!strcmp(name, "content_block_start")) {
+        assert_int_equal(a->open, 0);
+        assert_int_equal(json_integer_value(json_object_get(d, "index")), json_array_size(content));
+        json_array_append(content, json_object_get(d, "content_block"));
+        a->open = 1;
+    } else if (!strcmp(name, "content_block_delta")) {
+        assert_true(a->open);
+        json_t *blk = json_array_get(content, (size_t)json_integer_value(json_object_get(d, "index"))), *delta = json_object_get(d, "delta");
+        const char *t = json_string_value(json_object_get(delta, "type"));
+        const char *field = !strcmp(t, "text_delta") ? "text" : !strcmp(t, "thinking_delta") ? "thinking" : "partial_json";
+        const char *key = !strcmp(t, "input_json_delta") ? "json" : field;
+        json_t *cur = json_object_get(blk, key);
+        char buf[1024];
+        snprintf(buf, sizeof buf, "%s%s", cur ? json_string_value(cur) : "", json_string_value(json_object_get(delta, field)));
+        json_object_set_new(blk, key, json_string(buf));
+    } else if (!strcmp(name, "content_block_stop")) {
+        json_t *blk = json_array_get(content, (size_t)json_integer_value(json_object_get(d, "index")));
+        json_t *js = json_object_get(blk, "json");
+        if (js) { json_object_set_new(blk, "input", load(json_string_value(js))); json_object_del(blk, "json"); }
+        a->open = 0;
+    } else if (!strcmp(name, "message_delta")) {
+        json_t *delta = json_object_get(d, "delta");
+        json_object_set(a->msg, "stop_reason", json_object_get(delta, "stop_reason"));
+        json_object_set(a->msg, "stop_sequence", json_object_get(delta, "stop_sequence"));
+        json_object_set(a->msg, "usage", json_object_get(d, "usage"));
+    } else if (!strcmp(name, "message_stop")) a->stopped = 1;
+    else assert_string_equal(name, "ping");
+}
+
+static void test_anthropic_stream(void **st) {
+    (void)st;
+    g4_api_output po;
+    g4_err err;
+    assert_int_equal(g4_api_parse_output(gen_text, strlen(gen_text), 0, &po, &err), 0);
+    g4_api_result r = {.id = "msg_abc", .model = "m", .parsed = &po, .finish_reason = "stop", .prompt_tokens = 30, .completion_tokens = 9,
+                       .cached_tokens = 16};
+    json_t *whole = g4_anth_response(&r);
+    const size_t n = strlen(gen_text);
+    for (size_t a = 0; a <= n; a += 7)
+        for (size_t b = a; b <= n; b += 11) {
+            bytes out = stream(G4_API_ANTHROPIC, gen_text, a, b, NULL);
+            anth_acc acc = {0};
+            each_event(&out, anth_event, &acc);
+            assert_true(acc.stopped);
+            if (!json_equal(acc.msg, whole)) {
+                char *x = json_dumps(acc.msg, JSON_COMPACT), *y = json_dumps(whole, JSON_COMPACT);
+                fail_msg("split %zu,%zu:\n%s\nwhole:\n%s", a, b, x, y);
+            }
+            json_decref(acc.msg);
+            free(out.buf);
+        }
+    json_decref(whole);
+    g4_api_output_free(&po);
+}
+
+/* What the OpenAI SDK's ResponseStream checks: response.created first, increasing sequence
+ * numbers, deltas into items that were added; the last event's response. */
+typedef struct { json_t *final; long long seq; int created, n_items, open_text; char text[512]; } resp_acc;
+
+static void resp_event(const char *name, json_t *d, void *u) {
+    resp_acc *a = u;
+    long long seq = json_integer_value(json_object_get(d, "sequence_number"));
+    assert_int_equal(seq, a->seq);
+    a->seq++;
+    if (!strcmp(name, "response.created")) { a->created = 1; return; }
+    assert_true(a->created);
+    if (!strcmp(name, "response.output_item.added")) {
+        assert_int_equal(json_integer_value(json_object_get(d, "output_index")), a->n_items);
+        a->n_items++;
+    } else if (!strcmp(name, "response.output_text.delta")) {
+        assert_int_equal(json_integer_value(json_object_get(d, "output_index")), a->n_items - 1);
+        strcat(a->text, json_string_value(json_object_get(d, "delta")));
+    } else if (!strcmp(name, "response.output_text.done")) {
+        assert_string_equal(json_string_value(json_object_get(d, "text")), a->text);
+    } else if (!strcmp(name, "response.completed") || !strcmp(name, "response.incomplete")) {
+        a->final = json_deep_copy(json_object_get(d, "response"));
+    }
+}
+
+static void test_responses_stream(void **st) {
+    (void)st;
+    g4_api_output po;
+    g4_err err;
+    assert_int_equal(g4_api_parse_output(gen_text, strlen(gen_text), 0, &po, &err), 0);
+    json_t *extra = load("{\"store\":false,\"tools\":[]}");
+    g4_api_result r = {.id = "resp_abc", .model = "m", .created = 5, .parsed = &po, .finish_reason = "stop", .prompt_tokens = 30,
+                       .completion_tokens = 9, .cached_tokens = 16};
+    json_t *whole = g4_resp_response(&r, extra);
+    const size_t n = strlen(gen_text);
+    for (size_t a = 0; a <= n; a += 7)
+        for (size_t b = a; b <= n; b += 11) {
+            bytes out = stream(G4_API_RESPONSES, gen_text, a, b, extra);
+            resp_acc acc = {0};
+            each_event(&out, resp_event, &acc);
+            assert_string_equal(acc.text, "Sure: the capital.");
+            assert_int_equal(acc.n_items, 3);
+            if (!json_equal(acc.final, whole)) {
+                char *x = json_dumps(acc.final, JSON_COMPACT), *y = json_dumps(whole, JSON_COMPACT);
+                fail_msg("split %zu,%zu:\n%s\nwhole:\n%s", a, b, x, y);
+            }
+            json_decref(acc.final);
+            free(out.buf);
+        }
+    json_decref(whole);
+    json_decref(extra);
+    g4_api_output_free(&po);
+}
+
+/* Errors after the start, in each API's stream shape. */
+static void test_stream_errors(void **st) {
+    (void)st;
+    for (int k = 0; k < 2; k++) {
+        g4_sse_opts o = {.kind = k ? G4_API_RESPONSES : G4_API_ANTHROPIC, .id = "x_1", .model = "m", .parse_output = 1};
+        g4_sse *s;
+        assert_int_equal(g4_sse_create(&o, &s, NULL), 0);
+        assert_int_equal(g4_sse_feed(s, "Hi", 2, NULL), 0);
+        g4_api_err ae;
+        g4_api_err_refuse(&ae, G4_API_SHUTTING_DOWN, NULL, "bye");
+        assert_int_equal(g4_sse_error(s, &ae), 0);
+        assert_true(g4_sse_closed(s));
+        char buf[8192];
+        size_t len = g4_sse_take(s, buf, sizeof buf - 1);
+        buf[len] = 0;
+        const char *tail = k ? "\"code\":\"shutting_down\",\"message\":\"bye\",\"param\":null" : "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"bye\"}}\n\n";
+        if (!strstr(buf, tail)) fail_msg("no error event in:\n%s", buf);
+        assert_null(strstr(buf, "[DONE]"));
+        g4_sse_free(s);
+    }
+}
+
+/* n choices: each its role chunk, deltas and finish chunk with its own index; logprobs go with
+ * the next content chunk, never the role chunk; usage counts every choice. */
+static void test_sse_choices(void **st) {
+    (void)st;
+    g4_sse_opts o = {.kind = G4_API_CHAT, .id = "chatcmpl-x", .model = "m", .created = 1, .include_usage = 1, .parse_output = 1, .n_choices = 2};
+    g4_sse *s;
+    assert_int_equal(g4_sse_create(&o, &s, NULL), 0);
+    assert_int_equal(g4_sse_feed_choice(s, 1, "B", 1, load("[{\"token\":\"B\"}]"), NULL), 0);
+    assert_int_equal(g4_sse_feed_choice(s, 0, "<|chan", 6, load("[{\"token\":\"<|chan\"}]"), NULL), 0); /* held back: the logprob waits */
+    assert_int_equal(g4_sse_feed_choice(s, 0, "x", 1, load("[{\"token\":\"x\"}]"), NULL), 0);
+    g4_sse_end e = {.finish_reason = "stop", .completion_tokens = 2};
+    assert_int_equal(g4_sse_finish_choice(s, 1, &e, NULL, NULL), 0);
+    assert_int_equal(g4_sse_finish_choice(s, 0, &e, load("[{\"token\":\"<turn|>\"}]"), NULL), 0);
+    assert_int_not_equal(g4_sse_feed_choice(s, 0, "y", 1, NULL, NULL), 0); /* that choice is over */
+    g4_sse_end t = {.prompt_tokens = 5, .completion_tokens = 4, .cached_tokens = 1};
+    assert_int_equal(g4_sse_end_stream(s, &t, NULL), 0);
+    char buf[16384];
+    size_t len = 0, got;
+    while ((got = g4_sse_take(s, buf + len, 100))) len += got;
+    buf[len] = 0;
+    char text[2][64] = {"", ""}, lps[2][256] = {"", ""};
+    int roles[2] = {0}, fin[2] = {0}, usage = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        if (!strcmp(line, "data: [DONE]")) continue;
+        json_t *j = load(line + 6), *ch = json_array_get(json_object_get(j, "choices"), 0);
+        if (!ch) {
+            usage = (int)json_integer_value(json_object_get(json_object_get(j, "usage"), "completion_tokens"));
+            json_decref(j);
+            continue;
+        }
+        int i = (int)json_integer_value(json_object_get(ch, "index"));
+        json_t *d = json_object_get(ch, "delta"), *lp = json_object_get(json_object_get(ch, "logprobs"), "content");
+        if (json_object_get(d, "role")) { roles[i]++; assert_true(json_is_null(json_object_get(ch, "logprobs"))); }
+        if (json_object_get(d, "content")) strcat(text[i], json_string_value(json_object_get(d, "content")));
+        for (size_t k = 0; k < json_array_size(lp); k++) strcat(lps[i], json_string_value(json_object_get(json_array_get(lp, k), "token")));
+        if (json_is_string(json_object_get(ch, "finish_reason"))) fin[i]++;
+        json_decref(j);
+    }
+    assert_string_equal(text[0], "<|chanx");
+    assert_string_equal(text[1], "B");
+    assert_string_equal(lps[0], "<|chanx<turn|>");
+    assert_string_equal(lps[1], "B");
+    assert_true(roles[0] == 1 && roles[1] == 1 && fin[0] == 1 && fin[1] == 1);
+    assert_int_equal(usage, 4);
+    g4_sse_free(s);
+}
+
+/* ---- logprob JSON ---- */
+
+static void test_logprob_json(void **st) {
+    (void)st;
+    g4_tokenizer *tok;
+    g4_err err;
+    assert_int_equal(g4_tokenizer_load("models/demo/tokenizer.json", &tok, &err), 0);
+    const int32_t e2 = g4_tokenizer_token_id(tok, "<0xE2>", 6);
+    int32_t *ids;
+    size_t n;
+    assert_true(e2 >= 0);
+    assert_int_equal(g4_tokenizer_encode(tok, " Paris", 6, 0, &ids, &n, &err), 0);
+    assert_int_equal(n, 1);
+    g4_token_logprob lp[2] = {{.id = ids[0], .logprob = -0.5f, .n_top = 2, .top_id = {ids[0], e2}, .top_logprob = {-0.5f, -1.25f}},
+                              {.id = e2, .logprob = -2.0f, .n_top = 1, .top_id = {ids[0]}, .top_logprob = {-0.25f}}};
+    json_t *arr = json_array();
+    assert_int_equal(g4_lpj_chat_append(tok, lp, 2, arr), 0);
+    char *s = json_dumps(arr, JSON_COMPACT);
+    assert_string_equal(s, "[{\"token\":\" Paris\",\"logprob\":-0.5,\"bytes\":[32,80,97,114,105,115],\"top_logprobs\":["
+                           "{\"token\":\" Paris\",\"logprob\":-0.5,\"bytes\":[32,80,97,114,105,115]},{\"token\":\"bytes:\\\\xe2\",\"logprob\":-1.25,\"bytes\":[226]}]},"
+                           "{\"token\":\"bytes:\\\\xe2\",\"logprob\":-2.0,\"bytes\":[226],\"top_logprobs\":[{\"token\":\" Paris\",\"logprob\":-0.25,\"bytes\":[32,80,97,114,105,115]}]}]");
+    free(s);
+    json_decref(arr);
+    /* completions: the first token of an echoed prompt has no logprob; the chosen token is in
+     * its top list even when it is not among the best; offsets count the token texts */
+    g4_lpj_completion c;
+    g4_lpj_completion_init(&c);
+    assert_int_equal(g4_lpj_completion_append(&c, tok, lp, 2, 1), 0);
+    json_t *o = g4_lpj_completion_take(&c);
+    s = json_dumps(o, JSON_COMPACT);
+    assert_string_equal(s, "{\"tokens\":[\" Paris\",\"bytes:\\\\xe2\"],\"token_logprobs\":[null,-2.0],\"top_logprobs\":[null,{\" Paris\":-0.25,\"bytes:\\\\xe2\":-2.0}],"
+                           "\"text_offset\":[0,6]}");
+    free(s);
+    json_decref(o);
+    assert_int_equal(g4_lpj_completion_append(&c, tok, lp, 1, 0), 0); /* a later chunk: the offsets go on */
+    o = g4_lpj_completion_take(&c);
+    assert_int_equal(json_integer_value(json_array_get(json_object_get(o, "text_offset"), 0)), 16);
+    json_decref(o);
+    g4_lpj_completion_clear(&c);
+    free(ids);
+    g4_tokenizer_free(tok);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_anthropic_request_renders_like_chat),
+        cmocka_unit_test(test_responses_request_renders_like_chat),
+        cmocka_unit_test(test_anthropic_bad_requests),
+        cmocka_unit_test(test_responses_bad_requests),
+        cmocka_unit_test(test_anthropic_response),
+        cmocka_unit_test(test_responses_response),
+        cmocka_unit_test(test_anthropic_stream),
+        cmocka_unit_test(test_responses_stream),
+        cmocka_unit_test(test_stream_errors),
+        cmocka_unit_test(test_sse_choices),
+        cmocka_unit_test(test_logprob_json),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
