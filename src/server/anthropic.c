@@ -197,9 +197,14 @@ static int convert_tools(const json_t *o, json_t *chat, g4_api_err *ae) {
     return 0;
 }
 
+/* A date YYYY-MM-DD from 2023-01-01 on: the SDKs send their own dates (2023-06-01, later ones);
+ * what a later version added is refused field by field, not by its date. */
 int g4_anth_check_version(const char *v, g4_api_err *ae) {
-    if (!v || !strcmp(v, "2023-06-01") || !strcmp(v, "2023-01-01")) return 0;
-    return BAD(ae, "anthropic-version", "the anthropic-version header \"%s\" is not supported (use 2023-06-01)", v);
+    if (!v) return 0;
+    int ok = strlen(v) == 10 && v[4] == '-' && v[7] == '-' && strcmp(v, "2023-01-01") >= 0;
+    for (int i = 0; ok && i < 10; i++) ok = i == 4 || i == 7 || (v[i] >= '0' && v[i] <= '9');
+    if (ok) return 0;
+    return BAD(ae, "anthropic-version", "the anthropic-version header \"%.40s\" is not a version of the Messages API (e.g. 2023-06-01)", v);
 }
 
 static int parse_body(const json_t *o, int count_only, g4_api_request *r, g4_api_err *ae) {

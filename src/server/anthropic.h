@@ -15,7 +15,7 @@
 
 /* count_only: /v1/messages/count_tokens (no max_tokens, no sampling fields needed). */
 int g4_anth_parse(const char *body, size_t len, int count_only, g4_api_request *out, g4_api_err *ae);
-/* The anthropic-version header: absent or a version we speak (2023-06-01, 2023-01-01). */
+/* The anthropic-version header: absent, or a date YYYY-MM-DD from 2023-01-01 on. */
 int g4_anth_check_version(const char *v, g4_api_err *ae);
 /* The message object of a finished generation (r->parsed set; r->id "msg_…"). */
 json_t *g4_anth_response(const g4_api_result *r);

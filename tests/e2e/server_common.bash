@@ -117,3 +117,12 @@ import json,sys;c=json.load(open('models/demo/config.json'));c['max_position_emb
 json.dump(c,open(sys.argv[1],'w'))" "$d/config.json" || return 1
   LONG_DEMO_MODEL=$d
 }
+
+# node_tests FILE WHAT: runs `node --test FILE` against the server ($URL, $KEY) and reports it.
+node_tests() {
+  if G4TP_URL=$URL G4TP_KEY=$KEY timeout $((300*SLOW)) node --test "$1" > "$SRV_TMP/node.log" 2>&1; then
+    ok "$2 ($(grep -c '^ok ' "$SRV_TMP/node.log") passed)"
+  else
+    bad "$2"; cat "$SRV_TMP/node.log"
+  fi
+}

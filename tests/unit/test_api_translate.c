@@ -33,7 +33,7 @@ static char *render(const json_t *chat) {
     static json_t *special;
     g4_err e;
     if (!t) {
-        size_t n;
+        size_t n = 0;
         char *src = tu_read_file("models/demo/chat_template.jinja", &n);
         assert_non_null(src);
         assert_int_equal(g4_chat_template_load(src, n, &t, &e), 0);
@@ -202,7 +202,10 @@ static void test_anthropic_bad_requests(void **st) {
     g4_api_err ae;
     assert_int_equal(g4_anth_check_version(NULL, &ae), 0);
     assert_int_equal(g4_anth_check_version("2023-06-01", &ae), 0);
-    assert_int_equal(g4_anth_check_version("2099-01-01", &ae), 400);
+    assert_int_equal(g4_anth_check_version("2026-10-21", &ae), 0); /* what @anthropic-ai/sdk 1.16 sends */
+    assert_int_equal(g4_anth_check_version("2022-12-31", &ae), 400);
+    assert_int_equal(g4_anth_check_version("2023-6-1", &ae), 400);
+    assert_int_equal(g4_anth_check_version("latest", &ae), 400);
     /* Anthropic's error body: type "error" and the error's type from the status */
     const struct { int status; const char *type; } m[] = {{400, "invalid_request_error"}, {401, "authentication_error"}, {404, "not_found_error"},
                                                          {413, "request_too_large"}, {503, "overloaded_error"}, {500, "api_error"}};
