@@ -1,4 +1,4 @@
-/* cmd_serve.c — `g4tp serve`: the OpenAI-compatible HTTP server. Reads flags and the
+/* cmd_serve.c — `g4tp serve`: the HTTP server (OpenAI and Anthropic APIs). Reads flags and the
  * environment (MODEL_DIR, TP_DEGREE, KV_MAX, HOST, PORT, API_KEY; flags win), starts the
  * listener before loading the model (/health says 503 until ready), serves until SIGTERM or
  * SIGINT, then drains and exits. Under MPI rank 0 serves and the other ranks follow. */
@@ -14,11 +14,12 @@
 
 static const char *help =
     "usage: g4tp serve [--model DIR] [--host 127.0.0.1] [--port 8080] [options]\n\n"
-    "Serves the model over HTTP: /v1/chat/completions, /v1/completions, /generate, /v1/models,\n"
-    "/tokenize, /detokenize, /health, /metrics (see docs/server.md).\n"
+    "Serves the model over HTTP: /v1/chat/completions, /v1/completions, /v1/responses (OpenAI),\n"
+    "/v1/messages, /v1/messages/count_tokens (Anthropic), /generate, /v1/models, /tokenize,\n"
+    "/detokenize, /health, /metrics (see docs/server.md).\n"
     "  --host ADDR             address to bind (default 127.0.0.1; env HOST)\n"
     "  --port N                port (default 8080; 0 = any free port; env PORT)\n"
-    "  --api-key KEY           require Authorization: Bearer KEY (env API_KEY)\n"
+    "  --api-key KEY           require Authorization: Bearer KEY or x-api-key: KEY (env API_KEY)\n"
     "  --model-name NAME       the model id clients use (default: folder name, g4tp-demo for the demo)\n"
     "  --max-body-bytes N      request body limit (default 4194304)\n"
     "  --max-waiting N         queued requests before 503 + Retry-After (default 64)\n"
