@@ -32,6 +32,7 @@ typedef struct g4_engine_opts {
     const char *kv_dtype;    /* KV cache elements: NULL or "f32" (exact), "bf16", "q8_0" */
     int no_prefix_cache;     /* 1: no automatic prefix cache (every prompt is computed whole) */
     const char *speculative; /* NULL: none; "ngram[:n,k]" or "mtp:DIR[:k]" (docs/speculative.md) */
+    int speculative_always;  /* 1: draft every round instead of when the cost model says it pays */
 } g4_engine_opts;
 
 /* One forward step: n tokens, each with its absolute position and sequence. */
@@ -117,6 +118,7 @@ typedef struct g4_spec_cfg {
     int n;                   /* ngram: the longest n-gram matched (then n-1 .. 1) */
     int k;                   /* drafts per round, 1..G4_SPEC_MAX_K */
     char dir[1024];          /* mtp: the assistant checkpoint folder */
+    int always;              /* 1: every round drafts (no cost policy; tests, benchmarks) */
 } g4_spec_cfg;
 /* The engine's drafter, from opts.speculative (method G4_SPEC_NONE without one). */
 const g4_spec_cfg *g4_engine_spec(const g4_engine *e);

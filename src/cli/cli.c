@@ -24,6 +24,10 @@ const char *cli_engine_help =
     "                      16 positions, it must hold one sequence of --max-ctx\n"
     "  --kv-dtype D        KV cache elements: f32 (default, exact), bf16, q8_0\n"
     "  --no-prefix-cache   compute every prompt whole (default: reuse the longest cached prefix)\n"
+    "  --speculative S     speculative decoding, lossless: ngram[:N,K] (prompt lookup: the last N..1\n"
+    "                      tokens matched in the text so far, K drafts; default 3,4) or mtp:DIR[:K] (the\n"
+    "                      Gemma-4 MTP assistant checkpoint in DIR, K drafts, default 4); K <= 15\n"
+    "  --speculative-always  draft every round (default: only when the measured step costs say it pays)\n"
     "  --verify            check every byte of artifact checksums at load\n"
     "  --load mmap|copy    read weights in place from the file map (default), or copy them into\n"
     "                      process memory (huge pages; faster where mapped pages read slowly)\n";
@@ -85,6 +89,8 @@ int cli_engine_flag(int argc, char **argv, int *i, g4_engine_opts *o, int *bad) 
     else if (!strcmp(a, "--kv-budget-mb")) { VAL(); if (!cli_int(a, v, 1, 1LL << 40, &x)) *bad = 1; else o->kv_budget_bytes = x << 20; }
     else if (!strcmp(a, "--kv-dtype")) { VAL(); o->kv_dtype = v; }
     else if (!strcmp(a, "--no-prefix-cache")) o->no_prefix_cache = 1;
+    else if (!strcmp(a, "--speculative")) { VAL(); o->speculative = v; }
+    else if (!strcmp(a, "--speculative-always")) o->speculative_always = 1;
     else if (!strcmp(a, "--verify")) o->verify = 1;
     else if (!strcmp(a, "--load")) {
         VAL();

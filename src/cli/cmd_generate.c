@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "engine/sampler.h"
+#include "engine/speculate.h"
 
 static const char *help =
     "usage: g4tp generate --prompt-ids 2,105,17 [--max-new-tokens N] [options]\n\n"
@@ -18,6 +19,8 @@ static const char *help =
     "  --json                  print one JSON object: generated_ids, steps (top-5 per step), timing\n"
     "  --dump-logits FILE      write the logits at the prompt's last position (little-endian float32)\n"
     "  --dump-all-logits FILE  write the logits of every step, one vocab row after another\n"
+    "  --speculative S         ngram[:N,K] or mtp:DIR[:K]: every round verifies up to K drafts in one\n"
+    "                          step; the ids and every logit are the same bits as without it\n"
     "%s";
 
 static double now_s(void) {
@@ -39,6 +42,42 @@ static void top5(const float *l, int64_t n, int32_t *ids, float *vals) {
 }
 
 static int write_all(FILE *f, const float *p, size_t n) { return fwrite(p, sizeof(float), n, f) == n; }
+
+/* What each generated token produces: the dumps, the JSON step, the id. */
+typedef struct {
+    FILE *fd, *fa;
+    const char *dump, *dump_all;
+    json_t *steps;            /* NULL without --json */
+    const int32_t *ids;
+    int n_ids, n_gen, failed;
+    int32_t *gen;
+    int64_t V;
+    double t0, t_first;
+} out_ctx;
+
+static int emit_step(void *u, int32_t id, const float *logits) {
+    out_ctx *c = u;
+    const int step = c->n_gen;
+    if (step == 0) c->t_first = now_s() - c->t0;
+    if (c->fd && step == 0 && !write_all(c->fd, logits, (size_t)c->V)) { fprintf(stderr, "g4tp generate: write error on %s\n", c->dump); return c->failed = 1; }
+    if (c->fa && !write_all(c->fa, logits, (size_t)c->V)) { fprintf(stderr, "g4tp generate: write error on %s\n", c->dump_all); return c->failed = 1; }
+    if (c->steps) {
+        int32_t ti[5];
+        float tv[5];
+        top5(logits, c->V, ti, tv);
+        json_t *st = json_object(), *a = json_array(), *b = json_array();
+        for (int k = 0; k < 5 && k < c->V; k++) { json_array_append_new(a, json_integer(ti[k])); json_array_append_new(b, json_real(tv[k])); }
+        json_object_set_new(st, "step", json_integer(step));
+        json_object_set_new(st, "position", json_integer(c->n_ids - 1 + step));
+        json_object_set_new(st, "input_id", json_integer(step == 0 ? c->ids[c->n_ids - 1] : c->gen[step - 1]));
+        json_object_set_new(st, "top5_ids", a);
+        json_object_set_new(st, "top5_values", b);
+        json_object_set_new(st, "chosen_id", json_integer(id));
+        json_array_append_new(c->steps, st);
+    }
+    c->gen[c->n_gen++] = id;
+    return 0;
+}
 
 int cmd_generate(int argc, char **argv) {
     g4_engine_opts o = {0};
@@ -95,8 +134,19 @@ int cmd_generate(int argc, char **argv) {
     if (dump_all && !(fa = fopen(dump_all, "wb"))) { fprintf(stderr, "g4tp generate: cannot write %s\n", dump_all); rc = 1; goto done; }
     for (int i = 0; i < n_ids; i++)
         if (ids[i] >= V) { fprintf(stderr, "g4tp generate: prompt id %d is outside the vocabulary (0..%lld)\n", ids[i], (long long)V - 1); rc = 1; goto done; }
-    if (g4_engine_seq_open(e, n_ids + (max_new > 0 ? max_new : 1), &seq, &err)) { cli_error("generate", &err); rc = 1; goto done; }
+    out_ctx oc = {fd, fa, dump, dump_all, json ? steps : NULL, ids, n_ids, 0, 0, gen, V, now_s(), 0};
+    const g4_spec_cfg *spec = g4_engine_spec(e);
+    g4_spec_run run = {0};
     double t1 = now_s(), t_first = 0;
+    int n_gen = 0;
+    if (spec->method != G4_SPEC_NONE && max_new > 0) {
+        if (g4_spec_generate(e, ids, n_ids, (int)max_new, stop, n_stop, emit_step, &oc, &run, &err)) { cli_error("generate", &err); rc = 1; goto done; }
+        if (oc.failed) { rc = 1; goto done; }
+        t_first = oc.t_first;
+        n_gen = oc.n_gen;
+        goto finished;
+    }
+    if (g4_engine_seq_open(e, n_ids + (max_new > 0 ? max_new : 1), &seq, &err)) { cli_error("generate", &err); rc = 1; goto done; }
     /* prefill in chunks of max_batch; logits only at the prompt's last position */
     for (int s = 0; s < n_ids; s += mb) {
         int n = n_ids - s < mb ? n_ids - s : mb;
@@ -105,27 +155,11 @@ int cmd_generate(int argc, char **argv) {
         if (g4_engine_forward(e, &b, logits, &err)) { cli_error("generate", &err); rc = 1; goto done; }
     }
     t_first = now_s() - t1;
-    int n_gen = 0;
     for (int step = 0; step < max_new; step++) {
         int32_t id = g4_sample_greedy(logits, (int)V);
         if (id < 0) { fprintf(stderr, "g4tp generate: no finite logit at step %d\n", step); rc = 1; goto done; }
-        if (fd && step == 0 && !write_all(fd, logits, (size_t)V)) { fprintf(stderr, "g4tp generate: write error on %s\n", dump); rc = 1; goto done; }
-        if (fa && !write_all(fa, logits, (size_t)V)) { fprintf(stderr, "g4tp generate: write error on %s\n", dump_all); rc = 1; goto done; }
-        if (json) {
-            int32_t ti[5];
-            float tv[5];
-            top5(logits, V, ti, tv);
-            json_t *st = json_object(), *a = json_array(), *b = json_array();
-            for (int k = 0; k < 5 && k < V; k++) { json_array_append_new(a, json_integer(ti[k])); json_array_append_new(b, json_real(tv[k])); }
-            json_object_set_new(st, "step", json_integer(step));
-            json_object_set_new(st, "position", json_integer(n_ids - 1 + step));
-            json_object_set_new(st, "input_id", json_integer(step == 0 ? ids[n_ids - 1] : gen[step - 1]));
-            json_object_set_new(st, "top5_ids", a);
-            json_object_set_new(st, "top5_values", b);
-            json_object_set_new(st, "chosen_id", json_integer(id));
-            json_array_append_new(steps, st);
-        }
-        gen[n_gen++] = id;
+        if (emit_step(&oc, id, logits)) { rc = 1; goto done; }
+        n_gen = oc.n_gen;
         int stop_now = 0;
         for (int k = 0; k < n_stop; k++) stop_now |= id == stop[k];
         if (stop_now || step == max_new - 1) break;
@@ -134,6 +168,7 @@ int cmd_generate(int argc, char **argv) {
         g4_batch b = {1, &id, &p, &seq, &one};
         if (g4_engine_forward(e, &b, logits, &err)) { cli_error("generate", &err); rc = 1; goto done; }
     }
+finished:;
     double t_total = now_s() - t1;
     if (json) {
         json_t *out = json_object(), *pa = json_array(), *ga = json_array();
@@ -148,6 +183,10 @@ int cmd_generate(int argc, char **argv) {
         json_object_set_new(out, "load_s", json_real(t_load));
         json_object_set_new(out, "time_to_first_token_ms", json_real(t_first * 1e3));
         json_object_set_new(out, "total_s", json_real(t_total));
+        if (spec->method != G4_SPEC_NONE)
+            json_object_set_new(out, "speculative", json_pack("{s:s,s:I,s:I,s:I}", "method", spec->method == G4_SPEC_MTP ? "mtp" : "ngram", "steps",
+                                                              (json_int_t)run.steps, "proposed", (json_int_t)run.proposed, "accepted",
+                                                              (json_int_t)run.accepted));
         char *s = json_dumps(out, JSON_COMPACT | JSON_REAL_PRECISION(9));
         printf("%s\n", s);
         free(s);

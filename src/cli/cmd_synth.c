@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "model/synth.h"
+#include "model/synth_assistant.h"
 
 static const char *help =
     "usage: g4tp synth --like CONFIG_JSON --out DIR [--layers L] [--seed S] [--shard-mb MB] [--format F]\n\n"
@@ -18,12 +19,20 @@ static const char *help =
     "  --format F          bf16 (default): bf16 ~ N(0, 0.02); qat-q4_0: bf16 matrices on the Q4_0\n"
     "                      grid (like google/gemma-4-31B-it-qat-q4_0-unquantized); w4a16: compressed-\n"
     "                      tensors pack-quantized int4 matrices, groups of 32 (like ...-qat-w4a16-ct).\n"
-    "                      The embedding (tied head) is bf16 in every format.\n";
+    "                      The embedding (tied head) is bf16 in every format.\n"
+    "\n"
+    "       g4tp synth --assistant --like TARGET_CONFIG_JSON --out DIR [--hidden H] [--intermediate I]\n"
+    "                  [--layers L] [--seed S]\n\n"
+    "Writes a random-weight Gemma-4 MTP assistant (Gemma4AssistantForCausalLM, the layout of\n"
+    "google/gemma-4-31B-it-assistant) for that target: DIR/config.json and DIR/model.safetensors,\n"
+    "bf16; the target's attention geometry and vocabulary, hidden H (default 1024), FFN I (default\n"
+    "8 x H), L layers (default 4: three sliding, one full). For --speculative mtp:DIR.\n";
 
 int cmd_synth(int argc, char **argv) {
     g4_synth_opts o = {0};
+    g4_synth_asst_opts ao = {0};
     long long x;
-    int bad = 0;
+    int bad = 0, asst = 0;
     for (int i = 1; i < argc && !bad; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(help, stdout); return 0; }
@@ -32,6 +41,9 @@ int cmd_synth(int argc, char **argv) {
         else if (!strcmp(a, "--layers")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 4096, &x)) bad = 1; else o.layers = (int)x; }
         else if (!strcmp(a, "--seed")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 0, INT64_MAX, &x)) bad = 1; else o.seed = (uint64_t)x; }
         else if (!strcmp(a, "--shard-mb")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 1 << 30, &x)) bad = 1; else o.shard_bytes = (uint64_t)x * 1000 * 1000; }
+        else if (!strcmp(a, "--assistant")) asst = 1;
+        else if (!strcmp(a, "--hidden")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 32, 1 << 16, &x)) bad = 1; else ao.hidden = x; }
+        else if (!strcmp(a, "--intermediate")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 1 << 20, &x)) bad = 1; else ao.intermediate = x; }
         else if (!strcmp(a, "--format")) {
             if (!(v = cli_value(argc, argv, &i))) bad = 1;
             else if (!strcmp(v, "bf16")) o.format = G4_SYNTH_BF16;
@@ -44,6 +56,15 @@ int cmd_synth(int argc, char **argv) {
     if (bad) return 2;
     if (!o.like || !o.out_dir) { fprintf(stderr, "g4tp synth: --like and --out are required (see --help)\n"); return 2; }
     g4_err err = {0};
+    if (asst) {
+        ao.like = o.like;
+        ao.out_dir = o.out_dir;
+        ao.layers = o.layers;
+        ao.seed = o.seed;
+        if (g4_synth_assistant_write(&ao, &err)) { cli_error("synth", &err); return 1; }
+        return 0;
+    }
+    if (ao.hidden || ao.intermediate) { fprintf(stderr, "g4tp synth: --hidden and --intermediate are for --assistant\n"); return 2; }
     if (g4_synth_write(&o, &err)) { cli_error("synth", &err); return 1; }
     return 0;
 }

@@ -265,6 +265,7 @@ static int kv_setup(g4_engine *e, g4_dtype_req dtype, g4_err *err) {
 static int spec_setup(g4_engine *e, g4_err *err) {
     int rc = g4_spec_parse(e->o.speculative, &e->spec, err);
     if (rc) return rc;
+    e->spec.always = e->o.speculative_always;
     int window = 0, tw = 0;
     for (int l = 0; l < e->cfg->n_layers; l++)
         if (!e->cfg->layers[l].full) tw = e->cfg->layers[l].window;

@@ -34,6 +34,8 @@ typedef struct g4_gen_params {
     size_t n_stop_strings;
     int skip_special;         /* decode without special tokens (1) or keep markers for parsing (0) */
     int ignore_eos;           /* end-of-sequence ids do not end the generation (benchmarks) */
+    int speculative;          /* 0: the engine's drafter (if any); -1: none for this request; 1..G4_SPEC_MAX_K:
+                               * at most that many drafts per round (docs/speculative.md) */
 } g4_gen_params;
 
 /* Called with each newly decoded piece of text; return non-zero to cancel. */

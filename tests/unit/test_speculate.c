@@ -7,6 +7,8 @@
 
 #include "engine/scheduler.h"
 #include "engine/speculate.h"
+#include "model/synth.h"
+#include "model/synth_assistant.h"
 
 static const char *assts[] = {"asst_plain", "asst_ordered", "asst_copy"};
 static const char *prompts[] = {"p1", "p16", "p40"};
@@ -236,12 +238,507 @@ static void test_assistant_rounds(void **state) {
     }
 }
 
+/* ---- tokens, spec strings, policy ------------------------------------------------------------ */
+
+static void test_ngram(void **state) {
+    (void)state;
+    int32_t out[8];
+    const int32_t a[] = {5, 6, 7, 8, 9, 1, 2, 5, 6, 7};
+    /* "5 6 7" occurred at 0: propose what followed */
+    assert_int_equal(g4_spec_ngram(a, 10, 3, 4, out), 4);
+    assert_int_equal(out[0], 8); assert_int_equal(out[1], 9); assert_int_equal(out[2], 1); assert_int_equal(out[3], 2);
+    /* nothing matches the last token */
+    const int32_t b[] = {1, 2, 3, 4};
+    assert_int_equal(g4_spec_ngram(b, 4, 3, 4, out), 0);
+    /* a loop keeps looping past the end of the text */
+    const int32_t c[] = {9, 3, 4, 3, 4};
+    assert_int_equal(g4_spec_ngram(c, 5, 2, 5, out), 5);
+    const int32_t want_c[] = {3, 4, 3, 4, 3};
+    assert_memory_equal(out, want_c, sizeof want_c);
+    /* the most recent occurrence wins; a shorter match when the longest fails */
+    const int32_t d[] = {1, 2, 7, 3, 2, 8, 5, 2};
+    assert_int_equal(g4_spec_ngram(d, 8, 3, 1, out), 1);
+    assert_int_equal(out[0], 8);
+    assert_int_equal(g4_spec_ngram(d, 1, 3, 2, out), 0);
+}
+
+static void test_spec_parse(void **state) {
+    (void)state;
+    g4_spec_cfg c;
+    g4_err err = {0};
+    assert_int_equal(g4_spec_parse(NULL, &c, &err), G4_OK);
+    assert_int_equal(c.method, G4_SPEC_NONE);
+    assert_int_equal(g4_spec_parse("ngram", &c, &err), G4_OK);
+    assert_true(c.method == G4_SPEC_NGRAM && c.n == 3 && c.k == 4);
+    assert_int_equal(g4_spec_parse("ngram:2,7", &c, &err), G4_OK);
+    assert_true(c.n == 2 && c.k == 7);
+    assert_int_equal(g4_spec_parse("mtp:/a:b/dir", &c, &err), G4_OK);
+    assert_true(c.method == G4_SPEC_MTP && c.k == 4 && !strcmp(c.dir, "/a:b/dir"));
+    assert_int_equal(g4_spec_parse("mtp:/x/y:9", &c, &err), G4_OK);
+    assert_true(c.k == 9 && !strcmp(c.dir, "/x/y"));
+    const char *bad[] = {"ngram:3", "ngram:0,4", "ngram:3,16", "ngram:3,x", "mtp:", "mtp:/x:99", "mtp:/x:0", "eagle", "ngram:3,4,5"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        assert_int_equal(g4_spec_parse(bad[i], &c, &err), G4_EINVAL);
+        assert_non_null(strstr(err.msg, "--speculative"));
+    }
+    assert_int_equal(g4_spec_parse("ngram:3,16", &c, &err), G4_EINVAL);
+    assert_non_null(strstr(err.msg, "[1, 15]"));
+}
+
+static void costs_linear(g4_spec_costs *c, double fixed, double per_token) {
+    g4_err err;
+    assert_int_equal(g4_spec_costs_init(c, 64, 16, &err), G4_OK);
+    for (int t = 1; t <= 64; t++) g4_spec_costs_add(c, t, fixed + per_token * t);
+}
+
+/* Drafts are taken when the step hardly grows with its tokens and the drafts are likely, and
+ * not when the step is compute bound or the drafts are unlikely, nor many of them at a batch. */
+static void test_policy(void **state) {
+    (void)state;
+    g4_spec_costs bw, flop;
+    costs_linear(&bw, 10e-3, 0.1e-3);    /* bandwidth bound: 8 tokens cost 1.07 x one */
+    costs_linear(&flop, 0, 1e-3);        /* compute bound: cost in proportion to the tokens */
+    double rate[16];
+    int avail[16], take[16];
+    for (int i = 0; i < 16; i++) { rate[i] = 0.8; avail[i] = 4; }
+    assert_int_equal(g4_spec_choose(&bw, 1, 1, 1, rate, avail, 63, 0, take), 4);
+    assert_int_equal(g4_spec_choose(&flop, 1, 1, 1, rate, avail, 63, 0, take), 0);
+    /* nearly always rejected: on a nearly flat step even that pays a little; on one that grows
+     * by a tenth per token it does not */
+    g4_spec_costs mid;
+    costs_linear(&mid, 10e-3, 1e-3);
+    rate[0] = 0.02;
+    assert_true(g4_spec_choose(&bw, 1, 1, 1, rate, avail, 63, 0, take) > 0);
+    assert_int_equal(g4_spec_choose(&mid, 1, 1, 1, rate, avail, 63, 0, take), 0);
+    /* 16 streams, four likely ones, on that step: only some of them, or fewer drafts each */
+    for (int i = 0; i < 16; i++) rate[i] = i < 4 ? 0.9 : 0.3;
+    const int got = g4_spec_choose(&mid, 16, 16, 16, rate, avail, 48, 0, take);
+    assert_true(got > 0 && got < 64);
+    for (int i = 4; i < 16; i++) assert_true(take[i] <= take[0]);
+    /* drafts still to be made cost their own time: an expensive drafter is not used */
+    for (int j = 1; j <= 16; j++) g4_spec_costs_add_draft(&bw, j, 1, 50e-3);
+    rate[0] = 0.8;
+    assert_int_equal(g4_spec_choose(&bw, 1, 1, 1, rate, avail, 63, 1, take), 0);
+    /* unmeasured step sizes: interpolated, flat past the largest measured */
+    g4_spec_costs few;
+    g4_err err;
+    assert_int_equal(g4_spec_costs_init(&few, 64, 16, &err), G4_OK);
+    assert_true(g4_spec_cost(&few, 5) == 1.0);
+    g4_spec_costs_add(&few, 1, 1.0);
+    g4_spec_costs_add(&few, 9, 3.0);
+    assert_true(fabs(g4_spec_cost(&few, 5) - 2.0) < 1e-12 && g4_spec_cost(&few, 30) == 3.0);
+    /* acceptance estimates: down after rejections, back toward 1/2 while idle */
+    g4_spec_stat st;
+    g4_spec_stat_init(&st);
+    assert_true(g4_spec_rate(&st) == 0.5);
+    for (int i = 0; i < 10; i++) g4_spec_stat_update(&st, 4, 0);
+    const double low = g4_spec_rate(&st);
+    assert_true(low < 0.2);
+    for (int i = 0; i < 200; i++) g4_spec_stat_idle(&st);
+    assert_true(g4_spec_rate(&st) > 0.4);
+    for (int i = 0; i < 10; i++) g4_spec_stat_update(&st, 4, 4);
+    assert_true(g4_spec_rate(&st) > 0.8);
+    g4_spec_costs_free(&bw); g4_spec_costs_free(&flop); g4_spec_costs_free(&mid); g4_spec_costs_free(&few);
+}
+
+/* ---- lossless, one sequence on the engine ----------------------------------------------------- */
+
+typedef struct { int32_t gen[256]; int n; float *logits; int64_t V; } spec_out;
+
+static int collect(void *u, int32_t id, const float *row) {
+    spec_out *o = u;
+    memcpy(o->logits + (size_t)o->n * (size_t)o->V, row, sizeof(float) * (size_t)o->V);
+    o->gen[o->n++] = id;
+    return 0;
+}
+
+/* g4_spec_generate with spec at tp against plain greedy decoding at TP 1: the same ids and every
+ * emitted token's logits bit for bit. Returns the drafts accepted. */
+static int64_t lossless_one(const char *model, const char *spec, int tp, const int32_t *ids, int n, int n_new) {
+    g4_engine_opts o = {.tp = tp, .threads = 1, .model_dir = model, .max_batch = 64};
+    tu_run ref;
+    g4_err err = {0};
+    if (tu_generate(&o, ids, n, n_new, &ref, &err)) fail_msg("%s: %s", model, err.msg);
+    o.speculative = spec;
+    o.speculative_always = 1;
+    g4_engine *e;
+    if (g4_engine_open(&o, &e, &err)) fail_msg("%s %s: %s", model, spec, err.msg);
+    spec_out so = {.V = g4_engine_vocab(e)};
+    so.logits = malloc(sizeof(float) * (size_t)n_new * (size_t)so.V);
+    g4_spec_run run;
+    if (g4_spec_generate(e, ids, n, n_new, NULL, 0, collect, &so, &run, &err)) fail_msg("%s %s tp %d: %s", model, spec, tp, err.msg);
+    assert_int_equal(so.n, n_new);
+    assert_memory_equal(so.gen, ref.gen, sizeof(int32_t) * (size_t)n_new);
+    assert_memory_equal(so.logits, ref.logits, sizeof(float) * (size_t)n_new * (size_t)so.V);
+    assert_true(run.steps < n_new + (n + 63) / 64 || run.proposed > 0);
+    g4_engine_close(e);
+    free(so.logits);
+    tu_run_free(&ref);
+    return run.accepted;
+}
+
+static void test_lossless_goldens(void **state) {
+    (void)state;
+    char specs[4][300];
+    snprintf(specs[0], sizeof specs[0], "ngram:3,4");
+    snprintf(specs[1], sizeof specs[1], "ngram:1,15");
+    snprintf(specs[2], sizeof specs[2], "mtp:%s:4", tu_path("assistant/asst_copy"));
+    snprintf(specs[3], sizeof specs[3], "mtp:%s:3", tu_path("assistant/asst_ordered"));
+    int64_t accepted = 0;
+    for (int p = 0; p < 3; p++) {
+        json_t *g = tu_load_json(tu_path("golden/tiny_default__%s.json", prompts[p]));
+        int n;
+        int32_t *ids = tu_json_ids(json_object_get(g, "prompt_ids"), &n);
+        for (int sp = 0; sp < 4; sp++)
+            for (int tp = 1; tp <= 4; tp *= 2) accepted += lossless_one(tu_path("golden/tiny_default"), specs[sp], tp, ids, n, 40);
+        free(ids);
+        json_decref(g);
+    }
+    print_message("drafts accepted over all runs: %lld\n", (long long)accepted);
+    assert_true(accepted > 0);
+}
+
+static void test_lossless_demo(void **state) {
+    (void)state;
+    /* a passage, then its beginning again: the trained demo model continues it */
+    int32_t ids[64];
+    for (int i = 0; i < 24; i++) ids[i] = 2 + (i * 37) % 1500;
+    for (int i = 0; i < 8; i++) ids[24 + i] = ids[i];
+    const int64_t acc = lossless_one("models/demo", "ngram:3,6", 1, ids, 32, 48) + lossless_one("models/demo", "ngram:3,6", 2, ids, 32, 48);
+    print_message("demo: %lld drafts accepted\n", (long long)acc);
+}
+
+/* The 31B's widths (hidden 5376, head dims 256 / 512, KV heads 16 / 4 on 32 query heads) with a
+ * small vocabulary and FFN, and a synthesized assistant in the 31B assistant's layout. */
+static const char *wide_model(const char **asst) {
+    static char dir[512], adir[512];
+    *asst = adir;
+    if (dir[0]) return dir;
+    char cfg[512];
+    snprintf(cfg, sizeof cfg, "%s/wide.config.json", tu_tmpdir());
+    snprintf(dir, sizeof dir, "%s/wide", tu_tmpdir());
+    snprintf(adir, sizeof adir, "%s/wide_asst", tu_tmpdir());
+    json_t *c = tu_load_json(tu_path("spec/gemma-4-31B-it.config.json"));
+    json_t *t = json_object_get(c, "text_config");
+    json_object_set_new(t, "vocab_size", json_integer(2048));
+    json_object_set_new(t, "intermediate_size", json_integer(512));
+    json_object_set_new(t, "sliding_window", json_integer(8));
+    assert_int_equal(json_dump_file(c, cfg, 0), 0);
+    json_decref(c);
+    g4_synth_opts so = {.like = cfg, .layers = 2, .seed = 5, .out_dir = dir};
+    g4_err err = {0};
+    if (g4_synth_write(&so, &err)) fail_msg("synth: %s", err.msg);
+    char p[600];
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    g4_synth_asst_opts ao = {.like = p, .out_dir = adir, .hidden = 256, .intermediate = 512, .seed = 3};
+    if (g4_synth_assistant_write(&ao, &err)) fail_msg("synth assistant: %s", err.msg);
+    return dir;
+}
+
+static void test_lossless_wide(void **state) {
+    (void)state;
+    const char *asst, *dir = wide_model(&asst);
+    int32_t ids[24];
+    for (int i = 0; i < 12; i++) ids[i] = ids[12 + i] = 3 + (i * 131) % 2000;
+    char spec[600];
+    snprintf(spec, sizeof spec, "mtp:%s:3", asst);
+    for (int tp = 1; tp <= 2; tp++) {
+        lossless_one(dir, "ngram:2,5", tp, ids, 24, 24);
+        lossless_one(dir, spec, tp, ids, 24, 12);
+    }
+}
+
+/* ---- the KV cache: rejected positions leave no trace --------------------------------------------- */
+
+static void test_rollback_leaves_no_trace(void **state) {
+    (void)state;
+    g4_engine_opts o = {.tp = 1, .threads = 1, .model_dir = tu_path("golden/tiny_default"), .speculative = "ngram:3,15", .max_batch = 64};
+    g4_engine *e;
+    g4_err err = {0};
+    assert_int_equal(g4_engine_open(&o, &e, &err), G4_OK);
+    const int64_t V = g4_engine_vocab(e);
+    int32_t toks[64];
+    for (int i = 0; i < 64; i++) toks[i] = 3 + (i * 53) % 500;
+    /* 20 positions, then a verification of 15 "drafts" at 20..34 (position 31 completes block 1),
+     * of which 2 are kept */
+    float *lg = malloc(sizeof(float) * 64 * (size_t)V);
+    int seq;
+    assert_int_equal(g4_engine_seq_open(e, 64, &seq, &err), G4_OK);
+    int32_t pos[64], sq[64];
+    uint8_t want[64];
+    for (int i = 0; i < 64; i++) { pos[i] = i; sq[i] = seq; want[i] = 0; }
+    g4_batch b = {20, toks, pos, sq, want};
+    assert_int_equal(g4_engine_forward(e, &b, lg, &err), G4_OK);
+    g4_engine_seq_tentative(e, seq, 1);
+    int32_t drafts[15];
+    for (int i = 0; i < 15; i++) drafts[i] = 7 + i;
+    want[20] = 1;
+    g4_batch v = {15, drafts, pos + 20, sq, want + 20};
+    assert_int_equal(g4_engine_forward(e, &v, lg, &err), G4_OK);
+    int32_t kept[64];
+    memcpy(kept, toks, sizeof(int32_t) * 20);
+    kept[20] = drafts[0];
+    kept[21] = drafts[1];
+    assert_int_equal(g4_engine_seq_truncate(e, seq, 22, kept, &err), G4_OK);
+    assert_int_equal(g4_engine_seq_len(e, seq), 22);
+    /* too far back, or past the end: refused */
+    assert_int_equal(g4_engine_seq_truncate(e, seq, 23, kept, &err), G4_EINVAL);
+    assert_int_equal(g4_engine_seq_truncate(e, seq, 1, kept, &err), G4_EINVAL);
+    /* the rest of the sequence as if the rejected drafts had never been there */
+    for (int i = 22; i < 40; i++) kept[i] = toks[i];
+    want[20] = 0;
+    for (int i = 22; i < 40; i++) want[i] = 1;
+    g4_batch r = {18, kept + 22, pos + 22, sq, want + 22};
+    assert_int_equal(g4_engine_forward(e, &r, lg, &err), G4_OK);
+    assert_int_equal(g4_engine_seq_truncate(e, seq, 40, kept, &err), G4_OK); /* confirms: registers blocks 1 */
+    g4_engine_seq_close(e, seq);
+    /* the rejected drafts' block was never cached: no prefix of them hits beyond what was kept */
+    int32_t bad[40];
+    memcpy(bad, toks, sizeof(int32_t) * 20);
+    memcpy(bad + 20, drafts, sizeof(int32_t) * 15);
+    bad[35] = 1;
+    assert_true(g4_engine_prefix_peek(e, bad, 36, NULL) <= 22);
+    /* the kept sequence's blocks were: a resumed request computes the same bits from the cache */
+    int64_t hit;
+    assert_int_equal(g4_engine_seq_open_cached(e, 64, kept, 40, &seq, &hit, &err), G4_OK);
+    assert_true(hit >= 32);
+    int nr = 40 - (int)hit;
+    float *lc = malloc(sizeof(float) * 64 * (size_t)V);
+    for (int i = 0; i < nr; i++) sq[i] = seq;
+    g4_batch c = {nr, kept + hit, pos + hit, sq, want + hit};
+    assert_int_equal(g4_engine_forward(e, &c, lc, &err), G4_OK);
+    assert_memory_equal(lc, lg + (size_t)(hit - 22) * (size_t)V, sizeof(float) * (size_t)nr * (size_t)V);
+    g4_engine_seq_close(e, seq);
+    free(lg);
+    free(lc);
+    g4_engine_close(e);
+}
+
+/* ---- through the scheduler: continuous batching, sampling ------------------------------------------ */
+
+typedef struct {
+    int32_t ids[8][128];
+    size_t n[8];
+    g4_token_logprob lp[8][128];
+    g4_sched_stats st;
+} sched_out;
+
+/* n requests at once (prompt i: base prompt with its last token changed by i), ids-only
+ * scheduler (no tokenizer); temperature 0 or the given sampling; spec per request. */
+static void sched_run(const char *model, const char *spec, int always, int tp, int n, int n_new, float temp, uint64_t seed, int per_req_spec,
+                      sched_out *out) {
+    g4_engine_opts o = {.tp = tp, .threads = 1, .model_dir = model, .max_batch = 64, .speculative = spec, .speculative_always = always};
+    g4_engine *e;
+    g4_err err = {0};
+    if (g4_engine_open(&o, &e, &err)) fail_msg("%s: %s", model, err.msg);
+    g4_textgen tg = {.engine = e};
+    g4_sched *s;
+    assert_int_equal(g4_sched_create(&tg, NULL, &s, &err), G4_OK);
+    g4_sched_req *r[8];
+    for (int i = 0; i < n; i++) {
+        int32_t prompt[24];
+        for (int j = 0; j < 24; j++) prompt[j] = 3 + (j * 41) % 200;
+        for (int j = 0; j < 8; j++) prompt[16 + j] = prompt[j]; /* a repeat to look up */
+        prompt[23] = 3 + (prompt[23] + 7 * i) % 400;
+        g4_gen_params gp = {.max_new_tokens = n_new, .ignore_eos = 1, .skip_special = 1, .speculative = per_req_spec};
+        g4_sampling_params_default(&gp.sampling);
+        gp.sampling.temperature = temp;
+        gp.sampling.top_k = temp > 0 ? 8 : 0;
+        gp.sampling.seed = seed + (uint64_t)i;
+        gp.sampling.has_seed = 1;
+        g4_sched_sub_opts x = {.logprobs = 1, .top_logprobs = 5};
+        if (g4_sched_submit_ex(s, prompt, 24, &gp, &x, &r[i], &err)) fail_msg("submit: %s", err.msg);
+    }
+    for (int i = 0; i < n; i++) {
+        g4_sched_event ev;
+        for (;;) {
+            if (!g4_sched_next(r[i], &ev, -1)) continue;
+            const int k = ev.kind;
+            if (k == G4_EV_ERROR) fail_msg("request %d: %s", i, ev.text);
+            g4_sched_event_clear(&ev);
+            if (k == G4_EV_DONE) break;
+        }
+        g4_sched_req_ids(r[i], out->ids[i], 128, &out->n[i]);
+        assert_int_equal(g4_sched_req_logprobs(r[i], 0, out->lp[i], 128), out->n[i]);
+        g4_sched_req_free(r[i]);
+    }
+    g4_sched_get_stats(s, &out->st);
+    g4_sched_free(s);
+    g4_engine_close(e);
+}
+
+static void same_outputs(const sched_out *a, const sched_out *b, int n) {
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(a->n[i], b->n[i]);
+        assert_memory_equal(a->ids[i], b->ids[i], sizeof(int32_t) * a->n[i]);
+        for (size_t t = 0; t < a->n[i]; t++) { /* the logprobs come from the rows: bitwise equal rows */
+            const g4_token_logprob *x = &a->lp[i][t], *y = &b->lp[i][t];
+            assert_int_equal(x->id, y->id);
+            assert_memory_equal(&x->logprob, &y->logprob, sizeof(float));
+            assert_int_equal(x->n_top, y->n_top);
+            assert_memory_equal(x->top_id, y->top_id, sizeof(int32_t) * (size_t)x->n_top);
+            assert_memory_equal(x->top_logprob, y->top_logprob, sizeof(float) * (size_t)x->n_top);
+        }
+    }
+}
+
+/* Greedy and seeded sampling: with drafts verified inside continuous batching (4 streams, every
+ * round drafting, or by the cost policy), every request's tokens and logprobs are those of the
+ * run without speculation, at TP 1 and 2; a request that opts out drafts nothing. */
+static void test_sched_lossless(void **state) {
+    (void)state;
+    static sched_out base, spec;
+    char mtp[300];
+    snprintf(mtp, sizeof mtp, "mtp:%s", tu_path("assistant/asst_copy"));
+    const char *model = tu_path("golden/tiny_default");
+    const char *specs[] = {"ngram:3,4", mtp};
+    for (int samp = 0; samp < 2; samp++) {
+        const float temp = samp ? 0.9f : 0.0f;
+        sched_run(model, NULL, 0, 1, 4, 40, temp, 77, 0, &base);
+        for (int sp = 0; sp < 2; sp++)
+            for (int tp = 1; tp <= 2; tp++)
+                for (int always = 0; always < 2; always++) {
+                    sched_run(model, specs[sp], always, tp, 4, 40, temp, 77, 0, &spec);
+                    same_outputs(&base, &spec, 4);
+                    if (always) assert_true(spec.st.draft_proposed > 0 && spec.st.spec_steps > 0);
+                    print_message("%s %s tp %d %s: %llu drafts, %llu accepted, %llu steps for %llu tokens\n", samp ? "sampled" : "greedy", specs[sp], tp,
+                                  always ? "always" : "auto", (unsigned long long)spec.st.draft_proposed, (unsigned long long)spec.st.draft_accepted,
+                                  (unsigned long long)spec.st.steps, (unsigned long long)spec.st.generated_tokens);
+                }
+        /* per-request opt-out */
+        sched_run(model, "ngram:3,4", 1, 1, 4, 40, temp, 77, -1, &spec);
+        same_outputs(&base, &spec, 4);
+        assert_int_equal(spec.st.draft_proposed, 0);
+    }
+}
+
+/* The token distribution with speculative sampling is the target's: the second and third
+ * generated tokens (drawn from verification rows, after accepted or rejected drafts) over 3000
+ * seeds, against their exact marginals from the target's own distributions (temperature 1,
+ * top-k 4), by a chi-square test at the 0.1 % level. */
+static void test_sampling_distribution(void **state) {
+    (void)state;
+    const char *model = tu_path("golden/tiny_default");
+    char mtp[300];
+    snprintf(mtp, sizeof mtp, "mtp:%s", tu_path("assistant/asst_copy"));
+    g4_engine_opts o = {.tp = 1, .threads = 1, .model_dir = model, .max_batch = 64, .speculative = mtp, .speculative_always = 1};
+    g4_engine *e;
+    g4_err err = {0};
+    assert_int_equal(g4_engine_open(&o, &e, &err), G4_OK);
+    const int V = (int)g4_engine_vocab(e);
+    /* a prompt on which the copying assistant's drafts are accepted about 40 % of the time */
+    int32_t prompt[16];
+    for (int j = 0; j < 16; j++) prompt[j] = 3 + ((j % 3) * 97 + 155) % 500;
+    g4_sampling_params sp;
+    g4_sampling_params_default(&sp);
+    sp.temperature = 1.0f;
+    sp.top_k = 4;
+    g4_sampler *smp;
+    assert_int_equal(g4_sampler_create(V, &sp, &smp, &err), G4_OK);
+    /* exact: p(x1) p(x2 | x1) p(x3 | x1 x2) over the top-4 candidates of each row */
+    float *lg = malloc(sizeof(float) * (size_t)V * 3);
+    int32_t toks[24];
+    memcpy(toks, prompt, sizeof prompt);
+    double *p2 = calloc((size_t)V, sizeof(double)), *p3 = calloc((size_t)V, sizeof(double));
+    int32_t c1[4], c2[4], c3[4];
+    float q1[4], q2[4], q3[4];
+    assert_int_equal(g4_engine_hidden_size(e), 64);
+    float hid[64];
+    int seq = prefill(&(eng){e, V, 64}, toks, 16, lg, hid);
+    g4_engine_seq_close(e, seq);
+    const int n1 = g4_sampler_candidates(smp, lg, V, c1, q1, 4);
+    for (int a = 0; a < n1; a++) {
+        toks[16] = c1[a];
+        seq = prefill(&(eng){e, V, 64}, toks, 17, lg, hid);
+        g4_engine_seq_close(e, seq);
+        const int n2 = g4_sampler_candidates(smp, lg, V, c2, q2, 4);
+        for (int b = 0; b < n2; b++) {
+            p2[c2[b]] += (double)q1[a] * q2[b];
+            toks[17] = c2[b];
+            seq = prefill(&(eng){e, V, 64}, toks, 18, lg, hid);
+            g4_engine_seq_close(e, seq);
+            const int n3 = g4_sampler_candidates(smp, lg, V, c3, q3, 4);
+            for (int c = 0; c < n3; c++) p3[c3[c]] += (double)q1[a] * q2[b] * q3[c];
+        }
+    }
+    g4_textgen tg = {.engine = e};
+    g4_sched *s;
+    assert_int_equal(g4_sched_create(&tg, NULL, &s, &err), G4_OK);
+    const int N = 3000;
+    int *h2 = calloc((size_t)V, sizeof(int)), *h3 = calloc((size_t)V, sizeof(int));
+    for (int i0 = 0; i0 < N; i0 += 16) {
+        g4_sched_req *r[16];
+        const int m = N - i0 < 16 ? N - i0 : 16;
+        for (int i = 0; i < m; i++) {
+            g4_gen_params gp = {.max_new_tokens = 3, .ignore_eos = 1, .sampling = sp};
+            gp.sampling.seed = 1000 + (uint64_t)(i0 + i);
+            gp.sampling.has_seed = 1;
+            assert_int_equal(g4_sched_submit(s, prompt, 16, &gp, &r[i], &err), G4_OK);
+        }
+        for (int i = 0; i < m; i++) {
+            g4_sched_event ev;
+            for (;;) {
+                if (!g4_sched_next(r[i], &ev, -1)) continue;
+                const int k = ev.kind;
+                g4_sched_event_clear(&ev);
+                if (k != G4_EV_TEXT) break;
+            }
+            int32_t ids[3];
+            size_t n;
+            g4_sched_req_ids(r[i], ids, 3, &n);
+            assert_int_equal(n, 3);
+            h2[ids[1]]++;
+            h3[ids[2]]++;
+            g4_sched_req_free(r[i]);
+        }
+    }
+    g4_sched_stats st;
+    g4_sched_get_stats(s, &st);
+    print_message("drafts verified %llu, accepted %llu\n", (unsigned long long)st.draft_proposed, (unsigned long long)st.draft_accepted);
+    assert_true(st.draft_proposed > 0 && st.draft_accepted > 0);
+    for (int which = 0; which < 2; which++) {
+        const double *p = which ? p3 : p2;
+        const int *h = which ? h3 : h2;
+        /* bins of expected count >= 5; the rest pooled */
+        double chi = 0, pool_e = 0, pool_o = 0;
+        int bins = 0;
+        for (int v = 0; v < V; v++) {
+            if (p[v] == 0) { assert_int_equal(h[v], 0); continue; }
+            const double ex = p[v] * N;
+            if (ex < 5) { pool_e += ex; pool_o += h[v]; continue; }
+            chi += (h[v] - ex) * (h[v] - ex) / ex;
+            bins++;
+        }
+        if (pool_e > 0) { chi += (pool_o - pool_e) * (pool_o - pool_e) / pool_e; bins++; }
+        /* chi-square 0.999 quantiles for 1..40 degrees of freedom, roughly: dof + 3.3 sqrt(2 dof) + 5 */
+        const int dof = bins - 1;
+        const double crit = dof + 3.3 * sqrt(2.0 * dof) + 5;
+        print_message("token %d: chi-square %.2f over %d bins (0.1 %% critical ~%.1f)\n", which + 2, chi, bins, crit);
+        assert_true(dof >= 2);
+        assert_true(chi < crit);
+    }
+    g4_sched_free(s);
+    g4_sampler_free(smp);
+    g4_engine_close(e);
+    free(lg); free(p2); free(p3); free(h2); free(h3);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_assistant_goldens),
         cmocka_unit_test(test_assistant_mutations_are_caught),
         cmocka_unit_test(test_assistant_tp_invariant),
         cmocka_unit_test(test_assistant_rounds),
+        cmocka_unit_test(test_ngram),
+        cmocka_unit_test(test_spec_parse),
+        cmocka_unit_test(test_policy),
+        cmocka_unit_test(test_lossless_goldens),
+        cmocka_unit_test(test_lossless_demo),
+        cmocka_unit_test(test_lossless_wide),
+        cmocka_unit_test(test_rollback_leaves_no_trace),
+        cmocka_unit_test(test_sched_lossless),
+        cmocka_unit_test(test_sampling_distribution),
     };
+    if (getenv("G4_TEST_FILTER")) cmocka_set_test_filter(getenv("G4_TEST_FILTER")); /* e.g. "test_rollback*" */
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
