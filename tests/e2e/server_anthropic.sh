@@ -64,4 +64,5 @@ assert ev[-2][1]['delta']=={'stop_reason':'end_turn','stop_sequence':None}, ev[-
 node_tests tests/node/server_anthropic.mjs "Anthropic SDK tests"
 srv_stop
 expect_eq "$SRV_RC" 0 "server exits cleanly"
+grep -qi "ERROR: AddressSanitizer\|runtime error" "$SRV_LOG" && bad "sanitizer report: $(cat "$SRV_LOG")" || ok "no sanitizer report"
 finish

@@ -139,4 +139,5 @@ PY
 [ $? -eq 0 ] && ok "logprobs and n checks" || bad "logprobs and n checks"
 srv_stop
 expect_eq "$SRV_RC" 0 "server exits cleanly"
+grep -qi "ERROR: AddressSanitizer\|runtime error" "$SRV_LOG" && bad "sanitizer report: $(cat "$SRV_LOG")" || ok "no sanitizer report"
 finish

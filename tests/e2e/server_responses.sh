@@ -39,4 +39,5 @@ expect_error 401 invalid_api_key "no key -> 401 (OpenAI shape)"
 node_tests tests/node/server_responses.mjs "OpenAI SDK responses tests"
 srv_stop
 expect_eq "$SRV_RC" 0 "server exits cleanly"
+grep -qi "ERROR: AddressSanitizer\|runtime error" "$SRV_LOG" && bad "sanitizer report: $(cat "$SRV_LOG")" || ok "no sanitizer report"
 finish
