@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "bench_spec.h"
 #include "cli.h"
 #include "kernels/probe.h"
 #include "model/config.h"
@@ -27,6 +28,13 @@ static const char *help =
     "                fma_peak_gflops, prefill_bound_fraction, decode_median_tok_s,\n"
     "                decode_paired_bound_fraction (null when not measured), read_bandwidth_gb_s,\n"
     "                decode_read_bound_fraction and more\n"
+    "  --prompt-kind random|repeat  the prompt: random ids (default), or a random passage given twice\n"
+    "                (an input-grounded task: a model that repeats it is predictable from the prompt)\n"
+    "  --step-curve N  also the median time of one forward step over t = 1..N tokens of one sequence\n"
+    "                (every one with logits: a verification of t-1 drafts), against t = 1\n"
+    "  --streams LIST  also decode through the scheduler with each number of concurrent streams (e.g.\n"
+    "                1,4), without and (with --speculative) with drafts: aggregate tok/s, tokens per\n"
+    "                forward step, drafts verified and accepted\n"
     "%s";
 
 static int cmp_double(const void *a, const void *b) {
@@ -67,8 +75,9 @@ static double forward_flops(const g4_config *c, int64_t p0, int64_t n, int64_t h
 int cmd_bench(int argc, char **argv) {
     g4_engine_opts o = {0};
     o.threads = 1;
-    long long plen = 512, gen = 32;
-    int json = 0, bad = 0;
+    long long plen = 512, gen = 32, curve = 0;
+    int json = 0, bad = 0, repeat = 0, n_streams = 0;
+    int32_t *streams = NULL;
     for (int i = 1; i < argc && !bad; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { printf(help, cli_engine_help); return 0; }
@@ -76,12 +85,27 @@ int cmd_bench(int argc, char **argv) {
         if (!strcmp(a, "--prompt-len")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 1 << 20, &plen)) bad = 1; }
         else if (!strcmp(a, "--gen")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 1 << 20, &gen)) bad = 1; }
         else if (!strcmp(a, "--json")) json = 1;
+        else if (!strcmp(a, "--step-curve")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 64, &curve)) bad = 1; }
+        else if (!strcmp(a, "--streams")) {
+            free(streams);
+            if (!(v = cli_value(argc, argv, &i)) || !cli_ids(a, v, &streams, &n_streams)) bad = 1;
+            for (int k = 0; !bad && k < n_streams; k++)
+                if (streams[k] < 1 || streams[k] > 64) { fprintf(stderr, "g4tp bench: --streams entries must be 1..64\n"); bad = 1; }
+        }
+        else if (!strcmp(a, "--prompt-kind")) {
+            if (!(v = cli_value(argc, argv, &i))) bad = 1;
+            else if (!strcmp(v, "repeat")) repeat = 1;
+            else if (strcmp(v, "random")) { fprintf(stderr, "g4tp bench: --prompt-kind must be random or repeat (got \"%s\")\n", v); bad = 1; }
+        }
         else { fprintf(stderr, "g4tp bench: unknown option %s (see --help)\n", a); bad = 1; }
     }
-    if (bad) return 2;
+    if (bad) { free(streams); return 2; }
     if (!o.model_dir) o.model_dir = cli_default_model();
+    int max_streams = 1;
+    for (int k = 0; k < n_streams; k++) max_streams = streams[k] > max_streams ? streams[k] : max_streams;
+    if (o.max_seqs <= 0 && max_streams > 16) o.max_seqs = max_streams;
     if (o.max_batch <= 0) o.max_batch = plen < 512 ? (int)plen : 512;
-    if (o.max_ctx <= 0) o.max_ctx = plen + gen;
+    if (o.max_ctx <= 0) o.max_ctx = plen + gen + 5 * curve * (curve + 1) / 2 + 1;
     g4_err err = {0};
     g4_engine *e;
     double t0 = now_s();
@@ -102,6 +126,7 @@ int cmd_bench(int argc, char **argv) {
     g4_bw_probe *pair = NULL;
     uint64_t x = 0x9e3779b97f4a7c15ull;
     for (long long i = 0; i < plen; i++) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; ids[i] = (int32_t)(3 + x % (uint64_t)(V - 3)); }
+    for (long long i = (plen + 1) / 2; repeat && i < plen; i++) ids[i] = ids[i - (plen + 1) / 2]; /* the passage, again */
     int seq, rc = 0;
     /* warm-up: one untimed step touches every weight page once (mapping a file's pages costs
      * a fault per page on first use; that belongs to loading, not to decode speed) */
@@ -159,6 +184,15 @@ int cmd_bench(int argc, char **argv) {
      * counts them, the median shows the engine */
     const double median_step = median(step_s, gen);
     g4_engine_seq_close(e, seq);
+    /* speculative decoding's measurements (bench_spec.h) */
+    double *curve_s = curve ? calloc((size_t)curve + 1, sizeof(double)) : NULL;
+    if (curve && bench_step_curve(e, ids, (int)plen, (int)curve, 5, curve_s, &err)) { cli_error("bench", &err); rc = 1; free(curve_s); goto out; }
+    const int spec_on = g4_engine_spec(e)->method != G4_SPEC_NONE;
+    bench_served served[2 * 16];
+    int n_served = 0;
+    for (int k = 0; k < n_streams && k < 16; k++)
+        for (int on = 0; on <= spec_on; on++)
+            if (bench_served_run(e, ids, (int)plen, (int)gen, streams[k], on, &served[n_served++], &err)) { cli_error("bench", &err); rc = 1; free(curve_s); goto out; }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     /* The probes run after the engine is closed, with as many threads as all ranks had: while
@@ -187,6 +221,22 @@ int cmd_bench(int argc, char **argv) {
         json_object_set_new(j, "decode_paired_bound_fraction", paired > 0 ? json_real(paired) : json_null());
         json_object_set_new(j, "read_bandwidth_gb_s", rd > 0 ? json_real(rd) : json_null());
         json_object_set_new(j, "decode_read_bound_fraction", rd > 0 ? json_real(decode_tok_s * wbytes / rd_bytes_s) : json_null());
+        if (curve) {
+            json_t *c = json_array();
+            for (int t = 1; t <= curve && curve_s[t] > 0; t++) json_array_append_new(c, json_pack("{s:i,s:f,s:f}", "tokens", t, "step_ms", curve_s[t] * 1e3, "vs_one", curve_s[t] / curve_s[1]));
+            json_object_set_new(j, "step_curve", c);
+        }
+        if (n_served) {
+            json_t *a = json_array();
+            for (int k = 0; k < n_served; k++) {
+                const bench_served *b = &served[k];
+                json_array_append_new(a, json_pack("{s:i,s:b,s:f,s:f,s:I,s:I,s:I,s:I,s:o}", "streams", b->streams, "speculative", b->spec, "decode_tok_s",
+                                                   b->decode_tok_s, "tokens_per_step", b->tokens_per_step, "drafts", (json_int_t)b->proposed, "accepted",
+                                                   (json_int_t)b->accepted, "spec_steps", (json_int_t)b->spec_steps, "steps", (json_int_t)b->steps,
+                                                   "acceptance_rate", b->proposed ? json_real((double)b->accepted / (double)b->proposed) : json_null()));
+            }
+            json_object_set_new(j, "served", a);
+        }
         char *s = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(6));
         printf("%s\n", s);
         free(s);
@@ -205,9 +255,22 @@ int cmd_bench(int argc, char **argv) {
         if (rd > 0)
             printf("             against a read-only stream (%.1f GB/s; decode only reads): %.0f %% mean, %.0f %% median step\n",
                    rd, 100 * decode_tok_s * wbytes / rd_bytes_s, 100 * wbytes / median_step / rd_bytes_s);
+        for (int t = 1; t <= curve && curve_s[t] > 0; t++)
+            printf("%s %2d tokens of one sequence: %.2f ms = %.2f x one token\n", t == 1 ? "step cost   " : "            ", t, curve_s[t] * 1e3,
+                   curve_s[t] / curve_s[1]);
+        for (int k = 0; k < n_served; k++) {
+            const bench_served *b = &served[k];
+            printf("%s %2d stream%s, %s: %.2f tok/s, %.2f tokens per forward step", k == 0 ? "served      " : "            ", b->streams,
+                   b->streams == 1 ? " " : "s", b->spec ? "speculative" : "plain      ", b->decode_tok_s, b->tokens_per_step);
+            if (b->spec) printf(", %llu drafts, %.0f %% accepted, drafts in %llu of %llu steps", (unsigned long long)b->proposed,
+                                b->proposed ? 100.0 * (double)b->accepted / (double)b->proposed : 0.0, (unsigned long long)b->spec_steps,
+                                (unsigned long long)b->steps);
+            printf("\n");
+        }
     }
+    free(curve_s);
 out:
-    free(ids); free(pos); free(sq); free(want); free(logits); free(step_s); free(pair_frac);
+    free(ids); free(pos); free(sq); free(want); free(logits); free(step_s); free(pair_frac); free(streams);
     g4_bw_probe_free(pair);
     if (e) g4_engine_close(e);
     return rc;

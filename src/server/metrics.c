@@ -193,6 +193,13 @@ char *g4_metrics_render(g4_metrics *m, const g4_sched_stats *st, int ready, size
             (unsigned long long)kv->cache_evictions);
     bprintf(&b, "# HELP g4tp_preemptions_total Sequences preempted because the KV pool was full (they resume).\n# TYPE g4tp_preemptions_total counter\ng4tp_preemptions_total %llu\n",
             (unsigned long long)st->preemptions);
+    /* speculative decoding (docs/speculative.md) */
+    bprintf(&b, "# HELP g4tp_spec_decode_draft_tokens_total Draft tokens verified.\n# TYPE g4tp_spec_decode_draft_tokens_total counter\ng4tp_spec_decode_draft_tokens_total %llu\n",
+            (unsigned long long)st->draft_proposed);
+    bprintf(&b, "# HELP g4tp_spec_decode_accepted_tokens_total Draft tokens accepted.\n# TYPE g4tp_spec_decode_accepted_tokens_total counter\ng4tp_spec_decode_accepted_tokens_total %llu\n",
+            (unsigned long long)st->draft_accepted);
+    bprintf(&b, "# HELP g4tp_spec_decode_steps_total Forward steps that verified drafts.\n# TYPE g4tp_spec_decode_steps_total counter\ng4tp_spec_decode_steps_total %llu\n",
+            (unsigned long long)st->spec_steps);
     if (b.oom) { free(b.s); return NULL; }
     *len = b.len;
     return b.s;
