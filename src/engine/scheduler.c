@@ -89,7 +89,7 @@ struct g4_sched {
     const g4_spec_cfg *spec;
     g4_spec_costs costs;      /* step and draft times, for the policy */
     int64_t H;
-    int rows_cap;             /* max_running; + prefill_chunk once prompt logprobs are wanted */
+    int rows_cap;             /* logits rows: max_running (x (1 + k) drafting); max_batch once prompt logprobs are wanted */
     int64_t V;
     int max_batch;
 };
@@ -329,8 +329,8 @@ static void admit(g4_sched *s) {
         if (r->after && !r->after->prompt_done) break; /* its prompt is being computed: share it */
         /* prompt logprobs need the logits of every prompt position: no cached prefix for them */
         const int use_cache = !(r->plp && !r->plp_done);
-        if (r->plp && !r->plp_done && s->rows_cap < s->max_running + s->o.prefill_chunk) {
-            float *q = realloc(s->logits, sizeof(float) * (size_t)s->V * (size_t)(s->max_running + s->o.prefill_chunk));
+        if (r->plp && !r->plp_done && s->rows_cap < s->max_batch) { /* a row per token of a step, at most */
+            float *q = realloc(s->logits, sizeof(float) * (size_t)s->V * (size_t)s->max_batch);
             if (!q) {
                 g4_err e;
                 g4_err_set(&e, G4_ENOMEM, "out of memory for the logits of the prompt's positions");
@@ -340,7 +340,7 @@ static void admit(g4_sched *s) {
                 continue;
             }
             s->logits = q;
-            s->rows_cap = s->max_running + s->o.prefill_chunk;
+            s->rows_cap = s->max_batch;
         }
         int64_t taken = 0;
         const int64_t n = (int64_t)r->n_target, hit = use_cache ? g4_engine_prefix_peek(s->e, r->toks, n, &taken) : 0;
@@ -594,7 +594,6 @@ static void *loop(void *arg) {
             if (take > (size_t)s->o.prefill_chunk) take = (size_t)s->o.prefill_chunk;
             if (take > left) take = left;
             const int all = r->plp && !r->plp_done; /* prompt logprobs: a logits row per position */
-            if (all && take > (size_t)(s->rows_cap - nl)) take = (size_t)(s->rows_cap - nl);
             for (size_t j = 0; j < take; j++) {
                 size_t p = r->n_prefilled + j;
                 s->ids[n] = r->toks[p];

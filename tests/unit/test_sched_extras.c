@@ -62,7 +62,7 @@ static void expect_same_lp(const g4_token_logprob *a, const g4_token_logprob *b,
 typedef struct {
     int32_t gen[64];
     size_t n_gen;
-    g4_token_logprob lps[64], plp[64];
+    g4_token_logprob lps[64], plp[128];
     int plp_done;
     g4_sched_event done;
 } outcome;
@@ -81,7 +81,7 @@ static void run(g4_sched *s, const int32_t *ids, size_t n, const g4_gen_params *
     }
     g4_sched_req_ids(r, o->gen, 64, &o->n_gen);
     assert_int_equal(g4_sched_req_logprobs(r, 0, o->lps, 64), x && (x->logprobs || x->prompt_logprobs) ? o->n_gen : 0);
-    o->plp_done = g4_sched_req_prompt_logprobs(r, o->plp, 64);
+    o->plp_done = g4_sched_req_prompt_logprobs(r, o->plp, 128);
     g4_sched_req_free(r);
 }
 
@@ -228,6 +228,62 @@ static void test_cache_echo_and_choices(void **state) {
     g4_engine_close(e);
 }
 
+/* Two echo requests and a short plain prompt admitted in one step: every prompt position of the
+ * echo requests and the plain one's last position want a logits row in the same step (more rows
+ * than there are running sequences plus one prefill chunk: the rows buffer once overflowed). */
+static void test_echo_crowded_step(void **state) {
+    (void)state;
+    g4_engine *e;
+    g4_textgen tg;
+    open_demo(&e, &tg);
+    const int64_t V = g4_engine_vocab(e);
+    const char *q[3] = {"Please tell me, in a few words and without any detours or long explanations, what the capital of France is.",
+                        "What is the capital of Japan, please?", "What is the capital of Peru?"};
+    size_t n[3];
+    int32_t *ids[3];
+    for (int i = 0; i < 3; i++) ids[i] = prompt_ids(&tg, q[i], &n[i]);
+    assert_true(n[0] > 32 && n[0] < 128 && n[1] > 8 && n[2] < 24);
+    g4_sched *s;
+    g4_err err;
+    assert_int_equal(g4_sched_create(&tg, NULL, &s, &err), 0);
+    g4_gen_params p = {.max_new_tokens = 6, .skip_special = 1};
+    g4_sampling_params_default(&p.sampling);
+    g4_sched_req *r[3];
+    for (int i = 0; i < 3; i++) {
+        g4_sched_sub_opts x = {.prompt_logprobs = i < 2, .top_logprobs = 2};
+        assert_int_equal(g4_sched_submit_ex(s, ids[i], n[i], &p, &x, &r[i], &err), 0);
+    }
+    outcome o[3];
+    for (int i = 0; i < 3; i++) {
+        memset(&o[i], 0, sizeof o[i]);
+        for (;;) {
+            g4_sched_event ev;
+            if (!g4_sched_next(r[i], &ev, 60000)) fail_msg("no event in 60 s");
+            if (ev.kind == G4_EV_ERROR) fail_msg("error: %s", ev.text);
+            const int done = ev.kind == G4_EV_DONE;
+            g4_sched_event_clear(&ev);
+            if (done) break;
+        }
+        g4_sched_req_ids(r[i], o[i].gen, 64, &o[i].n_gen);
+        o[i].plp_done = g4_sched_req_prompt_logprobs(r[i], o[i].plp, 128);
+        g4_sched_req_free(r[i]);
+    }
+    g4_sched_free(s);
+    for (int i = 0; i < 2; i++) {
+        assert_true(o[i].plp_done);
+        float *lg = all_logits(e, ids[i], n[i]);
+        for (size_t k = 1; k < n[i]; k++) {
+            g4_token_logprob want;
+            g4_logprobs_row(lg + (k - 1) * (size_t)V, (int)V, 0.0f, ids[i][k], 2, &want);
+            expect_same_lp(&o[i].plp[k], &want, "prompt token", k);
+        }
+        free(lg);
+    }
+    for (int i = 0; i < 3; i++) free(ids[i]);
+    g4_textgen_close(&tg);
+    g4_engine_close(e);
+}
+
 /* The matched stop string is reported by index; an end-of-sequence stop says -1. */
 static void test_stop_index(void **state) {
     (void)state;
@@ -292,6 +348,7 @@ int main(void) {
         cmocka_unit_test(test_logprobs_row),
         cmocka_unit_test(test_logprobs_match_direct),
         cmocka_unit_test(test_cache_echo_and_choices),
+        cmocka_unit_test(test_echo_crowded_step),
         cmocka_unit_test(test_stop_index),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
