@@ -432,6 +432,23 @@ int32_t g4_sampler_sample(g4_sampler *s, const float *logits, int n_vocab) {
     return s->c[m - 1].id; /* r within rounding of total */
 }
 
+void g4_logits_mask(float *logits, int n, const uint64_t *allow) {
+    for (int w = 0; w * 64 < n; w++) {
+        uint64_t bits = allow[w];
+        if (bits == ~0ull) continue;
+        int end = n - w * 64 < 64 ? n - w * 64 : 64;
+        float *l = logits + (size_t)w * 64;
+        if (!bits) { for (int i = 0; i < end; i++) l[i] = -INFINITY; continue; }
+        for (int i = 0; i < end; i++) if (!((bits >> i) & 1)) l[i] = -INFINITY;
+    }
+}
+
+int32_t g4_sampler_sample_masked(g4_sampler *s, float *logits, int n_vocab, const uint64_t *allow) {
+    if (!s || !logits || !allow || n_vocab <= 0 || n_vocab > s->cap) return G4_SAMPLE_EARG;
+    g4_logits_mask(logits, n_vocab, allow);
+    return g4_sampler_sample(s, logits, n_vocab);
+}
+
 int g4_sampler_candidates(g4_sampler *s, const float *logits, int n_vocab, int32_t *ids, float *probs, int cap) {
     if (!s || !logits || n_vocab <= 0 || n_vocab > s->cap || cap < 0 || (cap > 0 && (!ids || !probs)))
         return G4_SAMPLE_EARG;

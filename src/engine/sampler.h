@@ -54,6 +54,13 @@ const g4_sampling_params *g4_sampler_params(const g4_sampler *s);
  * as the largest float. Advances the PRNG by exactly one draw unless greedy. */
 int32_t g4_sampler_sample(g4_sampler *s, const float *logits, int n_vocab);
 
+/* Constrained decoding: sets to -inf every logit whose bit in allow is 0 (bit i % 64 of word
+ * i / 64; constrain.h's masks), then draws as g4_sampler_sample does: the same token as an
+ * unconstrained draw from the masked row, greedy or not. Writes to logits; never allocates. */
+int32_t g4_sampler_sample_masked(g4_sampler *s, float *logits, int n_vocab, const uint64_t *allow);
+/* The masking alone. */
+void g4_logits_mask(float *logits, int n_vocab, const uint64_t *allow);
+
 /* Test/inspection hook: the candidate set the params leave (after temperature, top-k, top-p,
  * min-p), sorted by probability descending, ties lowest id first, with renormalised
  * probabilities. Writes min(count, cap) entries; returns the count or a negative code.

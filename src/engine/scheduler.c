@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "engine/speculate.h"
+#include "engine/constrain.h"
 #include "text/stop_strings.h"
 
 enum { ST_WAITING, ST_PREFILL, ST_DECODE, ST_DONE };
@@ -41,6 +42,7 @@ struct g4_sched_req {
     int state, seq;
     int32_t next_token;       /* sampled, to be fed */
     g4_sampler *smp;
+    g4_matcher *cm;           /* constrained decoding (g4_gen_params.grammar): the output's matcher */
     g4_detok *dt;
     g4_stop_strings *ss;
     double t_submit, t_first, t_last;
@@ -92,6 +94,8 @@ struct g4_sched {
     int rows_cap;             /* logits rows: max_running (x (1 + k) drafting); max_batch once prompt logprobs are wanted */
     int64_t V;
     int max_batch;
+    g4_vocab *vocab;          /* constrained decoding: the tokenizer's trie, made at the first such request */
+    pthread_mutex_t vocab_mu;
 };
 
 static double now_s(void) {
@@ -203,6 +207,7 @@ static void req_unref(g4_sched_req *r) {
     ev_node *n = r->head;
     while (n) { ev_node *x = n->next; free(n->ev.text); free(n); n = x; }
     g4_sampler_free(r->smp);
+    g4_matcher_free(r->cm);
     g4_detok_free(r->dt);
     g4_stop_strings_free(r->ss);
     if (r->after) req_unref(r->after);
@@ -268,8 +273,25 @@ static void fail_req(g4_sched_req *r, const g4_err *err) {
     r->state = ST_DONE;
 }
 
+/* The request's draw from one logits row, through its constraint's mask when it has one (the
+ * row is masked in place, so logprobs then describe the constrained distribution). */
+static int32_t draw(g4_sched_req *r, float *row, int V, g4_err *err) {
+    const uint64_t *mask = r->cm ? g4_matcher_mask(r->cm, err) : NULL;
+    if (r->cm && !mask) return -1;
+    const int32_t id = mask ? g4_sampler_sample_masked(r->smp, row, V, mask) : g4_sampler_sample(r->smp, row, V);
+    if (id < 0) g4_err_set(err, G4_EINVAL, mask ? "no token the output format allows has a finite logit" : "no finite logit to sample from");
+    return id;
+}
+
 /* One sampled token (with its logprobs when wanted): stop id, text, stop strings, length. */
 static void accept(g4_sched *s, g4_sched_req *r, int32_t id, const g4_token_logprob *lp, double t) {
+    g4_err cerr;
+    if (r->cm && g4_matcher_accept(r->cm, id, &cerr)) { /* drawn through the mask: cannot happen */
+        fail_req(r, &cerr);
+        g4_engine_seq_close(s->e, r->seq);
+        r->seq = -1;
+        return;
+    }
     if (r->t_first == 0) r->t_first = t;
     r->t_last = t;
     pthread_mutex_lock(&r->mu);
@@ -481,11 +503,10 @@ static int spec_verify(g4_sched *s, g4_sched_req *r, int i, double t) {
     const int m = r->n_draft;
     int e = 0;
     for (; e <= m && r->state == ST_DECODE; e++) {
-        const float *row = s->logits + (size_t)(i + e) * (size_t)s->V;
-        const int32_t id = g4_sampler_sample(r->smp, row, (int)s->V);
+        float *row = s->logits + (size_t)(i + e) * (size_t)s->V;
+        g4_err err;
+        const int32_t id = draw(r, row, (int)s->V, &err);
         if (id < 0) {
-            g4_err err;
-            g4_err_set(&err, G4_EINVAL, "no finite logit to sample from");
             fail_req(r, &err);
             g4_engine_seq_close(s->e, r->seq);
             r->seq = -1;
@@ -640,7 +661,7 @@ static void *loop(void *arg) {
         }
         for (int i = 0; i < nl; i++) {
             g4_sched_req *r = s->owner[i];
-            const float *row = s->logits + (size_t)i * (size_t)s->V;
+            float *row = s->logits + (size_t)i * (size_t)s->V;
             const size_t p = (size_t)s->rowpos[i];
             if (r->state == ST_DONE) continue;
             if (r->state == ST_PREFILL && p + 1 < r->n_target) { /* a prompt position: the next prompt token's logprob */
@@ -660,8 +681,8 @@ static void *loop(void *arg) {
                 i += spec_verify(s, r, i, t);
                 continue;
             }
-            int32_t id = g4_sampler_sample(r->smp, row, (int)s->V);
-            if (id < 0) { g4_err_set(&err, G4_EINVAL, "no finite logit to sample from"); fail_req(r, &err); g4_engine_seq_close(s->e, r->seq); r->seq = -1; continue; }
+            int32_t id = draw(r, row, (int)s->V, &err);
+            if (id < 0) { fail_req(r, &err); g4_engine_seq_close(s->e, r->seq); r->seq = -1; continue; }
             g4_token_logprob lp;
             if (r->logprobs) g4_logprobs_row(row, (int)s->V, r->p.sampling.temperature, id, r->top_logprobs, &lp);
             accept(s, r, id, r->logprobs ? &lp : NULL, t);
@@ -679,6 +700,7 @@ static void *loop(void *arg) {
 int g4_sched_create(g4_textgen *tg, const g4_sched_opts *opts, g4_sched **out, g4_err *err) {
     g4_sched *s = calloc(1, sizeof *s);
     if (!s) return g4_err_set(err, G4_ENOMEM, "out of memory");
+    pthread_mutex_init(&s->vocab_mu, NULL);
     s->tg = tg;
     s->e = tg->engine;
     if (opts) s->o = *opts;
@@ -748,6 +770,8 @@ void g4_sched_free(g4_sched *s) {
     free(s->running); free(s->ids); free(s->pos); free(s->seqs); free(s->want); free(s->owner); free(s->rowpos); free(s->pre); free(s->take); free(s->logits);
     free(s->hidden);
     g4_spec_costs_free(&s->costs);
+    g4_vocab_free(s->vocab);
+    pthread_mutex_destroy(&s->vocab_mu);
     free(s);
 }
 
@@ -809,6 +833,14 @@ int g4_sched_submit_ex(g4_sched *s, const int32_t *prompt, size_t n_prompt, cons
         rc = g4_sampler_create((int)s->V, &p->sampling, &r->smp, err);
     }
     if (rc == G4_OK && s->tg->tok) rc = g4_detok_create(s->tg->tok, p->skip_special, &r->dt, err); /* no tokenizer: ids only (bench) */
+    if (rc == G4_OK && p->grammar) {
+        if (!s->tg->tok) rc = g4_err_set(err, G4_EINVAL, "constrained decoding needs the model's tokenizer");
+        pthread_mutex_lock(&s->vocab_mu); /* not s->mu: indexing a large vocabulary takes a while */
+        if (!rc && !s->vocab) rc = g4_vocab_create(s->tg->tok, (int)s->V, &s->vocab, err);
+        pthread_mutex_unlock(&s->vocab_mu);
+        if (!rc) rc = g4_matcher_create(p->grammar, s->vocab, s->tg->gen.eos_ids, s->tg->gen.n_eos, &r->cm, err);
+        r->p.grammar = NULL; /* the matcher holds it */
+    }
     if (rc == G4_OK && p->n_stop_strings) rc = g4_stop_strings_create(p->stop_strings, p->n_stop_strings, &r->ss, err);
     if (rc) { atomic_store(&r->refs, 1); req_unref(r); return rc; }
     r->t_submit = now_s();

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/constrain.h"
 #include "server/anthropic.h"
 #include "server/errors.h"
 #include "server/logprob_json.h"
@@ -196,7 +197,6 @@ static int gen_params(g4_server *s, const g4_api_request *q, size_t n, g4_gen_pa
     gp->n_stop_strings = q->n_stops;
     gp->skip_special = q->parse_output ? 0 : 1;
     gp->ignore_eos = q->ignore_eos;
-    gp->speculative = q->speculative;
     return 0;
 }
 
@@ -472,9 +472,13 @@ void g4_srv_generate(g4_server *s, g4_http_req *hr, const char *ep, g4_api_kind 
     int rc = g4_srv_model_check(s, j->q.model, j->q.model_len, &ae);
     if (!rc) rc = prompt_ids(s, &j->q, blen, &ids, &n, &thought, &ae);
     if (!rc) rc = gen_params(s, &j->q, n, &gp, &ae);
+    g4_grammar *grammar = NULL; /* response_format / tool_choice (docs/structured-output.md) */
+    if (!rc) rc = g4_api_constraint(&j->q, thought, &grammar, &ae);
+    gp.grammar = grammar;
     if (!rc) rc = echo_text(j, ids, n, &ae);
     j->t0 = now_s();
     if (!rc) rc = submit_all(j, ids, n, &gp, &ae);
+    g4_grammar_release(grammar); /* each choice's request holds its own */
     free(ids);
     j->n_prompt = n;
     if (rc) {

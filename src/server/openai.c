@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "g4.h"
+#include "engine/json_schema.h"
 #include "engine/logprobs.h"
 #include "text/utf8.h"
 
@@ -137,13 +137,6 @@ static int parse_common(const json_t *o, g4_api_request *r, g4_api_err *ae) {
     if ((rc = g4_api_field_stops(o, "stop", 1, r, ae))) return rc;
     if ((rc = get_bool(o, "stream", &r->stream, ae))) return rc;
     if ((rc = get_bool(o, "ignore_eos", &r->ignore_eos, ae))) return rc;
-    /* speculative decoding per request: true (the server's drafter), false or 0 (none), or at most N drafts per round */
-    json_t *sp = json_object_get(o, "speculative");
-    if (json_is_boolean(sp)) r->speculative = json_is_true(sp) ? 0 : -1;
-    else if (sp && !json_is_null(sp)) {
-        if ((rc = get_int(o, "speculative", 0, G4_SPEC_MAX_K, &has, &x, ae))) return rc;
-        r->speculative = x == 0 ? -1 : (int)x;
-    }
     json_t *so = json_object_get(o, "stream_options");
     if (so && !json_is_null(so)) {
         if (!json_is_object(so)) return BAD(ae, "stream_options", "'stream_options' must be an object");
@@ -257,24 +250,57 @@ int g4_api_messages(const json_t *messages, json_t **out, g4_api_err *ae) {
     return 0;
 }
 
-static int parse_tools(const json_t *o, json_t *chat, g4_api_err *ae) {
-    json_t *tools = json_object_get(o, "tools");
-    const char *choice = NULL;
+/* A name Gemma's call syntax can carry (output_parser.c stops a name at these). */
+static int fn_name_ok(const json_t *name) {
+    const char *n = json_string_value(name);
+    if (!*n || strlen(n) != json_string_length(name) || json_string_length(name) > 256) return 0;
+    for (const char *p = n; *p; p++)
+        if ((unsigned char)*p <= ' ' || *p == 0x7F || strchr("{}[]<>,\"'()", *p)) return 0;
+    return 1;
+}
+
+/* "none", "auto", "required" or {"type": "function", "function": {"name": NAME}} */
+static int parse_tool_choice(const json_t *o, g4_api_request *r, g4_api_err *ae) {
     json_t *tc = json_object_get(o, "tool_choice");
-    if (tc && !json_is_null(tc)) {
-        if (!json_is_string(tc)) return UNSUPPORTED(ae, "tool_choice", "'tool_choice' naming a function is not supported (use \"auto\" or \"none\")");
-        choice = json_string_value(tc);
-        if (strcmp(choice, "auto") && strcmp(choice, "none")) {
-            if (!strcmp(choice, "required")) return UNSUPPORTED(ae, "tool_choice", "'tool_choice' \"required\" is not supported (use \"auto\" or \"none\")");
-            return BAD(ae, "tool_choice", "'tool_choice' must be \"auto\" or \"none\"");
-        }
+    static const char want[] = "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}";
+    if (!tc || json_is_null(tc)) return 0;
+    if (json_is_string(tc)) {
+        const char *c = json_string_value(tc);
+        if (!strcmp(c, "auto")) r->tool_mode = G4_TOOLS_AUTO;
+        else if (!strcmp(c, "none")) r->tool_mode = G4_TOOLS_NONE;
+        else if (!strcmp(c, "required")) r->tool_mode = G4_TOOLS_REQUIRED;
+        else return BAD(ae, "tool_choice", "%s (got \"%s\")", want, c);
+        return 0;
     }
-    if (!tools || json_is_null(tools)) return 0;
-    if (!json_is_array(tools)) return BAD(ae, "tools", "'tools' must be an array");
-    size_t i;
+    if (!json_is_object(tc)) return BAD(ae, "tool_choice", "%s", want);
+    const char *k;
+    json_t *v, *type = json_object_get(tc, "type"), *fn = json_object_get(tc, "function");
+    json_object_foreach(tc, k, v)
+        if (strcmp(k, "type") && strcmp(k, "function")) return BAD(ae, "tool_choice", "unknown field '%s' in 'tool_choice'", k);
+    if (!json_is_string(type)) return BAD(ae, "tool_choice.type", "%s", want);
+    if (strcmp(json_string_value(type), "function"))
+        return UNSUPPORTED(ae, "tool_choice.type", "'tool_choice' of type \"%s\" is not supported (only \"function\")", json_string_value(type));
+    if (!json_is_object(fn) || !json_is_string(json_object_get(fn, "name")))
+        return BAD(ae, "tool_choice.function", "'tool_choice.function' must be an object with a string 'name'");
+    json_object_foreach(fn, k, v)
+        if (strcmp(k, "name")) return BAD(ae, "tool_choice.function", "unknown field '%s' in 'tool_choice.function'", k);
+    r->tool_mode = G4_TOOLS_NAMED;
+    if (!(r->tool_name = strdup(json_string_value(json_object_get(fn, "name"))))) return g4_api_err_status(ae, G4_ENOMEM, NULL, "out of memory");
+    return 0;
+}
+
+static int parse_tools(const json_t *o, json_t *chat, g4_api_request *r, g4_api_err *ae) {
+    json_t *tools = json_object_get(o, "tools");
+    int rc, ptc = 1;
+    if ((rc = parse_tool_choice(o, r, ae))) return rc;
+    if ((rc = get_bool(o, "parallel_tool_calls", &ptc, ae))) return rc;
+    r->no_parallel_tool_calls = !ptc;
+    if (tools && !json_is_null(tools) && !json_is_array(tools)) return BAD(ae, "tools", "'tools' must be an array");
+    size_t n = json_is_array(tools) ? json_array_size(tools) : 0, i;
     json_t *t;
     char param[48];
-    json_array_foreach(tools, i, t) {
+    int named = 0;
+    if (n) json_array_foreach(tools, i, t) {
         snprintf(param, sizeof param, "tools[%zu]", i);
         json_t *type = json_is_object(t) ? json_object_get(t, "type") : NULL;
         if (!json_is_string(type) || strcmp(json_string_value(type), "function"))
@@ -282,11 +308,95 @@ static int parse_tools(const json_t *o, json_t *chat, g4_api_err *ae) {
         json_t *fn = json_object_get(t, "function");
         if (!json_is_object(fn) || !json_is_string(json_object_get(fn, "name")))
             return BAD(ae, param, "%s.function must be an object with a string 'name'", param);
-        json_t *params = json_object_get(fn, "parameters");
-        if (params && !json_is_null(params) && !json_is_object(params)) return BAD(ae, param, "%s.function.parameters must be an object", param);
+        snprintf(param, sizeof param, "tools[%zu].function.name", i);
+        if (!fn_name_ok(json_object_get(fn, "name")))
+            return BAD(ae, param, "%s must be a non-empty name without white space or any of {}[]<>,\"'() (Gemma's tool-call format cannot carry them)", param);
+        if (r->tool_name && !strcmp(json_string_value(json_object_get(fn, "name")), r->tool_name)) named = 1;
+        snprintf(param, sizeof param, "tools[%zu].function", i);
+        json_t *params = json_object_get(fn, "parameters"), *strict = json_object_get(fn, "strict");
+        if (params && !json_is_null(params) && !json_is_object(params)) return BAD(ae, param, "%s.parameters must be an object", param);
+        if (strict && !json_is_null(strict) && !json_is_boolean(strict)) return BAD(ae, param, "%s.strict must be true or false", param);
+        if (json_is_true(strict)) r->strict_tools = 1;
     }
-    if (json_array_size(tools) && !(choice && !strcmp(choice, "none"))) json_object_set(chat, "tools", tools);
+    if ((r->tool_mode == G4_TOOLS_REQUIRED || r->tool_mode == G4_TOOLS_NAMED) && !n)
+        return BAD(ae, "tool_choice", "'tool_choice' %s needs 'tools'", r->tool_mode == G4_TOOLS_NAMED ? "naming a function" : "\"required\"");
+    if (r->tool_mode == G4_TOOLS_NAMED && !named) return BAD(ae, "tool_choice", "'tool_choice' names \"%s\", which is not among the tools", r->tool_name);
+    if (!n) return 0;
+    r->tools = json_incref(tools);
+    if (r->tool_mode != G4_TOOLS_NONE) json_object_set(chat, "tools", tools);
     return 0;
+}
+
+/* response_format: {"type": "text"}, {"type": "json_object"} or {"type": "json_schema",
+ * "json_schema": {"name", "schema", "strict"?, "description"?}}. Unknown keys are refused: a
+ * schema under the wrong key must not silently go unenforced. */
+static int parse_response_format(const json_t *o, g4_api_request *r, g4_api_err *ae) {
+    json_t *rf = json_object_get(o, "response_format");
+    if (!rf || json_is_null(rf)) return 0;
+    json_t *type = json_is_object(rf) ? json_object_get(rf, "type") : NULL, *v;
+    if (!json_is_string(type)) return BAD(ae, "response_format", "'response_format' must be an object with a 'type' (\"text\", \"json_object\" or \"json_schema\")");
+    const char *t = json_string_value(type), *k;
+    const int schema = !strcmp(t, "json_schema");
+    if (strcmp(t, "text") && strcmp(t, "json_object") && !schema)
+        return BAD(ae, "response_format.type", "'response_format.type' must be \"text\", \"json_object\" or \"json_schema\" (got \"%s\")", t);
+    json_object_foreach(rf, k, v)
+        if (strcmp(k, "type") && !(schema && !strcmp(k, "json_schema")))
+            return BAD(ae, "response_format", "unknown field '%s' in 'response_format'%s", k,
+                       !strcmp(k, "schema") || !strcmp(k, "json_schema") ? " (a schema goes in response_format.json_schema.schema, with \"type\": \"json_schema\")" : "");
+    if (!schema) {
+        r->out_format = !strcmp(t, "text") ? G4_FMT_TEXT : G4_FMT_JSON_OBJECT;
+        return 0;
+    }
+    json_t *js = json_object_get(rf, "json_schema");
+    if (!json_is_object(js)) return BAD(ae, "response_format.json_schema", "'response_format.json_schema' must be an object with 'name' and 'schema'");
+    json_object_foreach(js, k, v) {
+        if (!strcmp(k, "name")) {
+            size_t l = json_is_string(v) ? json_string_length(v) : 0;
+            int ok = l >= 1 && l <= 64;
+            for (size_t i = 0; ok && i < l; i++) {
+                char ch = json_string_value(v)[i];
+                ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == '-';
+            }
+            if (!ok) return BAD(ae, "response_format.json_schema.name", "'response_format.json_schema.name' must be 1 to 64 letters, digits, '_' or '-'");
+        } else if (!strcmp(k, "schema")) {
+            if (!json_is_object(v) && !json_is_boolean(v)) return BAD(ae, "response_format.json_schema.schema", "'response_format.json_schema.schema' must be a JSON Schema (an object)");
+        } else if (!strcmp(k, "strict")) {
+            if (!json_is_null(v) && !json_is_boolean(v)) return BAD(ae, "response_format.json_schema.strict", "'response_format.json_schema.strict' must be true or false");
+        } else if (!strcmp(k, "description")) {
+            if (!json_is_string(v)) return BAD(ae, "response_format.json_schema.description", "'response_format.json_schema.description' must be a string");
+        } else {
+            return BAD(ae, "response_format.json_schema", "unknown field '%s' in 'response_format.json_schema' (name, schema, strict, description)", k);
+        }
+    }
+    if (!json_object_get(js, "name")) return BAD(ae, "response_format.json_schema.name", "'response_format.json_schema.name' is required");
+    if (!json_object_get(js, "schema")) return BAD(ae, "response_format.json_schema.schema", "'response_format.json_schema.schema' is required");
+    r->out_format = G4_FMT_JSON_SCHEMA;
+    r->out_schema = json_incref(json_object_get(js, "schema"));
+    return 0;
+}
+
+int g4_api_constraint(const g4_api_request *q, int thought, g4_grammar **out, g4_api_err *ae) {
+    g4_output_spec sp;
+    g4_output_spec_init(&sp);
+    sp.format = (g4_out_format)q->out_format;
+    sp.schema = q->out_schema;
+    sp.tools = q->tools;
+    sp.tool_mode = (g4_tool_mode)q->tool_mode;
+    sp.tool_name = q->tool_name;
+    sp.parallel_calls = !q->no_parallel_tool_calls;
+    sp.strict_calls = q->strict_tools;
+    sp.chat = q->parse_output;
+    /* a thinking block first only where the model may think: with thinking off the template ends
+     * the prompt with an empty one, and a model let into another one may never leave it */
+    const int think = q->chat && json_is_true(json_object_get(q->chat, "enable_thinking"));
+    sp.thought = !sp.chat ? G4_THOUGHT_NONE : thought ? G4_THOUGHT_INSIDE : think ? G4_THOUGHT_OPTIONAL : G4_THOUGHT_NONE;
+    char part[64];
+    g4_err err = {0};
+    if (!g4_output_compile(&sp, out, part, sizeof part, &err)) return 0;
+    const char *param = part;
+    if (!strcmp(part, "response_format"))
+        param = q->kind == G4_API_GENERATE ? "json_schema" : q->out_format == G4_FMT_JSON_SCHEMA ? "response_format.json_schema.schema" : "response_format";
+    return g4_api_err_from(ae, &err, param[0] ? param : NULL);
 }
 
 static int parse_chat(const json_t *o, g4_api_request *r, g4_api_err *ae) {
@@ -310,14 +420,8 @@ static int parse_chat(const json_t *o, g4_api_request *r, g4_api_err *ae) {
     if ((rc = get_bool(o, "enable_thinking", &think, ae))) return rc;
     if (think >= 0) json_object_set_new(chat, "enable_thinking", json_boolean(think));
     if (!json_object_get(chat, "add_generation_prompt")) json_object_set_new(chat, "add_generation_prompt", json_true());
-    if ((rc = parse_tools(o, chat, ae))) return rc;
-    json_t *rf = json_object_get(o, "response_format");
-    if (rf && !json_is_null(rf)) {
-        json_t *type = json_is_object(rf) ? json_object_get(rf, "type") : NULL;
-        if (!json_is_string(type)) return BAD(ae, "response_format", "'response_format' must be an object with a 'type'");
-        if (strcmp(json_string_value(type), "text"))
-            return UNSUPPORTED(ae, "response_format", "response_format \"%s\" is not supported (only \"text\")", json_string_value(type));
-    }
+    if ((rc = parse_tools(o, chat, r, ae))) return rc;
+    if ((rc = parse_response_format(o, r, ae))) return rc;
     r->parse_output = 1;
     return 0;
 }
@@ -394,6 +498,7 @@ int g4_api_parse(g4_api_kind kind, const char *body, size_t len, g4_api_request 
         if (!rc && json_object_get(o, "suffix") && !json_is_null(json_object_get(o, "suffix"))) rc = UNSUPPORTED(ae, "suffix", "'suffix' is not supported");
         r->add_special = 1;
         if (!rc) rc = get_bool(o, "add_special_tokens", &r->add_special, ae);
+        if (!rc) rc = parse_response_format(o, r, ae);
     }
     if (!rc && kind == G4_API_GENERATE) {
         const char *prompt;
@@ -402,6 +507,12 @@ int g4_api_parse(g4_api_kind kind, const char *body, size_t len, g4_api_request 
         if (!rc && !prompt) rc = BAD(ae, "prompt", "'prompt' is required (a string)");
         if (!rc) rc = get_bool(o, "raw", &raw, ae);
         if (!rc) rc = get_bool(o, "enable_thinking", &think, ae);
+        json_t *js = json_object_get(o, "json_schema");
+        if (!rc && js && !json_is_null(js)) { /* the answer is JSON of this schema */
+            if (!json_is_object(js) && !json_is_boolean(js)) rc = BAD(ae, "json_schema", "'json_schema' must be a JSON Schema (an object)");
+            r->out_format = G4_FMT_JSON_SCHEMA;
+            r->out_schema = json_incref(js);
+        }
         if (!rc && r->stream) rc = UNSUPPORTED(ae, "stream", "/generate does not stream; use /v1/chat/completions or /v1/completions with \"stream\": true");
         if (!rc && raw) {
             r->prompt_len = json_string_length(json_object_get(o, "prompt"));
@@ -432,6 +543,9 @@ void g4_api_request_free(g4_api_request *r) {
     free(r->prompt_ids);
     for (size_t i = 0; i < r->n_stops; i++) free(r->stops[i]);
     free(r->model);
+    json_decref(r->out_schema);
+    json_decref(r->tools);
+    free(r->tool_name);
     memset(r, 0, sizeof *r);
     r->max_tokens = -1;
 }
@@ -508,6 +622,29 @@ json_t *g4_api_usage(size_t prompt_tokens, size_t completion_tokens, size_t cach
     return json_pack("{s:I,s:I,s:I,s:{s:I}}", "prompt_tokens", (json_int_t)prompt_tokens, "completion_tokens", (json_int_t)completion_tokens,
                      "total_tokens", (json_int_t)(prompt_tokens + completion_tokens), "prompt_tokens_details", "cached_tokens",
                      (json_int_t)cached_tokens);
+}
+
+size_t g4_api_args_pieces(const char *json, size_t len, size_t *ends, size_t max) {
+    size_t n = 0;
+    int depth = 0, str = 0;
+    for (size_t i = 0; i < len; i++) {
+        char ch = json[i];
+        if (str) {
+            if (ch == '\\') i++;
+            else if (ch == '"') str = 0;
+        } else if (ch == '"') {
+            str = 1;
+        } else if (ch == '{' || ch == '[') {
+            depth++;
+        } else if (ch == '}' || ch == ']') {
+            depth--;
+        } else if (ch == ',' && depth == 1 && i + 1 < len) {
+            if (n < max) ends[n] = i + 1;
+            n++;
+        }
+    }
+    if (n < max) ends[n] = len;
+    return n + 1;
 }
 
 json_t *g4_api_tool_call(const char *resp_id, size_t k, const g4_tool_call *c) {

@@ -37,7 +37,6 @@ typedef struct g4_api_request {
     size_t n_stops;
     int stream, include_usage;
     int ignore_eos;           /* vLLM's extension: keep generating past end-of-sequence ids */
-    int speculative;          /* "speculative": 0 the server's drafter, -1 none (false / 0), 1..15 at most that many drafts */
     char *model;              /* NULL when absent; may hold U+0000 (model_len bytes) */
     size_t model_len;
     int n;                    /* choices, 1..G4_API_MAX_N */
@@ -45,7 +44,22 @@ typedef struct g4_api_request {
     int top_logprobs;         /* ... with this many alternatives (0..20) */
     int echo;                 /* completions: the prompt's text (and with logprobs its tokens') first */
     json_t *extra;            /* Anthropic / Responses: request fields their answers repeat (owned) */
+    /* what the output must be: compiled into a grammar below the server (engine/json_schema.h,
+     * docs/structured-output.md); zero is free text, tools "auto", parallel calls allowed */
+    int out_format;           /* g4_out_format: text, json_object, json_schema */
+    json_t *out_schema;       /* json_schema: the schema (owned) */
+    int tool_mode;            /* g4_tool_mode: auto, none, required, named */
+    char *tool_name;          /* named: the function */
+    json_t *tools;            /* the tools, OpenAI-shaped [{type, function:{name, parameters}}] (owned) */
+    int no_parallel_tool_calls; /* 1: at most one call ("parallel_tool_calls": false) */
+    int strict_tools;         /* a function has "strict": true: its calls follow its schema under "auto" too */
 } g4_api_request;
+
+/* The grammar of what q asks of its output (*out NULL: free text), for a prompt that ends
+ * inside a thought block when thought is set. A schema the compiler refuses is a 400 naming the
+ * field (response_format.json_schema.schema, json_schema, tools[i].function.parameters). */
+struct g4_grammar;
+int g4_api_constraint(const g4_api_request *q, int thought, struct g4_grammar **out, g4_api_err *ae);
 
 /* Parses and validates a body. 400-class errors name the field in ae->param. */
 int g4_api_parse(g4_api_kind kind, const char *body, size_t len, g4_api_request *out, g4_api_err *ae);
@@ -104,6 +118,10 @@ json_t *g4_api_completion_response(const g4_api_result *r);
 json_t *g4_api_chat_response_n(const g4_api_result *r, size_t n);
 json_t *g4_api_completion_response_n(const g4_api_result *r, size_t n);
 json_t *g4_api_generate_response(const g4_api_result *r);
+/* Streaming a call's arguments in pieces (after each top-level member): writes the end offsets
+ * of the pieces of json[0..len) into ends (up to max) and returns how many pieces there are;
+ * the pieces concatenate to the whole text. */
+size_t g4_api_args_pieces(const char *json, size_t len, size_t *ends, size_t max);
 /* {"id","type","function":{"name","arguments"}} for call k of a response. */
 json_t *g4_api_tool_call(const char *resp_id, size_t k, const g4_tool_call *c);
 /* The usage object; prompt_tokens_details.cached_tokens: prompt tokens from the prefix cache. */

@@ -123,11 +123,24 @@ static int emit_events(g4_sse *s, int i, const g4_out_event *ev, size_t n) {
         json_t *d = NULL;
         if (ev[k].kind == G4_OUT_CONTENT) d = json_pack("{s:s%}", "content", ev[k].text, ev[k].len);
         else if (ev[k].kind == G4_OUT_REASONING) d = json_pack("{s:s%}", "reasoning_content", ev[k].text, ev[k].len);
-        else {
+        else { /* a call: its id, type and name with empty arguments, then the arguments in pieces */
             json_t *tc = g4_api_tool_call(s->id, ev[k].call_index, ev[k].call);
             json_object_set_new(tc, "index", json_integer((json_int_t)ev[k].call_index));
-            d = json_pack("{s:[o]}", "tool_calls", tc);
+            const char *args = json_string_value(json_object_get(json_object_get(tc, "function"), "arguments"));
+            size_t alen = args ? strlen(args) : 0, ends[64], np = g4_api_args_pieces(args ? args : "", alen, ends, 64), from = 0;
+            char *whole = args ? strdup(args) : NULL;
+            json_object_set_new(json_object_get(tc, "function"), "arguments", json_string(""));
             s->ch[i].n_calls++;
+            rc = frame(s, chunk(s, i, json_pack("{s:[o]}", "tool_calls", tc), NULL));
+            for (size_t p = 0; p < np && !rc && whole; p++) {
+                size_t to = p + 1 < np && p < 63 ? ends[p] : alen; /* more than 64 members: the rest in the last */
+                json_t *piece = json_pack("{s:I,s:{s:s%}}", "index", (json_int_t)ev[k].call_index, "function", "arguments", whole + from, to - from);
+                rc = frame(s, chunk(s, i, json_pack("{s:[o]}", "tool_calls", piece), NULL));
+                from = to;
+                if (to == alen) break;
+            }
+            free(whole);
+            continue;
         }
         rc = frame(s, chunk(s, i, d, NULL));
     }

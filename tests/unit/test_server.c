@@ -138,9 +138,9 @@ static void test_parse_errors(void **st) {
         {G4_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":1}", "logprobs", "invalid_value", 400},
         {G4_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true,\"top_logprobs\":21}", "top_logprobs", "invalid_value", 400},
         {G4_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":2}", "top_logprobs", "invalid_value", 400},
-        {G4_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":\"required\"}", "tool_choice", "unsupported_value", 400},
+        {G4_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":\"required\"}", "tool_choice", "invalid_value", 400},
         {G4_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"x\"}]}", "tools[0]", "invalid_value", 400},
-        {G4_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_object\"}}", "response_format", "unsupported_value", 400},
+        {G4_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_schema\",\"schema\":{}}}", "response_format", "invalid_value", 400},
         {G4_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"chat_template_kwargs\":[]}", "chat_template_kwargs", "invalid_value", 400},
         {G4_API_COMPLETIONS, "{}", "prompt", "invalid_value", 400},
         {G4_API_COMPLETIONS, "{\"prompt\":[\"a\",\"b\"]}", "prompt", "unsupported_value", 400},
@@ -303,6 +303,7 @@ typedef struct { char reasoning[256], content[256], calls[512], finish[32]; int 
 
 static void summarize(const char *s, size_t n, sse_sum *o) {
     memset(o, 0, sizeof *o);
+    json_t *calls = json_array();
     char *copy = strndup(s, n), *save = NULL;
     for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         if (line[0] == ':') continue;
@@ -319,15 +320,36 @@ static void summarize(const char *s, size_t n, sse_sum *o) {
         json_t *v;
         if ((v = json_object_get(delta, "content"))) strcat(o->content, json_string_value(v));
         if ((v = json_object_get(delta, "reasoning_content"))) strcat(o->reasoning, json_string_value(v));
-        if ((v = json_object_get(delta, "tool_calls"))) {
-            char *t = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
-            strcat(o->calls, t);
-            free(t);
+        if ((v = json_object_get(delta, "tool_calls"))) { /* a call's first delta names it, the next ones carry its arguments */
+            size_t k;
+            json_t *c;
+            json_array_foreach(v, k, c) {
+                size_t idx = (size_t)json_integer_value(json_object_get(c, "index"));
+                json_t *fn = json_object_get(c, "function"), *have = json_array_get(calls, idx);
+                if (!have) {
+                    assert_int_equal(idx, json_array_size(calls));
+                    assert_true(json_is_string(json_object_get(c, "id")) && json_is_string(json_object_get(fn, "name")));
+                    json_array_append_new(calls, json_deep_copy(c));
+                    continue;
+                }
+                assert_null(json_object_get(c, "id"));
+                json_t *hf = json_object_get(have, "function");
+                char *joined = NULL;
+                assert_true(asprintf(&joined, "%s%s", json_string_value(json_object_get(hf, "arguments")), json_string_value(json_object_get(fn, "arguments"))) > 0);
+                json_object_set_new(hf, "arguments", json_string(joined));
+                free(joined);
+            }
         }
         if (json_is_string(json_object_get(ch, "finish_reason"))) strcpy(o->finish, json_string_value(json_object_get(ch, "finish_reason")));
         json_decref(j);
     }
     free(copy);
+    if (json_array_size(calls)) {
+        char *t = json_dumps(calls, JSON_COMPACT | JSON_SORT_KEYS);
+        strcat(o->calls, t);
+        free(t);
+    }
+    json_decref(calls);
 }
 
 static void run_sse(const char *text, size_t split_a, size_t split_b, sse_sum *out) {
