@@ -6,9 +6,11 @@
 #include "testutil.h"
 
 #include <jansson.h>
+#include <math.h>
 
 #include "engine/json_schema.h"
 #include "engine/regex.h"
+#include "engine/sampler.h"
 #include "text/output_parser.h"
 
 #define DEMO_TOK "tests/data/tokenizer/demo_tokenizer.json"
@@ -701,8 +703,47 @@ static void test_regex(void **st) {
     }
 }
 
+/* the sampler's mask hook: the draw is the unconstrained draw from the masked row */
+static void test_sampler_mask(void **st) {
+    (void)st;
+    enum { V = 200 };
+    float l[V], m[V];
+    uint64_t allow[4] = {0};
+    for (int i = 0; i < V; i++) l[i] = (float)((i * 37) % 101) / 10.0f;
+    for (int i = 3; i < V; i += 7) allow[i >> 6] |= 1ull << (i & 63);
+    g4_sampling_params p;
+    g4_sampling_params_default(&p);
+    g4_sampler *s;
+    assert_int_equal(g4_sampler_create(V, &p, &s, NULL), 0);
+    memcpy(m, l, sizeof l);
+    int32_t id = g4_sampler_sample_masked(s, m, V, allow);
+    int32_t best = -1;
+    for (int i = 3; i < V; i += 7) if (best < 0 || l[i] > l[best]) best = i; /* ties: the lowest id */
+    assert_int_equal(id, best);
+    for (int i = 0; i < V; i++) assert_true(((allow[i >> 6] >> (i & 63)) & 1) ? m[i] == l[i] : m[i] == -INFINITY);
+    p.temperature = 1.0f;
+    p.seed = 9;
+    p.has_seed = 1;
+    g4_sampler *a, *b;
+    assert_int_equal(g4_sampler_create(V, &p, &a, NULL), 0);
+    assert_int_equal(g4_sampler_create(V, &p, &b, NULL), 0);
+    for (int r = 0; r < 50; r++) {
+        memcpy(m, l, sizeof l);
+        id = g4_sampler_sample_masked(a, m, V, allow);
+        assert_true((allow[id >> 6] >> (id & 63)) & 1);
+        float m2[V];
+        memcpy(m2, l, sizeof l);
+        g4_logits_mask(m2, V, allow);
+        assert_int_equal(g4_sampler_sample(b, m2, V), id);
+    }
+    g4_sampler_free(s);
+    g4_sampler_free(a);
+    g4_sampler_free(b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sampler_mask),
         cmocka_unit_test(test_types),
         cmocka_unit_test(test_objects),
         cmocka_unit_test(test_arrays),
