@@ -298,8 +298,17 @@ static const struct { const char *name, *re; } FORMATS[] = {
 
 /* The content of a string with these constraints (pattern / format may be NULL; n_excl names
  * excluded as whole values, already encoded). An empty DFA when nothing satisfies them. */
+static int string_body_in(sc *c, g4_str_enc enc, int mk, long minl, long maxl, const char *pat, size_t patlen, const char *format,
+                          const char *const *excl, const size_t *excl_len, int n_excl, g4_dfa *out);
 static int string_body(sc *c, g4_str_enc enc, int mk, long minl, long maxl, const char *pat, size_t patlen, const char *format,
                        const char *const *excl, const size_t *excl_len, int n_excl, g4_dfa *out) {
+    int rc = string_body_in(c, enc, mk, minl, maxl, pat, patlen, format, excl, excl_len, n_excl, out);
+    if (rc) g4_dfa_free(out);
+    return rc;
+}
+
+static int string_body_in(sc *c, g4_str_enc enc, int mk, long minl, long maxl, const char *pat, size_t patlen, const char *format,
+                          const char *const *excl, const size_t *excl_len, int n_excl, g4_dfa *out) {
     memset(out, 0, sizeof *out);
     const g4_dfa *base = plain_body(c, enc, mk);
     g4_err e = {0};
@@ -864,11 +873,11 @@ static const json_t *merge(sc *c, const json_t *const *in, int n_in) {
             if (is_annotation(k)) continue;
             json_t *cur = json_object_get(o, k);
             if (!strcmp(k, "type") || !strcmp(k, "nullable")) {
-                if (!strcmp(k, "type")) { int t = type_set(c, m[i]); if (t < 0) return NULL; types &= t; any_types = 1; }
+                if (!strcmp(k, "type")) { int t = type_set(c, m[i]); if (t < 0) goto bad; types &= t; any_types = 1; }
                 continue;
             }
             if (!strcmp(k, "properties")) {
-                if (!json_is_object(v)) { fail(c, G4_EINVAL, "'properties' must be an object"); return NULL; }
+                if (!json_is_object(v)) { fail(c, G4_EINVAL, "'properties' must be an object"); goto bad; }
                 const char *pk;
                 json_t *pv;
                 json_object_foreach(v, pk, pv) {
@@ -877,11 +886,11 @@ static const json_t *merge(sc *c, const json_t *const *in, int n_in) {
                     else json_object_set_new(props, pk, json_pack("{s:[O,O]}", "allOf", old, pv));
                 }
             } else if (!strcmp(k, "required")) {
-                if (!json_is_array(v)) { fail(c, G4_EINVAL, "'required' must be an array of strings"); return NULL; }
+                if (!json_is_array(v)) { fail(c, G4_EINVAL, "'required' must be an array of strings"); goto bad; }
                 size_t j;
                 json_t *x;
                 json_array_foreach(v, j, x) {
-                    if (!json_is_string(x)) { fail(c, G4_EINVAL, "'required' must be an array of strings"); return NULL; }
+                    if (!json_is_string(x)) { fail(c, G4_EINVAL, "'required' must be an array of strings"); goto bad; }
                     int dup = 0;
                     size_t q;
                     json_t *y;
@@ -891,10 +900,10 @@ static const json_t *merge(sc *c, const json_t *const *in, int n_in) {
             } else if (!strcmp(k, "additionalProperties")) {
                 if (json_is_false(v)) ap_false = 1;
                 else if (json_is_true(v)) ap_true = 1;
-                else { fail(c, G4_EUNSUPPORTED, "'additionalProperties' as a schema inside allOf is not supported"); return NULL; }
+                else { fail(c, G4_EUNSUPPORTED, "'additionalProperties' as a schema inside allOf is not supported"); goto bad; }
             } else if (!strcmp(k, "enum") || !strcmp(k, "const")) {
                 json_t *vals = !strcmp(k, "const") ? json_pack("[O]", v) : json_incref(v);
-                if (!json_is_array(vals)) { json_decref(vals); fail(c, G4_EINVAL, "'enum' must be an array"); return NULL; }
+                if (!json_is_array(vals)) { json_decref(vals); fail(c, G4_EINVAL, "'enum' must be an array"); goto bad; }
                 if (!en) en = vals;
                 else {
                     json_t *keep = json_array();
@@ -909,18 +918,18 @@ static const json_t *merge(sc *c, const json_t *const *in, int n_in) {
                 if (!json_is_number(v)) {
                     if (!cur || json_equal(cur, v)) { json_object_set(o, k, v); continue; }
                     fail(c, G4_EUNSUPPORTED, "allOf members disagree on '%s'", k);
-                    return NULL;
+                    goto bad;
                 }
                 int upper = !strncmp(k, "max", 3) || !strcmp(k, "exclusiveMaximum");
                 if (!cur || (upper ? json_number_value(v) < json_number_value(cur) : json_number_value(v) > json_number_value(cur)))
                     json_object_set(o, k, v);
             } else if (!strcmp(k, "items")) {
                 if (!cur || json_equal(cur, v)) json_object_set(o, k, v);
-                else if (json_is_array(cur) || json_is_array(v)) { fail(c, G4_EUNSUPPORTED, "allOf members disagree on 'items'"); return NULL; }
+                else if (json_is_array(cur) || json_is_array(v)) { fail(c, G4_EUNSUPPORTED, "allOf members disagree on 'items'"); goto bad; }
                 else json_object_set_new(o, k, json_pack("{s:[O,O]}", "allOf", cur, v));
             } else if (cur && !json_equal(cur, v)) {
                 fail(c, G4_EUNSUPPORTED, "allOf members disagree on '%s' (only objects, bounds, enums and items are merged)", k);
-                return NULL;
+                goto bad;
             } else {
                 json_object_set(o, k, v);
             }
@@ -939,7 +948,7 @@ static const json_t *merge(sc *c, const json_t *const *in, int n_in) {
         json_array_foreach(req, j, x)
             if (!own || !json_object_get(own, json_string_value(x))) {
                 fail(c, G4_EINVAL, "allOf: '%s' is required but another member forbids it (additionalProperties false)", json_string_value(x));
-                return NULL;
+                goto bad;
             }
     }
     if (json_array_size(req)) json_object_set_new(o, "required", req);
@@ -956,6 +965,10 @@ static const json_t *merge(sc *c, const json_t *const *in, int n_in) {
         json_object_set_new(o, "type", tl);
     }
     return o;
+bad:
+    json_decref(req);
+    json_decref(en);
+    return NULL;
 }
 
 /* ---- objects ---------------------------------------------------------------------------------- */
