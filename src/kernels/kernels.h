@@ -125,9 +125,10 @@ typedef struct g4_kernels {
     void (*attention)(float *out, const float *q, int nq, int64_t d, const g4_kv_seg *segs,
                       int nseg, float *scratch);
     /* attention over keys and values of type dt (G4_DT_BF16 or G4_DT_Q8_0): bitwise the
-     * attention above over the rows dequantized to f32 (bf16 widened, q8_0 d * q, both exact),
-     * which each set does in L1 tiles of G4_ATTN_KV_TILE rows, so the cache is read once at its
-     * own size. scratch: G4_ATTN_KV_SCRATCH(nq, total keys, d) floats. */
+     * attention above over the rows dequantized to f32 (bf16 widened, q8_0 d * q, both exact);
+     * the cache is read at its own size (avx512 widens rows as it loads them, avx2 into L1
+     * tiles of G4_ATTN_KV_TILE rows shared by the heads). scratch:
+     * G4_ATTN_KV_SCRATCH(nq, total keys, d) floats. */
     void (*attention_kv)(float *out, const float *q, int nq, int64_t d, const g4_kvq_seg *segs,
                          int nseg, int dt, float *scratch);
 

@@ -822,12 +822,35 @@ enum { AKB = 32 };
 /* Grouped-query attention: up to AQ heads that share a key/value head go through the keys
  * together, so each key and value row is loaded once per tile instead of once per head. Per
  * (head, key) and per output element the operations are those of one head alone, so the bits
- * do not depend on the grouping. */
+ * do not depend on the grouping. The cache's element type DT is a template parameter: bf16 and
+ * q8_0 rows are widened exactly as they are loaded (bf16 << 16; q8_0 d * q, both exact in f32),
+ * so attention_kv gives the bits of attention over the dequantized rows while reading the cache
+ * at its own size. */
 enum { AQ = 4 };
 
-/* Scores of QR heads (q + h*d) against KR key rows (k + j*st), to s[h*ns + j]: one 16-lane
+/* 16 elements of a row from element x, widened to f32 (q8_0: x a multiple of 16, within a block) */
+AI __m512 kv_ld(const int DT, const char *row, int64_t x) {
+    if (DT == G4_DT_BF16)
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(row + 2 * x))), 16));
+    if (DT == G4_DT_Q8_0) {
+        const g4_block_q8_0 *b = (const g4_block_q8_0 *)row + x / G4_Q8_BLOCK;
+        const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b->qs + x % G4_Q8_BLOCK))));
+        return _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(b->d)), q);
+    }
+    return _mm512_loadu_ps((const float *)row + x);
+}
+/* the same for the m lanes of a tail (q8_0 rows have none: d is a multiple of 32) */
+AI __m512 kv_ld_m(const int DT, const char *row, int64_t x, __mmask16 m) {
+    if (DT == G4_DT_BF16)
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, row + 2 * x)), 16));
+    return _mm512_maskz_loadu_ps(m, (const float *)row + x);
+}
+/* bytes per element, for the prefetch distance (q8_0: about one) */
+#define KV_ES(DT) ((DT) == G4_DT_F32 ? 4 : (DT) == G4_DT_BF16 ? 2 : 1)
+
+/* Scores of QR heads (q + h*d) against KR key rows (k + j*st bytes), to s[h*ns + j]: one 16-lane
  * accumulator over d in order, masked tail, hsum16 — the canonical dot of each pair. */
-AI void qk_tile(const int KR, const int QR, const float *k, int64_t st, const float *q, int64_t d,
+AI void qk_tile(const int KR, const int QR, const int DT, const char *k, int64_t st, const float *q, int64_t d,
                 float *s, int64_t ns) {
     __m512 acc[4][AQ];
 #pragma GCC unroll 4
@@ -837,11 +860,11 @@ AI void qk_tile(const int KR, const int QR, const float *k, int64_t st, const fl
     int64_t x = 0;
     for (; x + 16 <= d; x += 16) {
         __m512 kv[4];
-        if (KR > 1 && ((x * 4) & 63) == 0)
+        if (KR > 1 && ((x * KV_ES(DT)) & 63) == 0)
 #pragma GCC unroll 4
-            for (int j = 0; j < KR; j++) _mm_prefetch((const char *)(k + j * st + x) + G4_MV_PREFETCH, _MM_HINT_T0);
+            for (int j = 0; j < KR; j++) _mm_prefetch(k + j * st + x * KV_ES(DT) + G4_MV_PREFETCH, _MM_HINT_T0);
 #pragma GCC unroll 4
-        for (int j = 0; j < KR; j++) kv[j] = _mm512_loadu_ps(k + j * st + x);
+        for (int j = 0; j < KR; j++) kv[j] = kv_ld(DT, k + j * st, x);
 #pragma GCC unroll 4
         for (int h = 0; h < QR; h++) {
             const __m512 qv = _mm512_loadu_ps(q + h * d + x);
@@ -853,7 +876,7 @@ AI void qk_tile(const int KR, const int QR, const float *k, int64_t st, const fl
         const __mmask16 m = tailmask(d - x);
         __m512 kv[4];
 #pragma GCC unroll 4
-        for (int j = 0; j < KR; j++) kv[j] = _mm512_maskz_loadu_ps(m, k + j * st + x);
+        for (int j = 0; j < KR; j++) kv[j] = kv_ld_m(DT, k + j * st, x, m);
 #pragma GCC unroll 4
         for (int h = 0; h < QR; h++) {
             const __m512 qv = _mm512_maskz_loadu_ps(m, q + h * d + x);
@@ -869,7 +892,7 @@ AI void qk_tile(const int KR, const int QR, const float *k, int64_t st, const fl
 
 /* out[h*d + i] += sum over the nb keys of the block of p[h*ps + b] * v[b][i], b in order; the
  * accumulators live in out between blocks. 64-wide slices of d, then 16-wide masked ones. */
-AI void pv_block(const int QR, float *out, int64_t d, const float *const *v, const float *p, int64_t ps, int nb) {
+AI void pv_block(const int QR, const int DT, float *out, int64_t d, const char *const *v, const float *p, int64_t ps, int nb) {
     int64_t i0 = 0;
     for (; i0 + 64 <= d; i0 += 64) {
         __m512 acc[AQ][4];
@@ -880,7 +903,7 @@ AI void pv_block(const int QR, float *out, int64_t d, const float *const *v, con
         for (int b = 0; b < nb; b++) {
             __m512 vv[4];
 #pragma GCC unroll 4
-            for (int c = 0; c < 4; c++) vv[c] = _mm512_loadu_ps(v[b] + i0 + 16 * c);
+            for (int c = 0; c < 4; c++) vv[c] = kv_ld(DT, v[b], i0 + 16 * c);
 #pragma GCC unroll 4
             for (int h = 0; h < QR; h++) {
                 const __m512 pb = _mm512_set1_ps(p[h * ps + b]);
@@ -899,7 +922,7 @@ AI void pv_block(const int QR, float *out, int64_t d, const float *const *v, con
 #pragma GCC unroll 4
         for (int h = 0; h < QR; h++) acc[h] = _mm512_maskz_loadu_ps(m, out + h * d + i0);
         for (int b = 0; b < nb; b++) {
-            const __m512 vv = _mm512_maskz_loadu_ps(m, v[b] + i0);
+            const __m512 vv = d - i0 >= 16 ? kv_ld(DT, v[b], i0) : kv_ld_m(DT, v[b], i0, m);
 #pragma GCC unroll 4
             for (int h = 0; h < QR; h++) acc[h] = _mm512_fmadd_ps(_mm512_set1_ps(p[h * ps + b]), vv, acc[h]);
         }
@@ -927,111 +950,80 @@ static void softmax_scores(float *scores, int64_t nk) {
     for (int64_t j = 0; j < nk; j++) scores[j] *= inv;
 }
 
+/* One segment's rows: f32 segments count their stride in floats, the others in bytes. */
+AI void seg_rows(const int DT, const void *segs, int s, const char **k, const char **v, int64_t *n, int64_t *st) {
+    if (DT == G4_DT_F32) {
+        const g4_kv_seg *g = (const g4_kv_seg *)segs + s;
+        *k = (const char *)g->k, *v = (const char *)g->v, *n = g->n, *st = g->stride * (int64_t)sizeof(float);
+    } else {
+        const g4_kvq_seg *g = (const g4_kvq_seg *)segs + s;
+        *k = g->k, *v = g->v, *n = g->n, *st = g->stride;
+    }
+}
+
 /* QR (<= AQ) heads: scores for every key (4 keys a tile), softmax per head, then the values in
  * blocks of AKB keys (their rows stay in L1/L2 while every slice of d is updated). */
-AI void attention_group(const int QR, float *out, const float *q, int64_t d, const g4_kv_seg *segs,
+AI void attention_group(const int QR, const int DT, float *out, const float *q, int64_t d, const void *segs,
                         int nseg, int64_t nk, float *scores) {
     int64_t j0 = 0;
     for (int s = 0; s < nseg; s++) {
-        const float *k = segs[s].k;
-        const int64_t st = segs[s].stride, n = segs[s].n;
+        const char *k, *v;
+        int64_t n, st;
+        seg_rows(DT, segs, s, &k, &v, &n, &st);
         int64_t j = 0;
-        for (; j + 4 <= n; j += 4) qk_tile(4, QR, k + j * st, st, q, d, scores + j0 + j, nk);
-        for (; j < n; j++) qk_tile(1, QR, k + j * st, st, q, d, scores + j0 + j, nk);
+        for (; j + 4 <= n; j += 4) qk_tile(4, QR, DT, k + j * st, st, q, d, scores + j0 + j, nk);
+        for (; j < n; j++) qk_tile(1, QR, DT, k + j * st, st, q, d, scores + j0 + j, nk);
         j0 += n;
     }
     for (int h = 0; h < QR; h++) softmax_scores(scores + h * nk, nk);
     memset(out, 0, (size_t)(QR * d) * sizeof(float));
-    const float *vp[AKB];
+    const char *vp[AKB];
     int nb = 0;
     j0 = 0;
-    for (int s = 0; s < nseg; s++)
-        for (int64_t j = 0; j < segs[s].n; j++) {
-            vp[nb++] = segs[s].v + j * segs[s].stride;
+    for (int s = 0; s < nseg; s++) {
+        const char *k, *v;
+        int64_t n, st;
+        seg_rows(DT, segs, s, &k, &v, &n, &st);
+        for (int64_t j = 0; j < n; j++) {
+            vp[nb++] = v + j * st;
             if (nb == AKB) {
-                pv_block(QR, out, d, vp, scores + j0, nk, nb);
+                pv_block(QR, DT, out, d, vp, scores + j0, nk, nb);
                 j0 += nb;
                 nb = 0;
             }
         }
-    if (nb) pv_block(QR, out, d, vp, scores + j0, nk, nb);
+    }
+    if (nb) pv_block(QR, DT, out, d, vp, scores + j0, nk, nb);
+}
+
+AI void attention_dt(const int DT, float *out, const float *q, int nq, int64_t d, const void *segs, int nseg, float *scores) {
+    int64_t nk = 0;
+    for (int s = 0; s < nseg; s++) nk += DT == G4_DT_F32 ? ((const g4_kv_seg *)segs)[s].n : ((const g4_kvq_seg *)segs)[s].n;
+    if (nk == 0) {
+        memset(out, 0, (size_t)nq * (size_t)d * sizeof(float));
+        return;
+    }
+    for (int h = 0; h < nq; h += AQ) {
+        float *o = out + h * d;
+        const float *qh = q + h * d;
+        switch (nq - h < AQ ? nq - h : AQ) {
+        case 4: attention_group(4, DT, o, qh, d, segs, nseg, nk, scores); break;
+        case 3: attention_group(3, DT, o, qh, d, segs, nseg, nk, scores); break;
+        case 2: attention_group(2, DT, o, qh, d, segs, nseg, nk, scores); break;
+        default: attention_group(1, DT, o, qh, d, segs, nseg, nk, scores); break;
+        }
+    }
 }
 
 static void attention(float *out, const float *q, int nq, int64_t d, const g4_kv_seg *segs, int nseg,
                       float *scores) {
-    int64_t nk = 0;
-    for (int s = 0; s < nseg; s++) nk += segs[s].n;
-    if (nk == 0) {
-        memset(out, 0, (size_t)nq * (size_t)d * sizeof(float));
-        return;
-    }
-    for (int h = 0; h < nq; h += AQ) {
-        float *o = out + h * d;
-        const float *qh = q + h * d;
-        switch (nq - h < AQ ? nq - h : AQ) {
-        case 4: attention_group(4, o, qh, d, segs, nseg, nk, scores); break;
-        case 3: attention_group(3, o, qh, d, segs, nseg, nk, scores); break;
-        case 2: attention_group(2, o, qh, d, segs, nseg, nk, scores); break;
-        default: attention_group(1, o, qh, d, segs, nseg, nk, scores); break;
-        }
-    }
-}
-
-/* bf16 / q8_0 rows (kernels.h attention_kv): dequantized into an L1 tile once for the group's
- * heads, then the f32 tiles above on it (4-row score tiles from each segment's start, values in
- * blocks: the order over keys is unchanged), so the bits are attention's. */
-AI void attention_group_kv(const int QR, float *out, const float *q, int64_t d, const g4_kvq_seg *segs, int nseg,
-                           int dt, int64_t nk, float *scores, float *tile) {
-    int64_t j0 = 0;
-    for (int s = 0; s < nseg; s++) {
-        const char *k = segs[s].k;
-        const int64_t st = segs[s].stride, n = segs[s].n;
-        for (int64_t j = 0; j < n; j += 4) {
-            const int kr = n - j < 4 ? (int)(n - j) : 4;
-            for (int r = 0; r < kr; r++) row_to_f32(tile + r * d, k + (j + r) * st, dt, d);
-            if (kr == 4) qk_tile(4, QR, tile, d, q, d, scores + j0 + j, nk);
-            else
-                for (int r = 0; r < kr; r++) qk_tile(1, QR, tile + r * d, d, q, d, scores + j0 + j + r, nk);
-        }
-        j0 += n;
-    }
-    for (int h = 0; h < QR; h++) softmax_scores(scores + h * nk, nk);
-    memset(out, 0, (size_t)(QR * d) * sizeof(float));
-    const float *vp[G4_ATTN_KV_TILE];
-    int nb = 0;
-    j0 = 0;
-    for (int s = 0; s < nseg; s++)
-        for (int64_t j = 0; j < segs[s].n; j++) {
-            row_to_f32(tile + nb * d, (const char *)segs[s].v + j * segs[s].stride, dt, d);
-            vp[nb] = tile + nb * d;
-            if (++nb == G4_ATTN_KV_TILE) {
-                pv_block(QR, out, d, vp, scores + j0, nk, nb);
-                j0 += nb;
-                nb = 0;
-            }
-        }
-    if (nb) pv_block(QR, out, d, vp, scores + j0, nk, nb);
+    attention_dt(G4_DT_F32, out, q, nq, d, segs, nseg, scores);
 }
 
 static void attention_kv(float *out, const float *q, int nq, int64_t d, const g4_kvq_seg *segs, int nseg, int dt,
                          float *scratch) {
-    int64_t nk = 0;
-    for (int s = 0; s < nseg; s++) nk += segs[s].n;
-    if (nk == 0) {
-        memset(out, 0, (size_t)nq * (size_t)d * sizeof(float));
-        return;
-    }
-    float *tile = scratch + (size_t)nq * (size_t)nk;
-    for (int h = 0; h < nq; h += AQ) {
-        float *o = out + h * d;
-        const float *qh = q + h * d;
-        switch (nq - h < AQ ? nq - h : AQ) {
-        case 4: attention_group_kv(4, o, qh, d, segs, nseg, dt, nk, scratch, tile); break;
-        case 3: attention_group_kv(3, o, qh, d, segs, nseg, dt, nk, scratch, tile); break;
-        case 2: attention_group_kv(2, o, qh, d, segs, nseg, dt, nk, scratch, tile); break;
-        default: attention_group_kv(1, o, qh, d, segs, nseg, dt, nk, scratch, tile); break;
-        }
-    }
+    if (dt == G4_DT_BF16) attention_dt(G4_DT_BF16, out, q, nq, d, segs, nseg, scratch);
+    else attention_dt(G4_DT_Q8_0, out, q, nq, d, segs, nseg, scratch);
 }
 
 /* matmul_act_bytes / matmul_prepare / matmul_prepared: q8_0 here, q4_0 in kernels_q4_avx512.c */
