@@ -29,6 +29,7 @@ typedef struct g4_engine_opts {
     int mutation;            /* test-only: a deliberate spec mistake (forward.h G4_MUT_*) */
     const char *isa;         /* kernel set "scalar", "avx2", "avx512"; NULL: $G4_ISA or the best */
     int load_copy;           /* 1: copy weights into process memory instead of reading the map */
+    int numa;                /* 1: each rank on one NUMA node's CPUs and memory (rank % nodes; MPI: the local rank) */
     const char *kv_dtype;    /* KV cache elements: NULL or "f32" (exact), "bf16", "q8_0" */
     int no_prefix_cache;     /* 1: no automatic prefix cache (every prompt is computed whole) */
     const char *speculative; /* NULL: none; "ngram[:n,k]" or "mtp:DIR[:k]" (docs/speculative.md) */
@@ -52,6 +53,10 @@ int g4_engine_rank(const g4_engine *e);
 int g4_engine_tp(const g4_engine *e);
 /* MPI ranks other than 0: serve the leader's steps until it closes the engine. */
 int g4_engine_follow(g4_engine *e, g4_err *err);
+/* NULL while every rank is healthy. Once a rank failed (died, hung, or returned an error in a
+ * step), the message naming it; every later call that needs the ranks fails at once with
+ * G4_ECOMM and that message. Safe to call from any thread. */
+const char *g4_engine_failure(const g4_engine *e);
 
 int64_t g4_engine_vocab(const g4_engine *e);
 int64_t g4_engine_max_ctx(const g4_engine *e);

@@ -30,7 +30,9 @@ const char *cli_engine_help =
     "  --speculative-always  draft every round (default: only when the measured step costs say it pays)\n"
     "  --verify            check every byte of artifact checksums at load\n"
     "  --load mmap|copy    read weights in place from the file map (default), or copy them into\n"
-    "                      process memory (huge pages; faster where mapped pages read slowly)\n";
+    "                      process memory (huge pages; faster where mapped pages read slowly)\n"
+    "  --numa              each rank on one NUMA node's CPUs and memory (rank r: node r mod nodes;\n"
+    "                      MPI: the rank's index on its host); prints where each rank runs\n";
 
 const char *cli_value(int argc, char **argv, int *i) {
     if (*i + 1 >= argc) {
@@ -92,6 +94,7 @@ int cli_engine_flag(int argc, char **argv, int *i, g4_engine_opts *o, int *bad) 
     else if (!strcmp(a, "--speculative")) { VAL(); o->speculative = v; }
     else if (!strcmp(a, "--speculative-always")) o->speculative_always = 1;
     else if (!strcmp(a, "--verify")) o->verify = 1;
+    else if (!strcmp(a, "--numa")) o->numa = 1;
     else if (!strcmp(a, "--load")) {
         VAL();
         if (!strcmp(v, "copy")) o->load_copy = 1;

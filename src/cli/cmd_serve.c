@@ -1,7 +1,10 @@
 /* cmd_serve.c — `g4tp serve`: the HTTP server (OpenAI and Anthropic APIs). Reads flags and the
  * environment (MODEL_DIR, TP_DEGREE, KV_MAX, HOST, PORT, API_KEY; flags win), starts the
  * listener before loading the model (/health says 503 until ready), serves until SIGTERM or
- * SIGINT, then drains and exits. Under MPI rank 0 serves and the other ranks follow. */
+ * SIGINT (or SIGUSR1, which mpirun passes on to every rank at once), then drains and exits.
+ * Under MPI rank 0 serves and the other ranks follow (they ignore those signals and exit when
+ * rank 0 closes the engine). When a rank fails, /health says 503 for --drain-seconds (in-flight
+ * requests get their errors), then the process exits 1 so that a supervisor restarts the job. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -11,6 +14,7 @@
 
 #include "cli.h"
 #include "server/server.h"
+#include "tp/comm.h"
 
 static const char *help =
     "usage: g4tp serve [--model DIR] [--host 127.0.0.1] [--port 8080] [options]\n\n"
@@ -36,6 +40,22 @@ static int env_int(const char *name, long long lo, long long hi, long long *out)
     const char *v = getenv(name);
     if (!v || !*v) return 1;
     return cli_int(name, v, lo, hi, out);
+}
+
+/* mpirun, signalled with SIGTERM or SIGINT, sends the ranks SIGCONT, SIGTERM
+ * odls_base_sigkill_timeout seconds (default 1) later and SIGKILL as long again after that;
+ * SIGUSR1 it passes on at once. Say so when the SIGTERM path cuts the drain short. */
+static long launcher_kill_s(void) {
+    const char *v = getenv("OMPI_MCA_odls_base_sigkill_timeout");
+    return v && *v && atol(v) > 0 ? atol(v) : 1;
+}
+
+static void check_launcher_kill_timeout(double drain_s) {
+    long t = launcher_kill_s();
+    if (t < drain_s + 2)
+        fprintf(stderr, "g4tp serve: note: mpirun kills the ranks %ld s after it passes on a SIGTERM, before a drain of %.0f s "
+                        "ends: stop the job with SIGUSR1 to mpirun (passed on at once), or start mpirun with "
+                        "--mca odls_base_sigkill_timeout %.0f (docs/deploy.md)\n", t, drain_s, drain_s + 2);
 }
 
 static int mpi_launch_rank(void) {
@@ -102,6 +122,7 @@ int cmd_serve(int argc, char **argv) {
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGUSR1); /* what mpirun passes on at once: a drain across hosts */
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
@@ -140,9 +161,27 @@ int cmd_serve(int argc, char **argv) {
     }
     fprintf(stderr, "g4tp serve: ready: model \"%s\", tp %d, context %lld, isa %s\n", so.model_id, g4_engine_tp(e),
             (long long)g4_engine_max_ctx(e), g4_engine_isa(e));
+    if (mpi) check_launcher_kill_timeout(so.drain_s);
+    /* until SIGTERM/SIGINT/SIGUSR1, or until a rank fails */
     int sig = 0;
-    sigwait(&sigs, &sig);
-    fprintf(stderr, "g4tp serve: %s: draining (up to %.0f s), then stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM", so.drain_s);
+    const char *failed = NULL;
+    while (sig <= 0 && !(failed = g4_engine_failure(e))) sig = sigtimedwait(&sigs, NULL, &(struct timespec){0, 200000000});
+    if (failed) {
+        fprintf(stderr, "g4tp serve: %s\ng4tp serve: the model cannot be served any more: /health says 503; exiting in %.0f s\n", failed, so.drain_s);
+        for (double t = 0; t < so.drain_s && sigtimedwait(&sigs, NULL, &(struct timespec){0, 200000000}) <= 0; t += 0.2) {}
+        g4_server_stop(srv);
+        g4_engine_close(e);
+        fprintf(stderr, "g4tp serve: stopped after a rank failure\n");
+        return 1;
+    }
+    if (mpi && sig != SIGUSR1 && g4_comm_mpi_launched() && launcher_kill_s() - 0.5 < so.drain_s) {
+        /* mpirun's SIGKILL follows (its SIGCONT came first and made waits on peers bounded,
+         * main.c): drain for less, so that every request still gets its end */
+        so.drain_s = (double)launcher_kill_s() - 0.5;
+        g4_server_set_drain(srv, so.drain_s);
+    }
+    fprintf(stderr, "g4tp serve: %s: draining (up to %.1f s), then stopping\n", sig == SIGINT ? "SIGINT" : sig == SIGUSR1 ? "SIGUSR1" : "SIGTERM",
+            so.drain_s);
     g4_server_stop(srv);
     g4_engine_close(e);
     fprintf(stderr, "g4tp serve: stopped\n");

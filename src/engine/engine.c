@@ -8,11 +8,13 @@
 #include "g4.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "base/numa.h"
 #include "base/threadpool.h"
 #include "engine/kvseq.h"
 #include "engine/model_source.h"
@@ -47,6 +49,7 @@ typedef struct rank_state {
     int has_thread;
     int rc;
     g4_err err;
+    int fail_at, n_forward; /* tests: G4_TEST_FAIL_RANK=R:K makes rank R fail its K-th forward */
 } rank_state;
 
 struct g4_engine {
@@ -73,6 +76,8 @@ struct g4_engine {
     int32_t stop_ids[16];
     int n_stop;
     int closed;
+    atomic_int failed;     /* the group failed: every later command fails at once with failure */
+    char failure[sizeof ((g4_err *)0)->msg];
 };
 
 /* ---- one rank ---------------------------------------------------------------------------- */
@@ -93,6 +98,8 @@ static int rank_exec(rank_state *rs, const cmd_hdr *h, g4_err *err) {
     case CMD_KV_OPS: return exec_ops(rs, h->a, err);
     case CMD_FORWARD: {
         int n = (int)h->n;
+        if (rs->fail_at > 0 && ++rs->n_forward == rs->fail_at)
+            return g4_err_set(err, G4_EIO, "injected failure (G4_TEST_FAIL_RANK) at forward %d", rs->fail_at);
         int rc0 = h->a ? exec_ops(rs, h->a, err) : G4_OK;
         if (rc0) return rc0;
         int rc = g4_comm_broadcast(rs->comm, rs->payload, sizeof(int32_t) * 4 * (size_t)n, 0);
@@ -130,30 +137,69 @@ static int rank_exec(rank_state *rs, const cmd_hdr *h, g4_err *err) {
     }
 }
 
+/* A failed collective: the comm's own account (which rank, how) replaces the caller's message. */
+static int comm_error(rank_state *rs, int rc, g4_err *err) {
+    const char *why = g4_comm_failure(rs->comm);
+    if (why) g4_err_set(err, G4_ECOMM, "%s", why);
+    return rc;
+}
+
 /* Followers: receive a command, execute it, repeat until CMD_STOP. */
 static int follow_loop(rank_state *rs, g4_err *err) {
     for (;;) {
         cmd_hdr h;
         int rc = g4_comm_broadcast(rs->comm, &h, sizeof h, 0);
-        if (rc) return g4_err_set(err, G4_ECOMM, "rank %d: lost the leader", rs->rank);
-        if (h.op == CMD_STOP) return G4_OK;
+        if (rc) return comm_error(rs, g4_err_set(err, G4_ECOMM, "rank %d: lost the leader", rs->rank), err);
+        if (h.op == CMD_STOP) {
+            if (h.a) g4_comm_mpi_ending(); /* the leader skips MPI_Finalize: so do we */
+            return G4_OK;
+        }
         if ((rc = rank_exec(rs, &h, err))) {
-            g4_comm_fail(rs->comm, err->msg);
-            return rc;
+            if (rc != G4_ECOMM || !g4_comm_failure(rs->comm)) g4_comm_fail(rs->comm, err->msg);
+            return comm_error(rs, rc, err);
         }
     }
 }
 
-/* Leader: broadcast a command and execute it as rank 0. */
+/* Leader: broadcast a command and execute it as rank 0. Any failure fails the group (the ranks
+ * are no longer in step): from then on every command fails at once with the same message. */
 static int lead(g4_engine *e, cmd_hdr h, g4_err *err) {
     rank_state *rs = &e->ranks[0];
-    if (g4_comm_broadcast(rs->comm, &h, sizeof h, 0)) return g4_err_set(err, G4_ECOMM, "a rank failed (broadcast)");
-    int rc = rank_exec(rs, &h, err);
+    if (atomic_load(&e->failed)) return g4_err_set(err, G4_ECOMM, "%s", e->failure);
+    int rc = g4_comm_broadcast(rs->comm, &h, sizeof h, 0);
+    if (rc) g4_err_set(err, G4_ECOMM, "a rank failed (broadcast)");
+    else rc = rank_exec(rs, &h, err);
     if (rc && rc != G4_ECOMM) g4_comm_fail(rs->comm, err->msg);
+    if (rc) {
+        comm_error(rs, rc, err);
+        snprintf(e->failure, sizeof e->failure, "%s", err->msg);
+        atomic_store(&e->failed, 1);
+    }
     return rc;
 }
 
 /* ---- setup ------------------------------------------------------------------------------- */
+
+/* --numa: rank r (under MPI, its index among this host's ranks) takes node r % nodes and that
+ * node's CPUs for its threads (ranks sharing a node take turns); the thread that loads the
+ * rank is bound there too and prefers the node's memory, so what it allocates and copies is
+ * local. Says where each rank runs. */
+static int numa_place(g4_engine *e, int rank, int *cpus, int *pin, g4_err *err) {
+    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    int local = e->mpi && lr ? atoi(lr) : rank, nodes = g4_numa_nodes(), node = local % nodes;
+    static int nc[G4_NUMA_MAX_CPUS];
+    int m = g4_numa_node_cpus(node, nc, G4_NUMA_MAX_CPUS), t = e->o.threads < 64 ? e->o.threads : 64, mem_ok = 0;
+    if (m == 0) return g4_err_set(err, G4_EINVAL, "--numa: NUMA node %d lists no CPUs", node);
+    for (int i = 0; i < t; i++) cpus[i] = nc[((local / nodes) * t + i) % m];
+    *pin = e->o.threads <= 64;
+    int rc = g4_numa_bind(node, cpus, t, &mem_ok, err);
+    if (rc) return rc;
+    char where[256];
+    g4_numa_describe(where, sizeof where);
+    fprintf(stderr, "g4tp: rank %d: %s, %d thread%s; memory %s node %d\n", rank, where, t, t == 1 ? "" : "s",
+            mem_ok ? "preferred on" : "not bound (the kernel refused the policy) to", node);
+    return G4_OK;
+}
 
 static int rank_init(g4_engine *e, rank_state *rs, int rank, g4_comm *comm, g4_dtype_req dtype, g4_err *err) {
     rs->e = e;
@@ -163,8 +209,11 @@ static int rank_init(g4_engine *e, rank_state *rs, int rank, g4_comm *comm, g4_d
     if (rc) return rc;
     if ((rc = g4_model_source_bind(&e->src, &rs->plan, dtype, e->o.load_copy, &rs->w, err))) return rc;
     int cpus[64], ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    const char *fr = getenv("G4_TEST_FAIL_RANK");
+    if (fr && atoi(fr) == rank && strchr(fr, ':')) rs->fail_at = atoi(strchr(fr, ':') + 1);
     int pin = e->o.threads * e->n_ranks_here <= ncpu && e->o.threads <= 64 && !e->mpi;
     for (int i = 0; pin && i < e->o.threads; i++) cpus[i] = rank * e->o.threads + i;
+    if (e->o.numa && (rc = numa_place(e, rank, cpus, &pin, err))) return rc;
     if ((rc = g4_pool_create(e->o.threads, pin ? cpus : NULL, &rs->pool, err))) return rc;
     g4_rank_model_opts mo = {e->o.max_batch, e->o.max_ctx, e->o.max_seqs, e->o.mutation, e->kv_pages, e->kv_dtype};
     if ((rc = g4_rank_model_create(e->cfg, &rs->plan, &rs->w, e->K, rs->pool, comm, &mo, &rs->m, err))) return rc;
@@ -439,8 +488,8 @@ fail_early:
 
 void g4_engine_close(g4_engine *e) {
     if (!e) return;
-    if (e->my_rank == 0 && !e->closed) {
-        cmd_hdr h = {CMD_STOP, 0, 0, 0};
+    if (e->my_rank == 0 && !e->closed && !atomic_load(&e->failed)) {
+        cmd_hdr h = {CMD_STOP, 0, g4_comm_mpi_is_ending(), 0};
         g4_comm_broadcast(e->ranks[0].comm, &h, sizeof h, 0);
     }
     e->closed = 1;
@@ -466,6 +515,7 @@ int g4_engine_follow(g4_engine *e, g4_err *err) {
 /* ---- leader API -------------------------------------------------------------------------- */
 
 int g4_engine_rank(const g4_engine *e) { return e->my_rank; }
+const char *g4_engine_failure(const g4_engine *e) { return atomic_load(&e->failed) ? e->failure : NULL; }
 int g4_engine_tp(const g4_engine *e) { return e->tp; }
 int64_t g4_engine_vocab(const g4_engine *e) { return e->cfg->vocab_size; }
 int64_t g4_engine_max_ctx(const g4_engine *e) { return e->o.max_ctx; }

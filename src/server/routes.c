@@ -58,7 +58,9 @@ void g4_srv_answer_error(g4_server *s, g4_http_req *r, const char *endpoint, con
 /* ---- small endpoints ------------------------------------------------------------------------- */
 
 static void route_health(g4_server *s, g4_http_req *r, const char *ep) {
-    if (atomic_load(&s->stopping)) g4_srv_answer_json(s, r, ep, 503, json_pack("{s:s}", "status", "shutting_down"));
+    const char *failed = atomic_load(&s->ready) ? g4_engine_failure(s->e) : NULL; /* a rank died or failed */
+    if (failed) g4_srv_answer_json(s, r, ep, 503, json_pack("{s:s,s:s}", "status", "failed", "error", failed));
+    else if (atomic_load(&s->stopping)) g4_srv_answer_json(s, r, ep, 503, json_pack("{s:s}", "status", "shutting_down"));
     else if (!atomic_load(&s->ready)) g4_srv_answer_json(s, r, ep, 503, json_pack("{s:s}", "status", "loading"));
     else g4_srv_answer_json(s, r, ep, 200, json_pack("{s:s}", "status", "ok"));
 }

@@ -52,6 +52,10 @@ static void sleep_ms(int ms) {
     nanosleep(&ts, NULL);
 }
 
+void g4_server_set_drain(g4_server *s, double drain_s) {
+    if (s && drain_s >= 0) s->o.drain_s = drain_s;
+}
+
 void g4_server_stop(g4_server *s) {
     if (!s) return;
     atomic_store(&s->stopping, 1);

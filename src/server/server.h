@@ -35,5 +35,7 @@ int g4_server_attach(g4_server *s, g4_engine *e, g4_err *err);
 /* Stops admitting, lets running requests finish for up to drain_s, cancels the rest, closes
  * the listener and frees the server. */
 void g4_server_stop(g4_server *s);
+/* Changes drain_s for the coming stop (e.g. when the launcher allows less time than asked). */
+void g4_server_set_drain(g4_server *s, double drain_s);
 
 #endif

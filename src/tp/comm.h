@@ -5,7 +5,8 @@
  * separate code path. allreduce_sum is deterministic: it finishes the pairwise tree over ranks
  * ((r0+r1)+(r2+r3))+… exactly as recursive doubling does, so every rank gets the same bits and
  * those equal the single-rank tree (DESIGN.md §4). If a rank fails it calls fail(); collectives
- * in other ranks then return G4_ECOMM instead of hanging. */
+ * in other ranks then return G4_ECOMM instead of hanging, and failure() says which rank failed
+ * and how (MPI: see comm_mpi.c for how a dead peer is noticed). */
 #ifndef G4_TP_COMM_H
 #define G4_TP_COMM_H
 
@@ -22,6 +23,8 @@ typedef struct g4_comm_ops {
     int (*gather)(g4_comm *c, const void *send, size_t bytes, void *recv, int root);
     int (*barrier)(g4_comm *c);
     void (*fail)(g4_comm *c, const char *why);
+    /* NULL while the group is healthy; once a collective failed, why, naming the rank. */
+    const char *(*failure)(g4_comm *c);
     void (*free)(g4_comm *c);
 } g4_comm_ops;
 
@@ -37,6 +40,7 @@ static inline int g4_comm_broadcast(g4_comm *c, void *buf, size_t bytes, int roo
 static inline int g4_comm_gather(g4_comm *c, const void *send, size_t bytes, void *recv, int root) { return c->ops->gather(c, send, bytes, recv, root); }
 static inline int g4_comm_barrier(g4_comm *c) { return c->ops->barrier(c); }
 static inline void g4_comm_fail(g4_comm *c, const char *why) { c->ops->fail(c, why); }
+static inline const char *g4_comm_failure(g4_comm *c) { return c->ops->failure(c); }
 static inline void g4_comm_free(g4_comm *c) { if (c) c->ops->free(c); }
 
 /* Local (threads) backend: creates the n handles of one group; handle r belongs to rank r's
@@ -54,6 +58,12 @@ void g4_comm_mpi_finalize(void);
 void g4_comm_mpi_abort(int code);
 /* 1 when this process was started by mpirun (OMPI_COMM_WORLD_SIZE / PMI_SIZE set). */
 int g4_comm_mpi_launched(void);
+/* The launcher has begun ending the job (its SIGCONT/SIGTERM/SIGINT reached this rank): from now
+ * on a peer that does not answer a collective within G4_COMM_END_TIMEOUT_MS (default 500) has
+ * failed, and MPI_Finalize is skipped (it would wait for a launcher that is busy ending the job).
+ * Async-signal-safe; harmless without MPI. */
+void g4_comm_mpi_ending(void);
+int g4_comm_mpi_is_ending(void);
 
 /* Pairwise tree sum of vals[0..n) (n a power of two) in rank order: ((v0+v1)+(v2+v3))+… */
 static inline float g4_tree_sum(float *vals, int n) {

@@ -122,10 +122,15 @@ static int gather(g4_comm *c, const void *send, size_t bytes, void *recv, int ro
 static void fail(g4_comm *c, const char *why) {
     world *w = c->impl;
     pthread_mutex_lock(&w->mu);
-    if (!atomic_load(&w->failed)) snprintf(w->why, sizeof w->why, "rank %d: %s", c->rank, why);
+    if (!atomic_load(&w->failed)) snprintf(w->why, sizeof w->why, "rank %d failed: %s", c->rank, why);
     atomic_store(&w->failed, 1);
     pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
+}
+
+static const char *failure(g4_comm *c) {
+    world *w = c->impl;
+    return atomic_load(&w->failed) ? w->why : NULL;
 }
 
 static void comm_free(g4_comm *c) {
@@ -140,7 +145,7 @@ static void comm_free(g4_comm *c) {
     }
 }
 
-static const g4_comm_ops local_ops = {allreduce_sum, broadcast, gather, barrier, fail, comm_free};
+static const g4_comm_ops local_ops = {allreduce_sum, broadcast, gather, barrier, fail, failure, comm_free};
 
 int g4_comm_local_create(int n, size_t max_floats, g4_comm **handles, g4_err *err) {
     if (n < 1 || n > 64) return g4_err_set(err, G4_EINVAL, "local group size %d out of range", n);
