@@ -110,7 +110,7 @@ PIC_OBJS   := $(LIB_SRCS:%.c=$(BUILD)/pic/%.o)
 SONAME     := libg4.so.$(SOVERSION)
 DEMO_FILES := $(wildcard models/demo/*)
 
-.PHONY: shared install uninstall
+.PHONY: shared install install-bin uninstall
 isa_flags = $(if $(findstring _avx512.,$(1)),$(AVX512_FLAGS),$(if $(findstring _avx2.,$(1)),$(AVX2_FLAGS)))
 $(PIC_OBJS): $(BUILD)/pic/%.o: %.c $(CONFIG_STAMP)
 	@mkdir -p $(dir $@)
@@ -121,10 +121,15 @@ $(BUILD)/libg4.so.$(VERSION): $(PIC_OBJS)
 
 shared: $(BUILD)/libg4.so.$(VERSION)
 
-# g4.pc is written at install time: it holds PREFIX, which may differ from one install to the next
-install: $(BUILD)/g4tp $(BUILD)/libg4.a $(BUILD)/libg4.so.$(VERSION)
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)/g4tp/base $(DESTDIR)$(DATADIR)/models/demo
+# the command and its demo model only (what the container image needs)
+install-bin: $(BUILD)/g4tp
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)/models/demo
 	install -m 755 $(BUILD)/g4tp $(DESTDIR)$(BINDIR)/g4tp
+	install -m 644 $(DEMO_FILES) $(DESTDIR)$(DATADIR)/models/demo/
+
+# g4.pc is written at install time: it holds PREFIX, which may differ from one install to the next
+install: install-bin $(BUILD)/libg4.a $(BUILD)/libg4.so.$(VERSION)
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)/g4tp/base
 	install -m 644 $(BUILD)/libg4.a $(DESTDIR)$(LIBDIR)/libg4.a
 	install -m 755 $(BUILD)/libg4.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libg4.so.$(VERSION)
 	ln -sf libg4.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
@@ -134,7 +139,6 @@ install: $(BUILD)/g4tp $(BUILD)/libg4.a $(BUILD)/libg4.so.$(VERSION)
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 	    -e 's|@VERSION@|$(VERSION)|' -e 's|@LIBS@|$(LIBS)|' packaging/g4.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/g4.pc
 	chmod 644 $(DESTDIR)$(LIBDIR)/pkgconfig/g4.pc
-	install -m 644 $(DEMO_FILES) $(DESTDIR)$(DATADIR)/models/demo/
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/g4tp $(DESTDIR)$(LIBDIR)/libg4.a $(DESTDIR)$(LIBDIR)/libg4.so.$(VERSION) \
@@ -148,3 +152,8 @@ uninstall:
 
 # Fuzzing (libFuzzer harnesses in fuzz/, docs/fuzzing.md): make fuzz-bins, make fuzz, make fuzz-NAME.
 include fuzz/fuzz.mk
+
+# The container image, built and run for real (opt-in: needs docker or podman; docs/deploy.md).
+.PHONY: check-image
+check-image:
+	packaging/check-image.sh
