@@ -60,6 +60,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fuzz_in w = {(const uint8_t *)wire.p, wire.n};
     int done = 0, finished = 0, saw_error = 0;
     size_t n_calls = 0;
+    fuzz_acc call_args[64] = {{0}}; /* each call's arguments as streamed: a first delta, then pieces */
     while (w.n) {
         fuzz_in f = fuzz_split(&w, "\n\n");
         FUZZ_CHECK(!done, "a frame after [DONE]");
@@ -84,18 +85,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 add_str(&content, json_object_get(d, "content"));
                 add_str(&reasoning, json_object_get(d, "reasoning_content"));
                 json_t *tc = json_array_get(json_object_get(d, "tool_calls"), 0);
-                if (tc) {
-                    const char *args = json_string_value(json_object_get(json_object_get(tc, "function"), "arguments"));
-                    json_t *a = args ? json_loads(args, JSON_ALLOW_NUL, NULL) : NULL;
-                    FUZZ_CHECK(json_is_object(a) && json_integer_value(json_object_get(tc, "index")) == (json_int_t)n_calls, "tool call delta %zu", n_calls);
-                    json_decref(a);
-                    n_calls++;
+                if (tc) { /* a new call (index n_calls, with its name) or more arguments of the last one */
+                    json_int_t idx = json_integer_value(json_object_get(tc, "index"));
+                    json_t *fn = json_object_get(tc, "function");
+                    if (idx == (json_int_t)n_calls) {
+                        FUZZ_CHECK(json_is_string(json_object_get(fn, "name")) && n_calls < 64, "tool call %zu starts without a name", n_calls);
+                        n_calls++;
+                    } else FUZZ_CHECK(n_calls > 0 && idx == (json_int_t)n_calls - 1, "tool call delta index %lld after %zu calls", (long long)idx, n_calls);
+                    add_str(&call_args[n_calls - 1], json_object_get(fn, "arguments"));
                 }
             } else add_str(&content, json_object_get(ch, "text"));
         } else FUZZ_CHECK(usage || json_object_get(j, "error"), "a frame without choices");
         json_decref(j);
     }
     FUZZ_CHECK(done, "no [DONE] at the end");
+    for (size_t k = 0; k < n_calls; k++) { /* the pieces reassemble to a JSON object */
+        json_t *a = json_loadb(call_args[k].p ? call_args[k].p : "", call_args[k].n, JSON_ALLOW_NUL, NULL);
+        FUZZ_CHECK(json_is_object(a), "tool call %zu: arguments do not reassemble to an object", k);
+        json_decref(a);
+        free(call_args[k].p);
+    }
     if (!rc && !fail && utf8) {
         FUZZ_CHECK(finished && !saw_error, "no finish chunk");
         if (parse) {
