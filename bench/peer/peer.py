@@ -395,8 +395,8 @@ class Peer:
         print(f"\nprefill {a.prompt} tokens, decode {a.gen} tokens (llama.cpp at depth {a.tg_depth}), {a.threads} threads; "
               f"ratio = g4tp / llama.cpp, mean of the pairs (min-max)\n")
         print("| model | dtype | GB read per token | pairs | llama.cpp prefill tok/s | g4tp prefill tok/s | prefill ratio | "
-              "llama.cpp decode tok/s | g4tp decode tok/s | decode ratio | triad GB/s between pairs |")
-        print("| --- | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | --- | --- |")
+              "llama.cpp decode tok/s | g4tp decode tok/s | decode ratio | triad GB/s between pairs | load average |")
+        print("| --- | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | --- | --- | ---: |")
         for m, dt in self.cells():
             path = self.cell_path(m, dt)
             if not os.path.exists(path):
@@ -412,7 +412,8 @@ class Peer:
             bw = col("g4tp", "triad_gb_s")
             gb = P[-1]["g4tp"]["weight_bytes"] / 1e9
             print(f"| {MODELS[m]['desc']} | {dt} | {gb:.2f} | {len(P)} | {lp.mean():.1f} | {gp.mean():.1f} | {fmt_ratio(gp / lp)} | "
-                  f"{lt.mean():.2f} | {gt.mean():.2f} | {fmt_ratio(gt / lt)} | {bw.min():.0f}-{bw.max():.0f} |")
+                  f"{lt.mean():.2f} | {gt.mean():.2f} | {fmt_ratio(gt / lt)} | {bw.min():.0f}-{bw.max():.0f} | "
+                  f"{np.mean([p['load'] for p in P]):.1f} |")
         acc = os.path.join(self.results, "accuracy.json")
         if os.path.exists(acc):
             print("\nf32 logits against the float64 oracle (NMSE of the prompt's last logits):\n")
