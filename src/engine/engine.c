@@ -98,10 +98,10 @@ static int rank_exec(rank_state *rs, const cmd_hdr *h, g4_err *err) {
     case CMD_KV_OPS: return exec_ops(rs, h->a, err);
     case CMD_FORWARD: {
         int n = (int)h->n;
-        if (rs->fail_at > 0 && ++rs->n_forward == rs->fail_at)
-            return g4_err_set(err, G4_EIO, "injected failure (G4_TEST_FAIL_RANK) at forward %d", rs->fail_at);
         int rc0 = h->a ? exec_ops(rs, h->a, err) : G4_OK;
         if (rc0) return rc0;
+        if (rs->fail_at > 0 && ++rs->n_forward == rs->fail_at)
+            return g4_err_set(err, G4_EIO, "injected failure (G4_TEST_FAIL_RANK) at forward %d", rs->fail_at);
         int rc = g4_comm_broadcast(rs->comm, rs->payload, sizeof(int32_t) * 4 * (size_t)n, 0);
         if (rc) return g4_err_set(err, G4_ECOMM, "broadcast of the batch failed");
         uint8_t flags[n > 0 ? n : 1];
@@ -620,8 +620,9 @@ int g4_engine_forward_ex(g4_engine *e, const g4_batch *b, float *logits, float *
     g4_kvmgr_ops_clear(e->kv);
     if (rc) return rc;
     g4_kvmgr_commit(e->kv, b);
-    if (hidden) memcpy(hidden, g4_rank_hidden(rs->m), sizeof(float) * (size_t)n_logits * (size_t)e->cfg->hidden_size);
+    if (hidden && n_logits) memcpy(hidden, g4_rank_hidden(rs->m), sizeof(float) * (size_t)n_logits * (size_t)e->cfg->hidden_size);
     const int64_t V = e->cfg->vocab_size;
+    if (n_logits == 0) return G4_OK; /* logits may be NULL then */
     if (e->tp == 1) {
         memcpy(logits, rs->logits_local, sizeof(float) * (size_t)n_logits * (size_t)V);
     } else {

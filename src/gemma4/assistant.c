@@ -563,21 +563,6 @@ static int dist_mm(g4_asst *a, const g4_mat *W, const float *x, int T, float *y)
     return gather(a, y, T, W->rows);
 }
 
-/* Rows [first, last] of target layer l's keys and values for one KV head, as segments. */
-static int kv_range(const g4_kvstore *s, int l, int seq, int64_t first, int64_t last, int kvh, void *out) {
-    const int bs = s->g.bs, kind = s->g.kind[l], f32 = s->g.dtype == G4_DT_F32;
-    const int64_t hoff = kvh * s->g.head[l], row = s->g.row[l];
-    int nseg = 0;
-    for (int64_t j = first / bs; j <= last / bs; j++, nseg++) {
-        const int64_t i0 = j == first / bs ? first % bs : 0, i1 = j == last / bs ? last % bs : bs - 1;
-        const int32_t blk = g4_kv_block(s, seq, kind, j);
-        const uint8_t *k = g4_kv_rows(s, l, blk, i0) + hoff, *v = g4_kv_rows(s, l, blk, bs + i0) + hoff;
-        if (f32) ((g4_kv_seg *)out)[nseg] = (g4_kv_seg){(const float *)k, (const float *)v, i1 - i0 + 1, row / (int64_t)sizeof(float)};
-        else ((g4_kvq_seg *)out)[nseg] = (g4_kvq_seg){k, v, i1 - i0 + 1, row};
-    }
-    return nseg;
-}
-
 /* The first key row a query at q reads on layer L: full layers all, sliding ones the last W+1. */
 static int64_t first_row(const g4_asst *a, const asst_layer *L, int64_t q) {
     if (L->full) return 0;
@@ -602,7 +587,7 @@ static void att_fn(void *ctx, int ith, int nth) {
         if (he > L->h1) he = L->h1;
         if (h >= he || !a->ok[t]) continue;
         const int64_t q = a->pos[t];
-        const int nseg = kv_range(a->t.kv, L->src, a->seq[t], first_row(a, L, q), q - 1, g - kv0, a->segs[ith]);
+        const int nseg = g4_kv_segments(a->t.kv, L->src, a->seq[t], first_row(a, L, q), q - 1, g - kv0, a->segs[ith]);
         float *o = a->attn + (int64_t)t * a->q_dim + (int64_t)h * hd;
         const float *qv = a->qb + (int64_t)t * a->q_dim + (int64_t)(h - L->h0) * hd;
         if (a->t.kv->g.dtype == G4_DT_F32) a->t.K->attention(o, qv, he - h, hd, a->segs[ith], nseg, a->scores[ith]);

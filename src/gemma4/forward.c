@@ -283,19 +283,8 @@ static void ph_qk_post(g4_rank_model *m, int ith, int nth) {
  * one segment per block, in position order; g4_kv_seg records (stride in floats) for an f32
  * cache, g4_kvq_seg (stride in bytes) for the others. */
 static int kv_segments(const g4_rank_model *m, int l, int seq, int64_t p, int kvh, void *out) {
-    const g4_kvstore *s = &m->kv;
-    const int bs = s->g.bs, kind = s->g.kind[l], f32 = s->g.dtype == G4_DT_F32;
-    const int64_t w = m->cfg->layers[l].window, first = kind == G4_KV_FULL || p - w + 1 < 0 ? 0 : p - w + 1;
-    const int64_t hoff = kvh * s->g.head[l], row = s->g.row[l];
-    int nseg = 0;
-    for (int64_t j = first / bs; j <= p / bs; j++, nseg++) {
-        const int64_t i0 = j == first / bs ? first % bs : 0, i1 = j == p / bs ? p % bs : bs - 1;
-        const int32_t blk = g4_kv_block(s, seq, kind, j);
-        const uint8_t *k = g4_kv_rows(s, l, blk, i0) + hoff, *v = g4_kv_rows(s, l, blk, bs + i0) + hoff;
-        if (f32) ((g4_kv_seg *)out)[nseg] = (g4_kv_seg){(const float *)k, (const float *)v, i1 - i0 + 1, row / (int64_t)sizeof(float)};
-        else ((g4_kvq_seg *)out)[nseg] = (g4_kvq_seg){k, v, i1 - i0 + 1, row};
-    }
-    return nseg;
+    const int64_t w = m->cfg->layers[l].window, first = m->kv.g.kind[l] == G4_KV_FULL || p - w + 1 < 0 ? 0 : p - w + 1;
+    return g4_kv_segments(&m->kv, l, seq, first, p, kvh, out);
 }
 
 static void ph_attention(g4_rank_model *m, int ith, int nth) {

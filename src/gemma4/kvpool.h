@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "base/error.h"
+#include "kernels/kernels.h"
 #include "model/config.h"
 #include "tp/split.h"
 
@@ -87,6 +88,22 @@ static inline uint8_t *g4_kv_rows(const g4_kvstore *s, int l, int32_t blk, int64
 }
 static inline int32_t g4_kv_block(const g4_kvstore *s, int seq, int kind, int64_t j) {
     return s->tbl[kind][(int64_t)seq * s->tlen + j];
+}
+/* Positions [first, last] of layer l's keys and values of sequence seq, KV head kvh (local), as
+ * attention segments in position order, one per block: g4_kv_seg (stride in floats) for an f32
+ * cache, g4_kvq_seg (stride in bytes) for the others. Returns how many. */
+static inline int g4_kv_segments(const g4_kvstore *s, int l, int seq, int64_t first, int64_t last, int kvh, void *out) {
+    const int bs = s->g.bs, kind = s->g.kind[l], f32 = s->g.dtype == G4_DT_F32;
+    const int64_t hoff = kvh * s->g.head[l], row = s->g.row[l];
+    int nseg = 0;
+    for (int64_t j = first / bs; j <= last / bs; j++, nseg++) {
+        const int64_t i0 = j == first / bs ? first % bs : 0, i1 = j == last / bs ? last % bs : bs - 1;
+        const int32_t blk = g4_kv_block(s, seq, kind, j);
+        const uint8_t *k = g4_kv_rows(s, l, blk, i0) + hoff, *v = g4_kv_rows(s, l, blk, bs + i0) + hoff;
+        if (f32) ((g4_kv_seg *)out)[nseg] = (g4_kv_seg){(const float *)k, (const float *)v, i1 - i0 + 1, row / (int64_t)sizeof(float)};
+        else ((g4_kvq_seg *)out)[nseg] = (g4_kvq_seg){k, v, i1 - i0 + 1, row};
+    }
+    return nseg;
 }
 
 /* ---- the leader's allocator -------------------------------------------------------------- */

@@ -197,6 +197,7 @@ static int gen_params(g4_server *s, const g4_api_request *q, size_t n, g4_gen_pa
     gp->n_stop_strings = q->n_stops;
     gp->skip_special = q->parse_output ? 0 : 1;
     gp->ignore_eos = q->ignore_eos;
+    gp->speculative = q->speculative;
     return 0;
 }
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "g4.h"
 #include "engine/json_schema.h"
 #include "engine/logprobs.h"
 #include "text/utf8.h"
@@ -137,6 +138,13 @@ static int parse_common(const json_t *o, g4_api_request *r, g4_api_err *ae) {
     if ((rc = g4_api_field_stops(o, "stop", 1, r, ae))) return rc;
     if ((rc = get_bool(o, "stream", &r->stream, ae))) return rc;
     if ((rc = get_bool(o, "ignore_eos", &r->ignore_eos, ae))) return rc;
+    /* speculative decoding per request: true (the server's drafter), false or 0 (none), or at most N drafts per round */
+    json_t *sp = json_object_get(o, "speculative");
+    if (json_is_boolean(sp)) r->speculative = json_is_true(sp) ? 0 : -1;
+    else if (sp && !json_is_null(sp)) {
+        if ((rc = get_int(o, "speculative", 0, G4_SPEC_MAX_K, &has, &x, ae))) return rc;
+        r->speculative = x == 0 ? -1 : (int)x;
+    }
     json_t *so = json_object_get(o, "stream_options");
     if (so && !json_is_null(so)) {
         if (!json_is_object(so)) return BAD(ae, "stream_options", "'stream_options' must be an object");

@@ -37,6 +37,7 @@ typedef struct g4_api_request {
     size_t n_stops;
     int stream, include_usage;
     int ignore_eos;           /* vLLM's extension: keep generating past end-of-sequence ids */
+    int speculative;          /* "speculative": 0 the server's drafter, -1 none (false / 0), 1..15 at most that many drafts */
     char *model;              /* NULL when absent; may hold U+0000 (model_len bytes) */
     size_t model_len;
     int n;                    /* choices, 1..G4_API_MAX_N */
