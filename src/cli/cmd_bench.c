@@ -94,8 +94,8 @@ int cmd_bench(int argc, char **argv) {
         }
         else if (!strcmp(a, "--prompt-kind")) {
             if (!(v = cli_value(argc, argv, &i))) bad = 1;
-            else if (!strcmp(v, "repeat")) repeat = 1;
-            else if (strcmp(v, "random")) { fprintf(stderr, "g4tp bench: --prompt-kind must be random or repeat (got \"%s\")\n", v); bad = 1; }
+            else if (!strcmp(v, "repeat") || !strcmp(v, "random")) repeat = !strcmp(v, "repeat");
+            else { fprintf(stderr, "g4tp bench: --prompt-kind must be random or repeat (got \"%s\")\n", v); bad = 1; }
         }
         else { fprintf(stderr, "g4tp bench: unknown option %s (see --help)\n", a); bad = 1; }
     }

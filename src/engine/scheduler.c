@@ -63,6 +63,7 @@ struct g4_sched_req {
     float *hid;               /* MTP: [hidden] the target's at the last computed position */
     int has_hid, tentative;
     g4_spec_stat st;
+    int st_seeded;            /* st started from the scheduler's estimate */
 };
 
 struct g4_sched {
@@ -90,6 +91,7 @@ struct g4_sched {
     float *hidden;            /* MTP: [rows_cap][H] the rows' final-normed hidden states */
     const g4_spec_cfg *spec;
     g4_spec_costs costs;      /* step and draft times, for the policy */
+    g4_spec_stat all;         /* acceptance over every request: a new request's starting estimate */
     int64_t H;
     int rows_cap;             /* logits rows: max_running (x (1 + k) drafting); max_batch once prompt logprobs are wanted */
     int64_t V;
@@ -442,6 +444,7 @@ static void spec_plan(g4_sched *s) {
         if (k <= 0 || (mtp && !r->has_hid)) continue;
         avail[n] = mtp ? k : g4_spec_ngram(r->toks, (int64_t)(r->n_prompt + r->n_gen), s->spec->n, k, r->draft);
         if (avail[n] <= 0) continue;
+        if (!r->st_seeded) { g4_spec_stat_seed(&r->st, &s->all); r->st_seeded = 1; }
         rate[n] = g4_spec_rate(&r->st);
         cand[n++] = r;
     }
@@ -521,6 +524,7 @@ static int spec_verify(g4_sched *s, g4_sched_req *r, int i, double t) {
     s->stats.draft_proposed += (uint64_t)m;
     s->stats.draft_accepted += (uint64_t)(e - 1);
     g4_spec_stat_update(&r->st, m, e - 1);
+    g4_spec_stat_update(&s->all, m, e - 1);
     if (r->hid && r->state == ST_DECODE) {
         memcpy(r->hid, s->hidden + (size_t)(i + e - 1) * (size_t)s->H, sizeof(float) * (size_t)s->H);
         r->has_hid = 1;

@@ -99,6 +99,12 @@ void g4_spec_stat_idle(g4_spec_stat *s) {
     s->trials *= 0.98;
 }
 
+void g4_spec_stat_seed(g4_spec_stat *dst, const g4_spec_stat *all) {
+    const double w = all->trials > 4 ? 4 / all->trials : 1;
+    dst->succ = all->succ * w;
+    dst->trials = all->trials * w;
+}
+
 double g4_spec_expected(double a, int m) {
     double e = 1, p = 1;
     for (int i = 0; i < m; i++) e += (p *= a);

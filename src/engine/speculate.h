@@ -37,6 +37,8 @@ void g4_spec_stat_init(g4_spec_stat *s);
 double g4_spec_rate(const g4_spec_stat *s);
 void g4_spec_stat_update(g4_spec_stat *s, int proposed, int accepted);
 void g4_spec_stat_idle(g4_spec_stat *s);
+/* A new sequence's estimate from the drafter's so far (weighed as a few rounds at most). */
+void g4_spec_stat_seed(g4_spec_stat *dst, const g4_spec_stat *all);
 /* Expected tokens a round emits with m drafts at acceptance rate a: 1 + a + .. + a^m. */
 double g4_spec_expected(double a, int m);
 

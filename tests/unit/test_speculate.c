@@ -338,6 +338,12 @@ static void test_policy(void **state) {
     assert_true(g4_spec_rate(&st) > 0.4);
     for (int i = 0; i < 10; i++) g4_spec_stat_update(&st, 4, 4);
     assert_true(g4_spec_rate(&st) > 0.8);
+    /* a new sequence starts from the drafter's record, weighed as a few rounds */
+    g4_spec_stat fresh;
+    g4_spec_stat_seed(&fresh, &st);
+    assert_true(g4_spec_rate(&fresh) > 0.7 && fresh.trials <= 4.0 + 1e-9);
+    for (int i = 0; i < 5; i++) g4_spec_stat_update(&fresh, 4, 0);
+    assert_true(g4_spec_rate(&fresh) < 0.5);
     g4_spec_costs_free(&bw); g4_spec_costs_free(&flop); g4_spec_costs_free(&mid); g4_spec_costs_free(&few);
 }
 
