@@ -6,656 +6,12 @@
  * maxItems) become a rule too. Strings are DFAs of their content (encoding x length x pattern x
  * the markers a chat turn must not contain) embedded between the quotes. At the end each rule
  * is determinized and constrain.c builds the grammar. */
-#include "engine/json_schema.h"
+#include "engine/json_schema_int.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "engine/regex.h"
-
-enum { FMT_JSON = 0, FMT_GEMMA = 1 };
-enum { T_NULL = 1, T_BOOL = 2, T_INT = 4, T_NUM = 8, T_STR = 16, T_ARR = 32, T_OBJ = 64, T_ALL = 127 };
-enum { MK_NONE = 0, MK_CONTENT, MK_THOUGHT };
-
-#define SC_MAX_NEST 64
-#define SC_MAX_COUNT 4096        /* minLength, maxLength, minItems, maxItems: counted by states */
-#define SC_NFA_MAX 2000000       /* NFA states while building */
-#define SC_INDENT 20             /* a newline may be followed by up to this many spaces */
-#define SC_COPY_BUDGET 4096      /* NFA states for copies of one array item before it becomes a rule */
-#define MAXI 999999999999999999LL /* 18 digits */
-
-typedef struct {
-    int start, accept, fmt, mask, any;
-    const json_t *schema, *root;
-    char path[512], part[64];
-} sc_rule;
-
-typedef struct {
-    g4_nfa a;
-    sc_rule *rules;
-    int nr, rcap;
-    const json_t *root;
-    const json_t *stack[SC_MAX_NEST];
-    int depth, nest;
-    char path[512];
-    char part[64];            /* the request field being compiled (for error params) */
-    char fail_part[64];
-    g4_err *err;
-    int rc, chat;
-    const char *special[G4_SYM_NSPECIAL];
-    int ns;
-    json_t *owned;            /* schemas made by merging, kept alive until the end */
-    g4_dfa body[4];
-    int have_body[4];
-    int any_rule[2];
-} sc;
-
-static void fail(sc *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void fail(sc *c, int code, const char *fmt, ...) {
-    if (c->rc) return;
-    char m[768];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(m, sizeof m, fmt, ap);
-    va_end(ap);
-    c->rc = g4_err_set(c->err, code, "%s: %s", c->path[0] ? c->path : "#", m);
-    snprintf(c->fail_part, sizeof c->fail_part, "%s", c->part);
-}
-
-static void fail_err(sc *c, const g4_err *e) {
-    if (c->rc) return;
-    fail(c, e->code, "%s", e->msg);
-}
-
-static size_t path_push(sc *c, const char *seg) {
-    size_t m = strlen(c->path), k = m;
-    if (k + 2 < sizeof c->path) c->path[k++] = '/';
-    for (const char *p = seg; *p && k + 3 < sizeof c->path; p++) {
-        if (*p == '~' || *p == '/') { c->path[k++] = '~'; c->path[k++] = *p == '~' ? '0' : '1'; }
-        else c->path[k++] = *p;
-    }
-    c->path[k] = 0;
-    return m;
-}
-
-static size_t path_push_i(sc *c, const char *seg, size_t i) {
-    char b[96];
-    snprintf(b, sizeof b, "%s/%zu", seg, i);
-    size_t m = strlen(c->path);
-    snprintf(c->path + m, sizeof c->path - m, "/%s", b);
-    return m;
-}
-
-static void path_pop(sc *c, size_t m) { c->path[m] = 0; }
-
-/* ---- NFA helpers ------------------------------------------------------------------------------- */
-
-static int st(sc *c) {
-    int s = g4_nfa_state(&c->a);
-    if (s < 0 && !c->rc) {
-        if (c->a.oom) fail(c, G4_ENOMEM, "out of memory");
-        else fail(c, G4_EINVAL, "the schema is too large: its automaton would exceed %d states while being built", SC_NFA_MAX);
-    }
-    return s;
-}
-
-static void lit(sc *c, int from, int to, const char *s) { g4_nfa_lit(&c->a, from, to, s, strlen(s)); }
-static int lit_new(sc *c, int from, const char *s) { int t = st(c); lit(c, from, t, s); return t; }
-static void eps(sc *c, int from, int to) { g4_nfa_eps(&c->a, from, to); }
-static void rng(sc *c, int from, int to, int lo, int hi) { g4_nfa_sym(&c->a, from, to, lo, hi); }
-
-static int special(sc *c, const char *text) {
-    for (int k = 0; k < c->ns; k++) if (!strcmp(c->special[k], text)) return G4_SYM_SPECIAL + k;
-    c->special[c->ns] = text;
-    return G4_SYM_SPECIAL + c->ns++;
-}
-
-static void tok(sc *c, int from, int to, const char *text) {
-    int x = special(c, text);
-    rng(c, from, to, x, x);
-}
-
-#define TOK_STR "<|\"|>"
-
-/* JSON white space: after '{', '[' and ',' and before '}' and ']' none, a space, or a newline
- * and up to SC_INDENT spaces (pretty printing); after ':' none or a space; nowhere else. Few
- * places keep the automaton (and the masks to compute) small. Gemma's call syntax has none. */
-static void ws(sc *c, int fmt, int from, int to) {
-    eps(c, from, to);
-    if (fmt == FMT_GEMMA) return;
-    rng(c, from, to, ' ', ' ');
-    int p = st(c);
-    rng(c, from, p, '\n', '\n');
-    for (int i = 0; i < SC_INDENT; i++) {
-        eps(c, p, to);
-        int q = st(c);
-        rng(c, p, q, ' ', ' ');
-        p = q;
-    }
-    eps(c, p, to);
-}
-
-/* from -> ',' ws -> returned state */
-static int comma(sc *c, int fmt, int from) {
-    int b = lit_new(c, from, ","), d = st(c);
-    ws(c, fmt, b, d);
-    return d;
-}
-
-/* from -> ':' (space) -> returned state */
-static int colon(sc *c, int fmt, int from) {
-    int b = lit_new(c, from, ":");
-    if (fmt == FMT_GEMMA) return b;
-    int d = st(c);
-    eps(c, b, d);
-    rng(c, b, d, ' ', ' ');
-    return d;
-}
-
-/* ---- rules --------------------------------------------------------------------------------------- */
-
-static int new_rule(sc *c, const json_t *schema, int fmt, int mask, int any) {
-    for (int r = 1; r < c->nr; r++)
-        if (c->rules[r].schema == schema && c->rules[r].fmt == fmt && c->rules[r].mask == mask && c->rules[r].any == any &&
-            c->rules[r].root == c->root)
-            return r;
-    if (c->nr >= G4_GRAMMAR_MAX_RULES) { fail(c, G4_EINVAL, "the schema needs more than %d grammar rules", G4_GRAMMAR_MAX_RULES); return -1; }
-    if (c->nr == c->rcap) {
-        int cap = c->rcap ? c->rcap * 2 : 16;
-        sc_rule *r = realloc(c->rules, (size_t)cap * sizeof *r);
-        if (!r) { fail(c, G4_ENOMEM, "out of memory"); return -1; }
-        c->rules = r;
-        c->rcap = cap;
-    }
-    sc_rule *R = &c->rules[c->nr];
-    memset(R, 0, sizeof *R);
-    R->start = st(c);
-    R->accept = st(c);
-    R->fmt = fmt;
-    R->mask = mask;
-    R->any = any;
-    R->schema = schema;
-    R->root = c->root;
-    snprintf(R->path, sizeof R->path, "%s", c->path);
-    snprintf(R->part, sizeof R->part, "%s", c->part);
-    return c->nr++;
-}
-
-static void call(sc *c, int from, int to, int rule) { if (rule >= 0) g4_nfa_call(&c->a, from, to, rule); }
-
-/* ---- string bodies ---------------------------------------------------------------------------------- */
-
-static const char *const MARKERS_CONTENT[] = {"<|", "<turn|>", "<eos>", NULL};
-static const char *const MARKERS_THOUGHT[] = {"<|", "<turn|>", "<eos>", "<channel|>", NULL};
-
-/* Byte strings containing none of the markers (an Aho-Corasick automaton, every state final). */
-static int markers_dfa(const char *const *mk, g4_dfa *out, g4_err *err) {
-    char pre[64][24];
-    int np = 1;
-    pre[0][0] = 0;
-    for (int m = 0; mk[m]; m++)
-        for (size_t l = 1; l < strlen(mk[m]); l++) {
-            int dup = 0;
-            for (int i = 0; i < np; i++) if (strlen(pre[i]) == l && !memcmp(pre[i], mk[m], l)) dup = 1;
-            if (!dup) { memcpy(pre[np], mk[m], l); pre[np][l] = 0; np++; }
-        }
-    g4_nfa a = {0};
-    for (int i = 0; i <= np; i++) g4_nfa_state(&a);
-    int acc = np;
-    for (int i = 0; i < np; i++) {
-        g4_nfa_eps(&a, i, acc);
-        int run_lo = -1, run_t = -2;
-        for (int b = 0; b <= 256; b++) {
-            int t = -1;
-            if (b < 256) {
-                char w[32];
-                size_t l = strlen(pre[i]);
-                memcpy(w, pre[i], l);
-                w[l++] = (char)b;
-                int dead = 0;
-                for (int m = 0; mk[m] && !dead; m++) {
-                    size_t ml = strlen(mk[m]);
-                    if (ml <= l && !memcmp(w + l - ml, mk[m], ml)) dead = 1;
-                }
-                if (!dead) { /* the longest suffix that is a prefix of a marker */
-                    t = 0;
-                    for (size_t s = 0; s < l && t == 0; s++)
-                        for (int j = 1; j < np; j++)
-                            if (strlen(pre[j]) == l - s && !memcmp(pre[j], w + s, l - s)) { t = j; break; }
-                }
-            }
-            if (t != run_t) {
-                if (run_t >= 0) g4_nfa_sym(&a, i, run_t, run_lo, b - 1);
-                run_t = t;
-                run_lo = b;
-            }
-        }
-    }
-    int rc = g4_nfa_to_dfa(&a, 0, acc, 100000, out, err);
-    g4_nfa_free(&a);
-    return rc;
-}
-
-static const uint32_t ALL_CHARS[2] = {0, 0x10FFFF};
-
-/* The cached body: any text of the encoding, without the markers of the mode. */
-static const g4_dfa *plain_body(sc *c, g4_str_enc enc, int mk) {
-    int k = enc == G4_ENC_JSON ? (mk == MK_NONE ? 0 : 1) : (mk == MK_THOUGHT ? 3 : 2);
-    if (c->have_body[k]) return &c->body[k];
-    g4_nfa a = {0};
-    int s0 = g4_nfa_state(&a), loop = g4_nfa_state(&a), acc = g4_nfa_state(&a);
-    g4_nfa_eps(&a, s0, loop);
-    g4_enc_ranges(&a, loop, loop, ALL_CHARS, 1, enc);
-    g4_nfa_eps(&a, loop, acc);
-    g4_err e = {0};
-    g4_dfa d = {0}, m = {0};
-    int rc = g4_nfa_to_dfa(&a, s0, acc, 100000, &d, &e);
-    g4_nfa_free(&a);
-    if (!rc && mk != MK_NONE) {
-        rc = markers_dfa(mk == MK_THOUGHT ? MARKERS_THOUGHT : MARKERS_CONTENT, &m, &e);
-        if (!rc) {
-            g4_dfa x;
-            rc = g4_dfa_intersect(&d, &m, 100000, &x, &e);
-            g4_dfa_free(&d);
-            d = x;
-        }
-        g4_dfa_free(&m);
-    }
-    if (rc) { g4_dfa_free(&d); fail_err(c, &e); return NULL; }
-    c->body[k] = d;
-    c->have_body[k] = 1;
-    return &c->body[k];
-}
-
-/* d := d ∩ (what the fragment built by f accepts) */
-static int intersect_into(sc *c, g4_dfa *d, g4_nfa *a, int s0, int acc) {
-    g4_err e = {0};
-    g4_dfa x = {0}, y = {0};
-    int rc = g4_nfa_to_dfa(a, s0, acc, G4_GRAMMAR_MAX_STATES, &x, &e);
-    if (!rc) rc = g4_dfa_intersect(d, &x, G4_GRAMMAR_MAX_STATES, &y, &e);
-    g4_dfa_free(&x);
-    if (rc) { fail_err(c, &e); return -1; }
-    g4_dfa_free(d);
-    *d = y;
-    return 0;
-}
-
-static const struct { const char *name, *re; } FORMATS[] = {
-#define DATE_RE "[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))"
-#define TIME_RE "(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\\.[0-9]{1,9})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
-#define LABEL_RE "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-#define OCTET_RE "(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
-    {"date", "^" DATE_RE "$"},
-    {"time", "^" TIME_RE "$"},
-    {"date-time", "^" DATE_RE "T" TIME_RE "$"},
-    {"uuid", "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"},
-    {"email", "^[A-Za-z0-9_+-]+(?:\\.[A-Za-z0-9_+-]+)*@" LABEL_RE "(?:\\." LABEL_RE ")+$"},
-    {"ipv4", "^(?:" OCTET_RE "\\.){3}" OCTET_RE "$"},
-};
-
-/* The content of a string with these constraints (pattern / format may be NULL; n_excl names
- * excluded as whole values, already encoded). An empty DFA when nothing satisfies them. */
-static int string_body_in(sc *c, g4_str_enc enc, int mk, long minl, long maxl, const char *pat, size_t patlen, const char *format,
-                          const char *const *excl, const size_t *excl_len, int n_excl, g4_dfa *out);
-static int string_body(sc *c, g4_str_enc enc, int mk, long minl, long maxl, const char *pat, size_t patlen, const char *format,
-                       const char *const *excl, const size_t *excl_len, int n_excl, g4_dfa *out) {
-    int rc = string_body_in(c, enc, mk, minl, maxl, pat, patlen, format, excl, excl_len, n_excl, out);
-    if (rc) g4_dfa_free(out);
-    return rc;
-}
-
-static int string_body_in(sc *c, g4_str_enc enc, int mk, long minl, long maxl, const char *pat, size_t patlen, const char *format,
-                          const char *const *excl, const size_t *excl_len, int n_excl, g4_dfa *out) {
-    memset(out, 0, sizeof *out);
-    const g4_dfa *base = plain_body(c, enc, mk);
-    g4_err e = {0};
-    if (!base || g4_dfa_copy(base, out, &e)) { if (!c->rc) fail_err(c, &e); return -1; }
-    if (minl > 0 || maxl >= 0) {
-        g4_nfa a = {.max_states = SC_NFA_MAX};
-        int cur = g4_nfa_state(&a), s0 = cur;
-        for (long i = 0; i < minl; i++) { int nx = g4_nfa_state(&a); g4_enc_ranges(&a, cur, nx, ALL_CHARS, 1, enc); cur = nx; }
-        int acc = g4_nfa_state(&a);
-        g4_nfa_eps(&a, cur, acc);
-        if (maxl < 0) g4_enc_ranges(&a, cur, cur, ALL_CHARS, 1, enc);
-        for (long i = minl; i < maxl; i++) { int nx = g4_nfa_state(&a); g4_enc_ranges(&a, cur, nx, ALL_CHARS, 1, enc); g4_nfa_eps(&a, nx, acc); cur = nx; }
-        int r = intersect_into(c, out, &a, s0, acc);
-        g4_nfa_free(&a);
-        if (r) return -1;
-    }
-    for (int k = 0; k < 2; k++) {
-        const char *re = k == 0 ? pat : NULL;
-        size_t rl = k == 0 ? patlen : 0;
-        if (k == 1 && format) {
-            for (size_t f = 0; f < sizeof FORMATS / sizeof *FORMATS; f++) if (!strcmp(FORMATS[f].name, format)) re = FORMATS[f].re;
-            if (!re) { fail(c, G4_EUNSUPPORTED, "'format' \"%s\" is not supported (date, time, date-time, uuid, email, ipv4 are)", format); return -1; }
-            rl = strlen(re);
-        }
-        if (!re) continue;
-        g4_nfa a = {.max_states = SC_NFA_MAX};
-        int s0 = g4_nfa_state(&a), acc = g4_nfa_state(&a);
-        int rc = g4_regex_compile(re, rl, enc, &a, s0, acc, &e);
-        if (rc) { g4_nfa_free(&a); fail(c, rc, "%s", e.msg); return -1; }
-        int r = intersect_into(c, out, &a, s0, acc);
-        g4_nfa_free(&a);
-        if (r) return -1;
-    }
-    if (n_excl) {
-        g4_nfa a = {0};
-        int s0 = g4_nfa_state(&a), acc = g4_nfa_state(&a);
-        for (int i = 0; i < n_excl; i++) g4_nfa_lit(&a, s0, acc, excl[i], excl_len[i]);
-        g4_dfa x = {0}, y = {0}, z = {0};
-        int rc = g4_nfa_to_dfa(&a, s0, acc, G4_GRAMMAR_MAX_STATES, &x, &e);
-        if (!rc) rc = g4_dfa_complement(&x, &y, &e);
-        if (!rc) rc = g4_dfa_intersect(out, &y, G4_GRAMMAR_MAX_STATES, &z, &e);
-        g4_nfa_free(&a);
-        g4_dfa_free(&x);
-        g4_dfa_free(&y);
-        if (rc) { fail_err(c, &e); return -1; }
-        g4_dfa_free(out);
-        *out = z;
-    }
-    return 0;
-}
-
-/* ---- literal values ---------------------------------------------------------------------------- */
-
-static void emit_string_lit(sc *c, int fmt, int from, int to, const char *s, size_t n) {
-    char *buf = malloc(6 * n + 3);
-    if (!buf) { fail(c, G4_ENOMEM, "out of memory"); return; }
-    if (fmt == FMT_JSON) {
-        size_t k = 0;
-        buf[k++] = '"';
-        k += g4_enc_string(s, n, G4_ENC_JSON, buf + k);
-        buf[k++] = '"';
-        g4_nfa_lit(&c->a, from, to, buf, k);
-    } else {
-        int a = st(c), b = st(c);
-        tok(c, from, a, TOK_STR);
-        g4_nfa_lit(&c->a, a, b, s, n);
-        tok(c, b, to, TOK_STR);
-    }
-    free(buf);
-}
-
-/* Gemma's bare keys stop at these (output_parser.c) */
-static int bare_key_ok(const char *s, size_t n) {
-    if (!n || (n >= 5 && !memcmp(s, TOK_STR, 5))) return 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (ch <= ' ' || strchr(":{}[],<", ch)) return 0;
-    }
-    return 1;
-}
-
-static void emit_key(sc *c, int fmt, int from, int to, const char *s, size_t n) {
-    if (fmt == FMT_GEMMA && bare_key_ok(s, n)) g4_nfa_lit(&c->a, from, to, s, n);
-    else emit_string_lit(c, fmt, from, to, s, n);
-}
-
-static int cmp_key(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
-
-static void emit_value(sc *c, const json_t *v, int fmt, int from, int to) {
-    if (c->rc) return;
-    switch (json_typeof(v)) {
-    case JSON_NULL: lit(c, from, to, "null"); return;
-    case JSON_TRUE: lit(c, from, to, "true"); return;
-    case JSON_FALSE: lit(c, from, to, "false"); return;
-    case JSON_INTEGER: case JSON_REAL: {
-        char *t = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-        if (!t) { fail(c, G4_ENOMEM, "out of memory"); return; }
-        lit(c, from, to, t);
-        free(t);
-        return;
-    }
-    case JSON_STRING: emit_string_lit(c, fmt, from, to, json_string_value(v), json_string_length(v)); return;
-    case JSON_ARRAY: {
-        int cur = lit_new(c, from, "[");
-        size_t i;
-        json_t *x;
-        json_array_foreach(v, i, x) {
-            if (i) cur = lit_new(c, cur, ",");
-            int nx = st(c);
-            emit_value(c, x, fmt, cur, nx);
-            cur = nx;
-        }
-        lit(c, cur, to, "]");
-        return;
-    }
-    case JSON_OBJECT: {
-        size_t n = json_object_size(v), i = 0;
-        const char **keys = malloc((n ? n : 1) * sizeof *keys);
-        if (!keys) { fail(c, G4_ENOMEM, "out of memory"); return; }
-        const char *k;
-        json_t *x;
-        json_object_foreach((json_t *)v, k, x) keys[i++] = k;
-        if (fmt == FMT_GEMMA) qsort(keys, n, sizeof *keys, cmp_key);
-        int cur = lit_new(c, from, "{");
-        for (i = 0; i < n; i++) {
-            if (i) cur = lit_new(c, cur, ",");
-            int kk = st(c);
-            emit_key(c, fmt, cur, kk, keys[i], strlen(keys[i]));
-            cur = lit_new(c, kk, ":");
-            int nx = st(c);
-            emit_value(c, json_object_get(v, keys[i]), fmt, cur, nx);
-            cur = nx;
-        }
-        lit(c, cur, to, "}");
-        free(keys);
-        return;
-    }
-    }
-}
-
-/* ---- numbers ------------------------------------------------------------------------------------- */
-
-typedef struct { int has_lo, lo_x, has_hi, hi_x; long long lo, hi; } nbounds;
-
-static void any_digits(sc *c, int from, int to, int n) {
-    int cur = from;
-    for (int i = 0; i < n; i++) { int nx = i + 1 == n ? to : st(c); rng(c, cur, nx, '0', '9'); cur = nx; }
-    if (n == 0) eps(c, from, to);
-}
-
-/* decimal strings of length L from lo to hi (same length) */
-static void fixed_range(sc *c, int from, int to, const char *lo, const char *hi, int L) {
-    if (L == 0) { eps(c, from, to); return; }
-    int rest0 = 1, rest9 = 1;
-    for (int i = 1; i < L; i++) { if (lo[i] != '0') rest0 = 0; if (hi[i] != '9') rest9 = 0; }
-    int m = st(c);
-    if (rest0 && rest9) { rng(c, from, m, lo[0], hi[0]); any_digits(c, m, to, L - 1); return; }
-    if (lo[0] == hi[0]) { rng(c, from, m, lo[0], lo[0]); fixed_range(c, m, to, lo + 1, hi + 1, L - 1); return; }
-    char nines[20], zeros[20];
-    memset(nines, '9', sizeof nines);
-    memset(zeros, '0', sizeof zeros);
-    rng(c, from, m, lo[0], lo[0]);
-    fixed_range(c, m, to, lo + 1, nines, L - 1);
-    if (hi[0] - lo[0] > 1) { m = st(c); rng(c, from, m, lo[0] + 1, hi[0] - 1); any_digits(c, m, to, L - 1); }
-    m = st(c);
-    rng(c, from, m, hi[0], hi[0]);
-    fixed_range(c, m, to, zeros, hi + 1, L - 1);
-}
-
-/* the decimal integers a..b (0 <= a <= b <= MAXI), no leading zeros */
-static void int_range(sc *c, int from, int to, long long a, long long b) {
-    long long p = 1;
-    for (int L = 1; L <= 18; L++, p *= 10) {
-        long long lo = L == 1 ? 0 : p, hi = p * 10 - 1;
-        if (lo < a) lo = a;
-        if (hi > b) hi = b;
-        if (lo > hi) continue;
-        char ls[24], hs[24];
-        snprintf(ls, sizeof ls, "%0*lld", L, lo);
-        snprintf(hs, sizeof hs, "%0*lld", L, hi);
-        fixed_range(c, from, to, ls, hs, L);
-    }
-}
-
-enum { FR_NONE = 1, FR_ZERO = 2, FR_NONZERO = 4 };
-
-static void fraction(sc *c, int from, int to, int mask) {
-    if (mask & FR_NONE) eps(c, from, to);
-    if (mask & FR_ZERO) {
-        int p = lit_new(c, from, ".");
-        for (int k = 0; k < 16; k++) { int nx = st(c); rng(c, p, nx, '0', '0'); eps(c, nx, to); p = nx; }
-    }
-    if (mask & FR_NONZERO) {
-        int u = lit_new(c, from, "."), v = -1;
-        for (int k = 0; k < 16; k++) {
-            int u2 = k < 15 ? st(c) : -1, v2 = st(c);
-            if (u2 >= 0) rng(c, u, u2, '0', '0');
-            rng(c, u, v2, '1', '9');
-            if (v >= 0) rng(c, v, v2, '0', '9');
-            eps(c, v2, to);
-            u = u2;
-            v = v2;
-        }
-    }
-}
-
-static int point_ok(const nbounds *b, long long x) {
-    if (b->has_lo && (x < b->lo || (x == b->lo && b->lo_x))) return 0;
-    if (b->has_hi && (x > b->hi || (x == b->hi && b->hi_x))) return 0;
-    return 1;
-}
-
-/* every x in the open interval (u, u + 1) */
-static int open_ok(const nbounds *b, long long u) {
-    if (b->has_lo && u < b->lo) return 0;
-    if (b->has_hi && u + 1 > b->hi) return 0;
-    return 1;
-}
-
-static void number_bounded(sc *c, const nbounds *b, int is_int, int from, int to) {
-    long long pts[16];
-    int n = 0;
-    long long cand[12] = {0, 1, 2, MAXI + 1};
-    int nc = 4;
-    if (b->has_lo) { cand[nc++] = b->lo; cand[nc++] = b->lo + 1; cand[nc++] = -b->lo; cand[nc++] = -b->lo + 1; }
-    if (b->has_hi) { cand[nc++] = b->hi; cand[nc++] = b->hi + 1; cand[nc++] = -b->hi; cand[nc++] = -b->hi + 1; }
-    for (int i = 0; i < nc; i++)
-        if (cand[i] >= 0 && cand[i] <= MAXI + 1) {
-            int dup = 0;
-            for (int j = 0; j < n; j++) if (pts[j] == cand[i]) dup = 1;
-            if (!dup) pts[n++] = cand[i];
-        }
-    for (int i = 1; i < n; i++) for (int j = i; j > 0 && pts[j - 1] > pts[j]; j--) { long long t = pts[j]; pts[j] = pts[j - 1]; pts[j - 1] = t; }
-    int any = 0;
-    for (int neg = 0; neg < 2; neg++)
-        for (int i = 0; i + 1 < n; i++) {
-            long long I = pts[i], last = pts[i + 1] - 1;
-            int m = 0;
-            if (!neg) {
-                if (point_ok(b, I)) m |= FR_NONE | FR_ZERO;
-                if (open_ok(b, I)) m |= FR_NONZERO;
-            } else {
-                if (I >= 1 && point_ok(b, -I)) m |= FR_NONE | FR_ZERO;
-                if (open_ok(b, -(I + 1))) m |= FR_NONZERO;
-            }
-            if (is_int) m &= FR_NONE;
-            if (!m) continue;
-            any = 1;
-            int p = from;
-            if (neg) p = lit_new(c, from, "-");
-            int q = st(c);
-            int_range(c, p, q, I, last);
-            fraction(c, q, to, m);
-        }
-    if (!any) fail(c, G4_EINVAL, "no %s lies within the bounds", is_int ? "integer" : "number");
-}
-
-static void number_plain(sc *c, int is_int, int from, int to) {
-    int s0 = st(c), i1 = st(c), j = st(c);
-    eps(c, from, s0);
-    rng(c, from, s0, '-', '-');
-    rng(c, s0, i1, '0', '0');
-    rng(c, s0, j, '1', '9');
-    int cur = j;
-    for (int k = 0; k < 17; k++) { eps(c, cur, i1); int nx = st(c); rng(c, cur, nx, '0', '9'); cur = nx; }
-    eps(c, cur, i1);
-    if (is_int) { eps(c, i1, to); return; }
-    int f0 = st(c);
-    eps(c, i1, f0);
-    cur = lit_new(c, i1, ".");
-    for (int k = 0; k < 16; k++) { int nx = st(c); rng(c, cur, nx, '0', '9'); eps(c, nx, f0); cur = nx; }
-    eps(c, f0, to);
-    int e = st(c), e2 = st(c);
-    rng(c, f0, e, 'e', 'e');
-    rng(c, f0, e, 'E', 'E');
-    eps(c, e, e2);
-    rng(c, e, e2, '+', '+');
-    rng(c, e, e2, '-', '-');
-    cur = e2;
-    for (int k = 0; k < 2; k++) { int nx = st(c); rng(c, cur, nx, '0', '9'); eps(c, nx, to); cur = nx; }
-}
-
-/* a number keyword's value: 0 absent, 1 present (*v), -1 failed */
-static int num_kw(sc *c, const json_t *s, const char *k, double *v) {
-    json_t *x = s ? json_object_get(s, k) : NULL;
-    if (!x) return 0;
-    if (!json_is_number(x)) { fail(c, G4_EINVAL, "'%s' must be a number", k); return -1; }
-    *v = json_number_value(x);
-    return 1;
-}
-
-static void gen_number(sc *c, const json_t *s, int is_int, int from, int to) {
-    double mn = 0, mx = 0, emn = 0, emx = 0, mul = 0;
-    int hmn = num_kw(c, s, "minimum", &mn), hmx = num_kw(c, s, "maximum", &mx), hemn = 0, hemx = 0;
-    if (hmn < 0 || hmx < 0) return;
-    for (int k = 0; k < 2; k++) {
-        const char *name = k ? "exclusiveMaximum" : "exclusiveMinimum";
-        json_t *x = s ? json_object_get(s, name) : NULL;
-        int *h = k ? &hemx : &hemn;
-        double *v = k ? &emx : &emn;
-        if (!x) continue;
-        if (json_is_boolean(x)) { /* draft 4: the flag makes minimum / maximum exclusive */
-            if (json_is_true(x) && (k ? hmx : hmn)) { *h = 1; *v = k ? mx : mn; if (k) hmx = 0; else hmn = 0; }
-        } else if (json_is_number(x)) {
-            *h = 1;
-            *v = json_number_value(x);
-        } else {
-            fail(c, G4_EINVAL, "'%s' must be a number", name);
-            return;
-        }
-    }
-    int hm = num_kw(c, s, "multipleOf", &mul);
-    if (hm < 0) return;
-    if (hm) {
-        if (!(mul > 0)) { fail(c, G4_EINVAL, "'multipleOf' must be greater than 0"); return; }
-        if (mul != 1) { fail(c, G4_EUNSUPPORTED, "'multipleOf' other than 1 is not supported (got %g)", mul); return; }
-        is_int = 1;
-    }
-    if (!hmn && !hmx && !hemn && !hemx) { number_plain(c, is_int, from, to); return; }
-    nbounds b = {0};
-    const double lim = (double)MAXI;
-    struct { int has; double v; int excl, upper; const char *name; } in[4] = {
-        {hmn, mn, 0, 0, "minimum"}, {hemn, emn, 1, 0, "exclusiveMinimum"}, {hmx, mx, 0, 1, "maximum"}, {hemx, emx, 1, 1, "exclusiveMaximum"}};
-    for (int k = 0; k < 4; k++) {
-        if (!in[k].has) continue;
-        double v = in[k].v;
-        int excl = in[k].excl;
-        if (!isfinite(v)) { fail(c, G4_EINVAL, "'%s' must be finite", in[k].name); return; }
-        if (is_int) { /* integer bounds: round inwards, inclusive */
-            v = in[k].upper ? (excl ? ceil(v) - 1 : floor(v)) : (excl ? floor(v) + 1 : ceil(v));
-            excl = 0;
-        } else if (v != floor(v)) {
-            fail(c, G4_EUNSUPPORTED, "'%s' %g: bounds of a number must be whole numbers (integers may have any)", in[k].name, v);
-            return;
-        }
-        if (v > lim) { if (!in[k].upper) { fail(c, G4_EINVAL, "'%s' is beyond the %d-digit numbers generated", in[k].name, 18); return; } continue; }
-        if (v < -lim) { if (in[k].upper) { fail(c, G4_EINVAL, "'%s' is beyond the %d-digit numbers generated", in[k].name, 18); return; } continue; }
-        long long iv = (long long)v;
-        if (!in[k].upper) {
-            if (!b.has_lo || iv > b.lo || (iv == b.lo && excl)) { b.has_lo = 1; b.lo = iv; b.lo_x = excl; }
-        } else if (!b.has_hi || iv < b.hi || (iv == b.hi && excl)) {
-            b.has_hi = 1; b.hi = iv; b.hi_x = excl;
-        }
-    }
-    if (b.has_lo && b.has_hi && (b.lo > b.hi || (b.lo == b.hi && (b.lo_x || b.hi_x)))) { fail(c, G4_EINVAL, "the minimum is above the maximum"); return; }
-    number_bounded(c, &b, is_int, from, to);
-}
 
 /* ---- keywords ---------------------------------------------------------------------------------- */
 
@@ -686,11 +42,11 @@ static int check_keywords(sc *c, const json_t *s) {
     json_t *v;
     json_object_foreach((json_t *)s, k, v) {
         if (is_annotation(k) || in_list(HANDLED, k)) {
-            if (!strcmp(k, "$id") && s != c->root) { fail(c, G4_EUNSUPPORTED, "'$id' in a subschema is not supported (only at the root)"); return -1; }
+            if (!strcmp(k, "$id") && s != c->root) { jsc_fail(c, G4_EUNSUPPORTED, "'$id' in a subschema is not supported (only at the root)"); return -1; }
             continue;
         }
-        if (in_list(UNSUPPORTED_KW, k)) fail(c, G4_EUNSUPPORTED, "the keyword '%s' is not supported", k);
-        else fail(c, G4_EUNSUPPORTED, "unknown keyword '%s' (not a JSON Schema keyword this server knows; see docs/structured-output.md)", k);
+        if (in_list(UNSUPPORTED_KW, k)) jsc_fail(c, G4_EUNSUPPORTED, "the keyword '%s' is not supported", k);
+        else jsc_fail(c, G4_EUNSUPPORTED, "unknown keyword '%s' (not a JSON Schema keyword this server knows; see docs/structured-output.md)", k);
         return -1;
     }
     return 0;
@@ -733,7 +89,7 @@ static int type_set(sc *c, const json_t *s) {
                 m |= b;
             }
         }
-        if (!m) { fail(c, G4_EINVAL, "'type' must be one of null, boolean, integer, number, string, array, object, or a non-empty list of them without repeats"); return -1; }
+        if (!m) { jsc_fail(c, G4_EINVAL, "'type' must be one of null, boolean, integer, number, string, array, object, or a non-empty list of them without repeats"); return -1; }
     } else {
         if (has_any(s, OBJ_KW)) m |= T_OBJ;
         if (has_any(s, ARR_KW)) m |= T_ARR;
@@ -742,7 +98,7 @@ static int type_set(sc *c, const json_t *s) {
         if (!m) m = T_ALL;
     }
     json_t *nl = json_object_get(s, "nullable");
-    if (nl && !json_is_boolean(nl)) { fail(c, G4_EINVAL, "'nullable' must be true or false"); return -1; }
+    if (nl && !json_is_boolean(nl)) { jsc_fail(c, G4_EINVAL, "'nullable' must be true or false"); return -1; }
     if (json_is_true(nl)) m |= T_NULL;
     if ((m & T_NUM) && (m & T_INT)) m &= ~T_INT;
     return m;
@@ -765,9 +121,9 @@ static long count_kw(sc *c, const json_t *s, const char *k) {
     json_t *x = s ? json_object_get(s, k) : NULL;
     if (!x) return -2;
     double d = json_is_number(x) ? json_number_value(x) : -1;
-    if (!json_is_number(x) || d < 0 || d != floor(d)) { fail(c, G4_EINVAL, "'%s' must be a non-negative integer", k); return -1; }
+    if (!json_is_number(x) || d < 0 || d != floor(d)) { jsc_fail(c, G4_EINVAL, "'%s' must be a non-negative integer", k); return -1; }
     if (d > SC_MAX_COUNT) {
-        fail(c, G4_EUNSUPPORTED, "'%s' above %d is not supported (the automaton counts it)", k, SC_MAX_COUNT);
+        jsc_fail(c, G4_EUNSUPPORTED, "'%s' above %d is not supported (the automaton counts it)", k, SC_MAX_COUNT);
         return -1;
     }
     return (long)d;
@@ -776,10 +132,10 @@ static long count_kw(sc *c, const json_t *s, const char *k) {
 /* ---- $ref ------------------------------------------------------------------------------------- */
 
 static const json_t *resolve_ref(sc *c, const char *ref) {
-    if (ref[0] != '#') { fail(c, G4_EUNSUPPORTED, "only local references ('#...') are supported, not '%s'", ref); return NULL; }
+    if (ref[0] != '#') { jsc_fail(c, G4_EUNSUPPORTED, "only local references ('#...') are supported, not '%s'", ref); return NULL; }
     const json_t *cur = c->root;
     const char *p = ref + 1;
-    if (*p && *p != '/') { fail(c, G4_EUNSUPPORTED, "'$ref' '%s': anchors are not supported, only JSON pointers ('#/...')", ref); return NULL; }
+    if (*p && *p != '/') { jsc_fail(c, G4_EUNSUPPORTED, "'$ref' '%s': anchors are not supported, only JSON pointers ('#/...')", ref); return NULL; }
     while (*p == '/') {
         p++;
         char seg[256];
@@ -803,7 +159,7 @@ static const json_t *resolve_ref(sc *c, const char *ref) {
         } else {
             cur = NULL;
         }
-        if (!cur) { fail(c, G4_EINVAL, "'$ref' '%s' does not resolve", ref); return NULL; }
+        if (!cur) { jsc_fail(c, G4_EINVAL, "'$ref' '%s' does not resolve", ref); return NULL; }
     }
     return cur;
 }
@@ -814,25 +170,25 @@ static void gen_m(sc *c, const json_t *s, int fmt, int mask, int from, int to);
 
 static int collect_members(sc *c, const json_t *s, const json_t **out, int *n, int cap) {
     if (json_is_true(s)) return 0;
-    if (!json_is_object(s) && !json_is_false(s)) { fail(c, G4_EINVAL, "a schema must be an object or a boolean"); return -1; }
-    if (*n >= cap) { fail(c, G4_EUNSUPPORTED, "allOf with more than %d members", cap); return -1; }
+    if (!json_is_object(s) && !json_is_false(s)) { jsc_fail(c, G4_EINVAL, "a schema must be an object or a boolean"); return -1; }
+    if (*n >= cap) { jsc_fail(c, G4_EUNSUPPORTED, "allOf with more than %d members", cap); return -1; }
     if (json_is_false(s)) { out[(*n)++] = s; return 0; }
     if (check_keywords(c, s)) return -1;
     json_t *ref = json_object_get(s, "$ref"), *all = json_object_get(s, "allOf");
     if (ref) {
-        if (!json_is_string(ref)) { fail(c, G4_EINVAL, "'$ref' must be a string"); return -1; }
+        if (!json_is_string(ref)) { jsc_fail(c, G4_EINVAL, "'$ref' must be a string"); return -1; }
         const json_t *t = resolve_ref(c, json_string_value(ref));
         if (!t) return -1;
         for (int i = 0; i < c->depth; i++)
-            if (c->stack[i] == t) { fail(c, G4_EUNSUPPORTED, "a recursive '$ref' merged with other keywords (or inside allOf) is not supported"); return -1; }
-        if (c->depth >= SC_MAX_NEST) { fail(c, G4_EINVAL, "references nested deeper than %d", SC_MAX_NEST); return -1; }
+            if (c->stack[i] == t) { jsc_fail(c, G4_EUNSUPPORTED, "a recursive '$ref' merged with other keywords (or inside allOf) is not supported"); return -1; }
+        if (c->depth >= SC_MAX_NEST) { jsc_fail(c, G4_EINVAL, "references nested deeper than %d", SC_MAX_NEST); return -1; }
         c->stack[c->depth++] = t;
         int rc = collect_members(c, t, out, n, cap);
         c->depth--;
         if (rc) return -1;
     }
     if (all) {
-        if (!json_is_array(all) || !json_array_size(all)) { fail(c, G4_EINVAL, "'allOf' must be a non-empty array"); return -1; }
+        if (!json_is_array(all) || !json_array_size(all)) { jsc_fail(c, G4_EINVAL, "'allOf' must be a non-empty array"); return -1; }
         size_t i;
         json_t *x;
         json_array_foreach(all, i, x) if (collect_members(c, x, out, n, cap)) return -1;
@@ -877,7 +233,7 @@ static const json_t *merge(sc *c, const json_t *const *in, int n_in) {
                 continue;
             }
             if (!strcmp(k, "properties")) {
-                if (!json_is_object(v)) { fail(c, G4_EINVAL, "'properties' must be an object"); goto bad; }
+                if (!json_is_object(v)) { jsc_fail(c, G4_EINVAL, "'properties' must be an object"); goto bad; }
                 const char *pk;
                 json_t *pv;
                 json_object_foreach(v, pk, pv) {
@@ -886,11 +242,11 @@ static const json_t *merge(sc *c, const json_t *const *in, int n_in) {
                     else json_object_set_new(props, pk, json_pack("{s:[O,O]}", "allOf", old, pv));
                 }
             } else if (!strcmp(k, "required")) {
-                if (!json_is_array(v)) { fail(c, G4_EINVAL, "'required' must be an array of strings"); goto bad; }
+                if (!json_is_array(v)) { jsc_fail(c, G4_EINVAL, "'required' must be an array of strings"); goto bad; }
                 size_t j;
                 json_t *x;
                 json_array_foreach(v, j, x) {
-                    if (!json_is_string(x)) { fail(c, G4_EINVAL, "'required' must be an array of strings"); goto bad; }
+                    if (!json_is_string(x)) { jsc_fail(c, G4_EINVAL, "'required' must be an array of strings"); goto bad; }
                     int dup = 0;
                     size_t q;
                     json_t *y;
@@ -900,10 +256,10 @@ static const json_t *merge(sc *c, const json_t *const *in, int n_in) {
             } else if (!strcmp(k, "additionalProperties")) {
                 if (json_is_false(v)) ap_false = 1;
                 else if (json_is_true(v)) ap_true = 1;
-                else { fail(c, G4_EUNSUPPORTED, "'additionalProperties' as a schema inside allOf is not supported"); goto bad; }
+                else { jsc_fail(c, G4_EUNSUPPORTED, "'additionalProperties' as a schema inside allOf is not supported"); goto bad; }
             } else if (!strcmp(k, "enum") || !strcmp(k, "const")) {
                 json_t *vals = !strcmp(k, "const") ? json_pack("[O]", v) : json_incref(v);
-                if (!json_is_array(vals)) { json_decref(vals); fail(c, G4_EINVAL, "'enum' must be an array"); goto bad; }
+                if (!json_is_array(vals)) { json_decref(vals); jsc_fail(c, G4_EINVAL, "'enum' must be an array"); goto bad; }
                 if (!en) en = vals;
                 else {
                     json_t *keep = json_array();
@@ -917,7 +273,7 @@ static const json_t *merge(sc *c, const json_t *const *in, int n_in) {
             } else if (!strncmp(k, "min", 3) || !strncmp(k, "max", 3) || !strcmp(k, "exclusiveMinimum") || !strcmp(k, "exclusiveMaximum")) {
                 if (!json_is_number(v)) {
                     if (!cur || json_equal(cur, v)) { json_object_set(o, k, v); continue; }
-                    fail(c, G4_EUNSUPPORTED, "allOf members disagree on '%s'", k);
+                    jsc_fail(c, G4_EUNSUPPORTED, "allOf members disagree on '%s'", k);
                     goto bad;
                 }
                 int upper = !strncmp(k, "max", 3) || !strcmp(k, "exclusiveMaximum");
@@ -925,10 +281,10 @@ static const json_t *merge(sc *c, const json_t *const *in, int n_in) {
                     json_object_set(o, k, v);
             } else if (!strcmp(k, "items")) {
                 if (!cur || json_equal(cur, v)) json_object_set(o, k, v);
-                else if (json_is_array(cur) || json_is_array(v)) { fail(c, G4_EUNSUPPORTED, "allOf members disagree on 'items'"); goto bad; }
+                else if (json_is_array(cur) || json_is_array(v)) { jsc_fail(c, G4_EUNSUPPORTED, "allOf members disagree on 'items'"); goto bad; }
                 else json_object_set_new(o, k, json_pack("{s:[O,O]}", "allOf", cur, v));
             } else if (cur && !json_equal(cur, v)) {
-                fail(c, G4_EUNSUPPORTED, "allOf members disagree on '%s' (only objects, bounds, enums and items are merged)", k);
+                jsc_fail(c, G4_EUNSUPPORTED, "allOf members disagree on '%s' (only objects, bounds, enums and items are merged)", k);
                 goto bad;
             } else {
                 json_object_set(o, k, v);
@@ -947,7 +303,7 @@ static const json_t *merge(sc *c, const json_t *const *in, int n_in) {
         json_t *x;
         json_array_foreach(req, j, x)
             if (!own || !json_object_get(own, json_string_value(x))) {
-                fail(c, G4_EINVAL, "allOf: '%s' is required but another member forbids it (additionalProperties false)", json_string_value(x));
+                jsc_fail(c, G4_EINVAL, "allOf: '%s' is required but another member forbids it (additionalProperties false)", json_string_value(x));
                 goto bad;
             }
     }
@@ -988,10 +344,10 @@ static void extra_key(sc *c, int fmt, const prop_t *p, int np, int from, int to)
     size_t *el = malloc((size_t)(np ? np : 1) * sizeof *el);
     char **bufs = calloc((size_t)(np ? np : 1), sizeof *bufs);
     int nx = 0;
-    if (!ex || !el || !bufs) { fail(c, G4_ENOMEM, "out of memory"); goto out; }
+    if (!ex || !el || !bufs) { jsc_fail(c, G4_ENOMEM, "out of memory"); goto out; }
     for (int i = 0; i < np; i++) {
-        if (fmt == FMT_GEMMA && !bare_key_ok(p[i].name, p[i].len)) continue;
-        if (!(bufs[nx] = malloc(6 * p[i].len + 1))) { fail(c, G4_ENOMEM, "out of memory"); goto out; }
+        if (fmt == FMT_GEMMA && !jsc_bare_key_ok(p[i].name, p[i].len)) continue;
+        if (!(bufs[nx] = malloc(6 * p[i].len + 1))) { jsc_fail(c, G4_ENOMEM, "out of memory"); goto out; }
         el[nx] = fmt == FMT_JSON ? g4_enc_string(p[i].name, p[i].len, G4_ENC_JSON, bufs[nx]) : p[i].len;
         if (fmt == FMT_GEMMA) memcpy(bufs[nx], p[i].name, p[i].len);
         ex[nx] = bufs[nx];
@@ -999,13 +355,13 @@ static void extra_key(sc *c, int fmt, const prop_t *p, int np, int from, int to)
     }
     g4_dfa body;
     if (fmt == FMT_JSON) {
-        if (string_body(c, G4_ENC_JSON, c->chat ? MK_CONTENT : MK_NONE, 0, -1, NULL, 0, NULL, ex, el, nx, &body)) goto out;
-        int a = lit_new(c, from, "\""), b = st(c);
+        if (jsc_string_body(c, G4_ENC_JSON, c->chat ? MK_CONTENT : MK_NONE, 0, -1, NULL, 0, NULL, ex, el, nx, &body)) goto out;
+        int a = jsc_lit_new(c, from, "\""), b = jsc_st(c);
         g4_nfa_embed(&c->a, &body, a, b);
-        lit(c, b, to, "\"");
+        jsc_lit(c, b, to, "\"");
     } else { /* bare keys of word characters */
         static const char word[] = "^[A-Za-z_][A-Za-z0-9_]*$";
-        if (string_body(c, G4_ENC_RAW, MK_NONE, 1, 64, word, sizeof word - 1, NULL, ex, el, nx, &body)) goto out;
+        if (jsc_string_body(c, G4_ENC_RAW, MK_NONE, 1, 64, word, sizeof word - 1, NULL, ex, el, nx, &body)) goto out;
         g4_nfa_embed(&c->a, &body, from, to);
     }
     g4_dfa_free(&body);
@@ -1019,13 +375,13 @@ out:
 static void gen_object(sc *c, const json_t *s, int fmt, int from, int to) {
     json_t *props = s ? json_object_get(s, "properties") : NULL, *req = s ? json_object_get(s, "required") : NULL;
     json_t *ap = s ? json_object_get(s, "additionalProperties") : NULL, *up = s ? json_object_get(s, "unevaluatedProperties") : NULL;
-    if (props && !json_is_object(props)) { fail(c, G4_EINVAL, "'properties' must be an object"); return; }
-    if (req && !json_is_array(req)) { fail(c, G4_EINVAL, "'required' must be an array of strings"); return; }
-    if (ap && !json_is_boolean(ap) && !json_is_object(ap)) { fail(c, G4_EINVAL, "'additionalProperties' must be a boolean or a schema"); return; }
-    if (up && !json_is_false(up)) { fail(c, G4_EUNSUPPORTED, "'unevaluatedProperties' other than false is not supported"); return; }
+    if (props && !json_is_object(props)) { jsc_fail(c, G4_EINVAL, "'properties' must be an object"); return; }
+    if (req && !json_is_array(req)) { jsc_fail(c, G4_EINVAL, "'required' must be an array of strings"); return; }
+    if (ap && !json_is_boolean(ap) && !json_is_object(ap)) { jsc_fail(c, G4_EINVAL, "'additionalProperties' must be a boolean or a schema"); return; }
+    if (up && !json_is_false(up)) { jsc_fail(c, G4_EUNSUPPORTED, "'unevaluatedProperties' other than false is not supported"); return; }
     size_t np = props ? json_object_size(props) : 0, nr = req ? json_array_size(req) : 0;
     prop_t *p = calloc(np + nr + 1, sizeof *p);
-    if (!p) { fail(c, G4_ENOMEM, "out of memory"); return; }
+    if (!p) { jsc_fail(c, G4_ENOMEM, "out of memory"); return; }
     int n = 0;
     const char *k;
     json_t *v;
@@ -1034,58 +390,58 @@ static void gen_object(sc *c, const json_t *s, int fmt, int from, int to) {
     const json_t *extra = ap ? (json_is_false(ap) ? NULL : ap) : (!props && !nr && !up ? json_true() : NULL);
     for (size_t i = 0; i < nr; i++) {
         json_t *x = json_array_get(req, i);
-        if (!json_is_string(x)) { fail(c, G4_EINVAL, "'required' must be an array of strings"); free(p); return; }
+        if (!json_is_string(x)) { jsc_fail(c, G4_EINVAL, "'required' must be an array of strings"); free(p); return; }
         int found = 0;
         for (int j = 0; j < n; j++)
             if (p[j].len == json_string_length(x) && !memcmp(p[j].name, json_string_value(x), p[j].len)) { found = 1; p[j].req = 1; }
         if (found) continue;
-        if (!extra) { fail(c, G4_EINVAL, "the required property '%s' is not in 'properties' and no other property is allowed", json_string_value(x)); free(p); return; }
+        if (!extra) { jsc_fail(c, G4_EINVAL, "the required property '%s' is not in 'properties' and no other property is allowed", json_string_value(x)); free(p); return; }
         p[n++] = (prop_t){json_string_value(x), json_string_length(x), extra, 1};
     }
     long minp = count_kw(c, s, "minProperties"), maxp = count_kw(c, s, "maxProperties");
     int nreq = 0;
     for (int i = 0; i < n; i++) nreq += p[i].req;
     if (minp == -1 || maxp == -1) { free(p); return; }
-    if (minp > nreq) { fail(c, G4_EUNSUPPORTED, "'minProperties' %ld is more than the required properties (%d): not supported", minp, nreq); free(p); return; }
+    if (minp > nreq) { jsc_fail(c, G4_EUNSUPPORTED, "'minProperties' %ld is more than the required properties (%d): not supported", minp, nreq); free(p); return; }
     if (maxp >= 0 && (extra || maxp < n)) {
-        fail(c, G4_EUNSUPPORTED, "'maxProperties' is supported only when it allows every declared property and no others");
+        jsc_fail(c, G4_EUNSUPPORTED, "'maxProperties' is supported only when it allows every declared property and no others");
         free(p);
         return;
     }
     if (fmt == FMT_GEMMA) qsort(p, (size_t)n, sizeof *p, cmp_prop);
     /* af: no member yet, at: some member written; i counts the properties considered */
-    int o = lit_new(c, from, "{"), af = st(c), at = -1;
-    ws(c, fmt, o, af);
+    int o = jsc_lit_new(c, from, "{"), af = jsc_st(c), at = -1;
+    jsc_ws(c, fmt, o, af);
     for (int i = 0; i < n && !c->rc; i++) {
-        int naf = st(c), nat = st(c), key = st(c);
-        eps(c, af, key);
-        if (at >= 0) eps(c, comma(c, fmt, at), key);
-        int kk = st(c);
-        emit_key(c, fmt, key, kk, p[i].name, p[i].len);
-        int val = colon(c, fmt, kk);
-        size_t m = path_push(c, "properties");
-        size_t m2 = path_push(c, p[i].name);
+        int naf = jsc_st(c), nat = jsc_st(c), key = jsc_st(c);
+        jsc_eps(c, af, key);
+        if (at >= 0) jsc_eps(c, jsc_comma(c, fmt, at), key);
+        int kk = jsc_st(c);
+        jsc_emit_key(c, fmt, key, kk, p[i].name, p[i].len);
+        int val = jsc_colon(c, fmt, kk);
+        size_t m = jsc_path_push(c, "properties");
+        size_t m2 = jsc_path_push(c, p[i].name);
         gen_m(c, p[i].schema, fmt, T_ALL, val, nat);
-        path_pop(c, m2);
-        path_pop(c, m);
-        if (!p[i].req) { eps(c, af, naf); if (at >= 0) eps(c, at, nat); }
+        jsc_path_pop(c, m2);
+        jsc_path_pop(c, m);
+        if (!p[i].req) { jsc_eps(c, af, naf); if (at >= 0) jsc_eps(c, at, nat); }
         af = p[i].req ? -1 : naf;
         at = nat;
-        if (af < 0) af = st(c); /* unreachable: something is written */
+        if (af < 0) af = jsc_st(c); /* unreachable: something is written */
     }
     if (extra && !c->rc) {
-        int key = st(c), kk = st(c), nat = at >= 0 ? at : st(c);
-        eps(c, af, key);
-        eps(c, comma(c, fmt, nat), key); /* more extra members after any member */
+        int key = jsc_st(c), kk = jsc_st(c), nat = at >= 0 ? at : jsc_st(c);
+        jsc_eps(c, af, key);
+        jsc_eps(c, jsc_comma(c, fmt, nat), key); /* more extra members after any member */
         extra_key(c, fmt, p, n, key, kk);
-        int val = colon(c, fmt, kk);
-        size_t m = path_push(c, "additionalProperties");
+        int val = jsc_colon(c, fmt, kk);
+        size_t m = jsc_path_push(c, "additionalProperties");
         gen_m(c, extra, fmt, T_ALL, val, nat);
-        path_pop(c, m);
+        jsc_path_pop(c, m);
         at = nat;
     }
-    lit(c, af, to, "}");
-    if (at >= 0) { int e = st(c); ws(c, fmt, at, e); lit(c, e, to, "}"); }
+    jsc_lit(c, af, to, "}");
+    if (at >= 0) { int e = jsc_st(c); jsc_ws(c, fmt, at, e); jsc_lit(c, e, to, "}"); }
     free(p);
 }
 
@@ -1096,22 +452,22 @@ static void gen_array(sc *c, const json_t *s, int fmt, int from, int to) {
     json_t *addl = s ? json_object_get(s, "additionalItems") : NULL, *ue = s ? json_object_get(s, "unevaluatedItems") : NULL;
     json_t *uniq = s ? json_object_get(s, "uniqueItems") : NULL;
     const json_t *extra;
-    if (uniq && !json_is_boolean(uniq)) { fail(c, G4_EINVAL, "'uniqueItems' must be true or false"); return; }
-    if (ue && !json_is_false(ue)) { fail(c, G4_EUNSUPPORTED, "'unevaluatedItems' other than false is not supported"); return; }
-    if (prefix && !json_is_array(prefix)) { fail(c, G4_EINVAL, "'prefixItems' must be an array of schemas"); return; }
+    if (uniq && !json_is_boolean(uniq)) { jsc_fail(c, G4_EINVAL, "'uniqueItems' must be true or false"); return; }
+    if (ue && !json_is_false(ue)) { jsc_fail(c, G4_EUNSUPPORTED, "'unevaluatedItems' other than false is not supported"); return; }
+    if (prefix && !json_is_array(prefix)) { jsc_fail(c, G4_EINVAL, "'prefixItems' must be an array of schemas"); return; }
     if (json_is_array(items)) { /* the older tuple form */
-        if (prefix) { fail(c, G4_EINVAL, "'items' as an array together with 'prefixItems'"); return; }
+        if (prefix) { jsc_fail(c, G4_EINVAL, "'items' as an array together with 'prefixItems'"); return; }
         prefix = items;
         extra = addl && !json_is_false(addl) ? addl : NULL;
     } else {
-        if (items && !json_is_object(items) && !json_is_boolean(items)) { fail(c, G4_EINVAL, "'items' must be a schema"); return; }
+        if (items && !json_is_object(items) && !json_is_boolean(items)) { jsc_fail(c, G4_EINVAL, "'items' must be a schema"); return; }
         extra = items ? (json_is_false(items) ? NULL : items) : (prefix ? NULL : json_true());
     }
     long np = prefix ? (long)json_array_size(prefix) : 0, mn = count_kw(c, s, "minItems"), mx = count_kw(c, s, "maxItems");
     if (mn == -1 || mx == -1) return;
     if (mn < 0) mn = 0;
-    if (mx >= 0 && mx < mn) { fail(c, G4_EINVAL, "'minItems' is greater than 'maxItems'"); return; }
-    if (json_is_true(uniq) && !(mx >= 0 && mx <= 1)) { fail(c, G4_EUNSUPPORTED, "'uniqueItems': true is not supported"); return; }
+    if (mx >= 0 && mx < mn) { jsc_fail(c, G4_EINVAL, "'minItems' is greater than 'maxItems'"); return; }
+    if (json_is_true(uniq) && !(mx >= 0 && mx <= 1)) { jsc_fail(c, G4_EUNSUPPORTED, "'uniqueItems': true is not supported"); return; }
     long U;
     int loop = 0;
     if (extra) {
@@ -1119,47 +475,47 @@ static void gen_array(sc *c, const json_t *s, int fmt, int from, int to) {
         else { U = np > mn ? np : mn; if (U == 0) U = 1; loop = 1; }
     } else {
         U = mx >= 0 && mx < np ? mx : np;
-        if (mn > U) { fail(c, G4_EINVAL, "'minItems' %ld cannot be met: no items are allowed after the %ld of 'prefixItems'", mn, np); return; }
+        if (mn > U) { jsc_fail(c, G4_EINVAL, "'minItems' %ld cannot be met: no items are allowed after the %ld of 'prefixItems'", mn, np); return; }
     }
     int *P = malloc(((size_t)U + 1) * sizeof *P);
-    if (!P) { fail(c, G4_ENOMEM, "out of memory"); return; }
-    int o = lit_new(c, from, "[");
-    P[0] = st(c);
-    ws(c, fmt, o, P[0]);
-    for (long k = 1; k <= U; k++) P[k] = st(c);
+    if (!P) { jsc_fail(c, G4_ENOMEM, "out of memory"); return; }
+    int o = jsc_lit_new(c, from, "[");
+    P[0] = jsc_st(c);
+    jsc_ws(c, fmt, o, P[0]);
+    for (long k = 1; k <= U; k++) P[k] = jsc_st(c);
     int rule = -1;
     for (long k = 0; k < U && !c->rc; k++) {
         const json_t *it = k < np ? json_array_get(prefix, (size_t)k) : extra;
-        int src = k ? comma(c, fmt, P[k]) : P[0];
-        size_t m = k < np ? path_push_i(c, "prefixItems", (size_t)k) : path_push(c, "items");
+        int src = k ? jsc_comma(c, fmt, P[k]) : P[0];
+        size_t m = k < np ? jsc_path_push_i(c, "prefixItems", (size_t)k) : jsc_path_push(c, "items");
         if (k >= np && rule >= 0) {
-            call(c, src, P[k + 1], rule);
+            jsc_call(c, src, P[k + 1], rule);
         } else if (k == np && U - np > 1) { /* many copies: as a rule if one is large */
             int n0 = c->a.n, r0 = c->nr;
             size_t e0 = c->a.ne;
             gen_m(c, it, fmt, T_ALL, src, P[k + 1]);
             if (!c->rc && c->nr == r0 && (long)(c->a.n - n0) * (U - np) > SC_COPY_BUDGET) {
                 g4_nfa_truncate(&c->a, n0, e0);
-                rule = new_rule(c, it, fmt, T_ALL, 0);
-                call(c, src, P[k + 1], rule);
+                rule = jsc_new_rule(c, it, fmt, T_ALL, 0);
+                jsc_call(c, src, P[k + 1], rule);
             }
         } else {
             gen_m(c, it, fmt, T_ALL, src, P[k + 1]);
         }
-        path_pop(c, m);
+        jsc_path_pop(c, m);
     }
     if (loop && !c->rc) {
-        int src = comma(c, fmt, P[U]);
-        size_t m = path_push(c, "items");
-        if (rule >= 0) call(c, src, P[U], rule);
+        int src = jsc_comma(c, fmt, P[U]);
+        size_t m = jsc_path_push(c, "items");
+        if (rule >= 0) jsc_call(c, src, P[U], rule);
         else gen_m(c, extra, fmt, T_ALL, src, P[U]);
-        path_pop(c, m);
+        jsc_path_pop(c, m);
     }
     for (long k = mn; k <= U; k++) {
-        if (k == 0) { lit(c, P[0], to, "]"); continue; }
-        int e = st(c);
-        ws(c, fmt, P[k], e);
-        lit(c, e, to, "]");
+        if (k == 0) { jsc_lit(c, P[0], to, "]"); continue; }
+        int e = jsc_st(c);
+        jsc_ws(c, fmt, P[k], e);
+        jsc_lit(c, e, to, "]");
     }
     free(P);
 }
@@ -1171,23 +527,23 @@ static void gen_string(sc *c, const json_t *s, int fmt, int from, int to) {
     if (mn == -1 || mx == -1) return;
     if (mn < 0) mn = 0;
     if (mx < 0) mx = -1;
-    if (mx >= 0 && mx < mn) { fail(c, G4_EINVAL, "'minLength' is greater than 'maxLength'"); return; }
+    if (mx >= 0 && mx < mn) { jsc_fail(c, G4_EINVAL, "'minLength' is greater than 'maxLength'"); return; }
     json_t *pat = s ? json_object_get(s, "pattern") : NULL, *f = s ? json_object_get(s, "format") : NULL;
-    if (pat && !json_is_string(pat)) { fail(c, G4_EINVAL, "'pattern' must be a string"); return; }
-    if (f && !json_is_string(f)) { fail(c, G4_EINVAL, "'format' must be a string"); return; }
+    if (pat && !json_is_string(pat)) { jsc_fail(c, G4_EINVAL, "'pattern' must be a string"); return; }
+    if (f && !json_is_string(f)) { jsc_fail(c, G4_EINVAL, "'format' must be a string"); return; }
     g4_str_enc enc = fmt == FMT_JSON ? G4_ENC_JSON : G4_ENC_RAW;
     int mk = fmt == FMT_GEMMA || c->chat ? MK_CONTENT : MK_NONE;
     g4_dfa body;
-    size_t m = path_push(c, pat ? "pattern" : "format");
-    if (!pat && !f) path_pop(c, m);
-    int rc = string_body(c, enc, mk, mn, mx, pat ? json_string_value(pat) : NULL, pat ? json_string_length(pat) : 0,
+    size_t m = jsc_path_push(c, pat ? "pattern" : "format");
+    if (!pat && !f) jsc_path_pop(c, m);
+    int rc = jsc_string_body(c, enc, mk, mn, mx, pat ? json_string_value(pat) : NULL, pat ? json_string_length(pat) : 0,
                          f ? json_string_value(f) : NULL, NULL, NULL, 0, &body);
-    path_pop(c, m);
+    jsc_path_pop(c, m);
     if (rc) return;
-    if (body.n == 0) { fail(c, G4_EINVAL, "no string satisfies its length, pattern and format together"); g4_dfa_free(&body); return; }
-    int a = st(c), b = st(c);
-    if (fmt == FMT_JSON) { lit(c, from, a, "\""); lit(c, b, to, "\""); }
-    else { tok(c, from, a, TOK_STR); tok(c, b, to, TOK_STR); }
+    if (body.n == 0) { jsc_fail(c, G4_EINVAL, "no string satisfies its length, pattern and format together"); g4_dfa_free(&body); return; }
+    int a = jsc_st(c), b = jsc_st(c);
+    if (fmt == FMT_JSON) { jsc_lit(c, from, a, "\""); jsc_lit(c, b, to, "\""); }
+    else { jsc_tok(c, from, a, TOK_STR); jsc_tok(c, b, to, TOK_STR); }
     g4_nfa_embed(&c->a, &body, a, b);
     g4_dfa_free(&body);
 }
@@ -1195,7 +551,7 @@ static void gen_string(sc *c, const json_t *s, int fmt, int from, int to) {
 /* ---- any value -------------------------------------------------------------------------------------- */
 
 static int any_rule(sc *c, int fmt) {
-    if (c->any_rule[fmt] < 0) c->any_rule[fmt] = new_rule(c, NULL, fmt, T_ALL, 1);
+    if (c->any_rule[fmt] < 0) c->any_rule[fmt] = jsc_new_rule(c, NULL, fmt, T_ALL, 1);
     return c->any_rule[fmt];
 }
 
@@ -1203,19 +559,19 @@ static void gen_any_body(sc *c, int fmt, int from, int to) {
     gen_object(c, NULL, fmt, from, to);
     gen_array(c, NULL, fmt, from, to);
     gen_string(c, NULL, fmt, from, to);
-    number_plain(c, 0, from, to);
-    lit(c, from, to, "true");
-    lit(c, from, to, "false");
-    lit(c, from, to, "null");
+    jsc_number_plain(c, 0, from, to);
+    jsc_lit(c, from, to, "true");
+    jsc_lit(c, from, to, "false");
+    jsc_lit(c, from, to, "null");
 }
 
 /* ---- dispatch -------------------------------------------------------------------------------------- */
 
 static void gen_types(sc *c, const json_t *s, int fmt, int types, int from, int to) {
-    if (types & T_NULL) lit(c, from, to, "null");
-    if (types & T_BOOL) { lit(c, from, to, "true"); lit(c, from, to, "false"); }
-    if (types & T_NUM) gen_number(c, s, 0, from, to);
-    else if (types & T_INT) gen_number(c, s, 1, from, to);
+    if (types & T_NULL) jsc_lit(c, from, to, "null");
+    if (types & T_BOOL) { jsc_lit(c, from, to, "true"); jsc_lit(c, from, to, "false"); }
+    if (types & T_NUM) jsc_gen_number(c, s, 0, from, to);
+    else if (types & T_INT) jsc_gen_number(c, s, 1, from, to);
     if (types & T_STR) gen_string(c, s, fmt, from, to);
     if (types & T_ARR) gen_array(c, s, fmt, from, to);
     if (types & T_OBJ) gen_object(c, s, fmt, from, to);
@@ -1233,19 +589,19 @@ static int value_fits(sc *c, const json_t *s, const json_t *v) {
         if (lo || hi) {
             if (!(vt & T_NUM)) continue;
             if (json_is_boolean(x)) continue; /* draft 4: read with its minimum / maximum below */
-            if (!json_is_number(x)) { fail(c, G4_EINVAL, "'%s' must be a number", k); return -1; }
+            if (!json_is_number(x)) { jsc_fail(c, G4_EINVAL, "'%s' must be a number", k); return -1; }
             double d = json_number_value(v), b = json_number_value(x);
             int excl = k[0] == 'e' || json_is_true(json_object_get(s, lo ? "exclusiveMinimum" : "exclusiveMaximum"));
             if (lo ? (d < b || (excl && d == b)) : (d > b || (excl && d == b))) return 0;
         } else if (!strcmp(k, "minLength") || !strcmp(k, "maxLength")) {
             if (!(vt & T_STR)) continue;
-            if (!json_is_integer(x)) { fail(c, G4_EINVAL, "'%s' must be a non-negative integer", k); return -1; }
+            if (!json_is_integer(x)) { jsc_fail(c, G4_EINVAL, "'%s' must be a non-negative integer", k); return -1; }
             long n = 0;
             const char *p = json_string_value(v);
             for (size_t i = 0; i < json_string_length(v); i++) n += ((unsigned char)p[i] & 0xC0) != 0x80;
             if (k[1] == 'i' ? n < json_integer_value(x) : n > json_integer_value(x)) return 0;
         } else {
-            fail(c, G4_EUNSUPPORTED, "'%s' together with '%s' is not supported", k, json_object_get(s, "enum") ? "enum" : "const");
+            jsc_fail(c, G4_EUNSUPPORTED, "'%s' together with '%s' is not supported", k, json_object_get(s, "enum") ? "enum" : "const");
             return -1;
         }
     }
@@ -1254,7 +610,7 @@ static int value_fits(sc *c, const json_t *s, const json_t *v) {
 
 static void gen_enum(sc *c, const json_t *s, int fmt, int mask, int from, int to) {
     json_t *en = json_object_get(s, "enum"), *cn = json_object_get(s, "const");
-    if (en && (!json_is_array(en) || !json_array_size(en))) { fail(c, G4_EINVAL, "'enum' must be a non-empty array"); return; }
+    if (en && (!json_is_array(en) || !json_array_size(en))) { jsc_fail(c, G4_EINVAL, "'enum' must be a non-empty array"); return; }
     int types = json_object_get(s, "type") || json_object_get(s, "nullable") ? type_set(c, s) : T_ALL;
     if (types < 0) return;
     if (types & T_NUM) types |= T_INT;
@@ -1270,10 +626,10 @@ static void gen_enum(sc *c, const json_t *s, int fmt, int mask, int from, int to
         int fit = value_fits(c, s, v);
         if (fit < 0) return;
         if (!fit) continue;
-        emit_value(c, v, fmt, from, to);
+        jsc_emit_value(c, v, fmt, from, to);
         n++;
     }
-    if (!n && !c->rc) fail(c, G4_EINVAL, "no value of '%s' fits the rest of the schema", en ? "enum" : "const");
+    if (!n && !c->rc) jsc_fail(c, G4_EINVAL, "no value of '%s' fits the rest of the schema", en ? "enum" : "const");
 }
 
 /* 0 disjoint, 1 overlap, 2 cannot tell (a recursive rule is reached) */
@@ -1308,7 +664,7 @@ out:
 
 static void gen_alts(sc *c, const json_t *s, const char *key, int fmt, int mask, int from, int to) {
     json_t *arr = json_object_get(s, key);
-    if (!json_is_array(arr) || !json_array_size(arr)) { fail(c, G4_EINVAL, "'%s' must be a non-empty array", key); return; }
+    if (!json_is_array(arr) || !json_array_size(arr)) { jsc_fail(c, G4_EINVAL, "'%s' must be a non-empty array", key); return; }
     int one = !strcmp(key, "oneOf");
     json_t *sib = NULL;
     if (has_assertions(s, key, NULL)) { /* the other keywords apply to every alternative */
@@ -1321,29 +677,29 @@ static void gen_alts(sc *c, const json_t *s, const char *key, int fmt, int mask,
     size_t n = json_array_size(arr), i;
     int *se = malloc(2 * n * sizeof *se);
     g4_dfa *d = one ? calloc(n, sizeof *d) : NULL;
-    if (!se || (one && !d)) { free(se); free(d); fail(c, G4_ENOMEM, "out of memory"); return; }
+    if (!se || (one && !d)) { free(se); free(d); jsc_fail(c, G4_ENOMEM, "out of memory"); return; }
     json_t *alt;
     json_array_foreach(arr, i, alt) {
-        size_t m = path_push_i(c, key, i);
+        size_t m = jsc_path_push_i(c, key, i);
         const json_t *x = alt;
         if (sib) { const json_t *pair[2] = {sib, alt}; x = merge(c, pair, 2); }
-        se[2 * i] = one ? st(c) : from;
-        se[2 * i + 1] = one ? st(c) : to;
+        se[2 * i] = one ? jsc_st(c) : from;
+        se[2 * i + 1] = one ? jsc_st(c) : to;
         if (x) gen_m(c, x, fmt, mask, se[2 * i], se[2 * i + 1]);
-        path_pop(c, m);
+        jsc_path_pop(c, m);
         if (c->rc) break;
     }
     if (one && !c->rc) {
         g4_err e = {0};
         for (i = 0; i < n && !c->rc; i++)
-            if (g4_nfa_to_dfa(&c->a, se[2 * i], se[2 * i + 1], G4_GRAMMAR_MAX_STATES, &d[i], &e)) fail_err(c, &e);
+            if (g4_nfa_to_dfa(&c->a, se[2 * i], se[2 * i + 1], G4_GRAMMAR_MAX_STATES, &d[i], &e)) jsc_fail_err(c, &e);
         for (size_t a = 0; a < n && !c->rc; a++)
             for (size_t b = a + 1; b < n && !c->rc; b++) {
                 int ov = dfa_overlap(&d[a], &d[b]);
-                if (ov == 1) fail(c, G4_EUNSUPPORTED, "'oneOf' alternatives %zu and %zu accept a common value (only disjoint alternatives are supported; use anyOf)", a, b);
-                if (ov == 2) fail(c, G4_EUNSUPPORTED, "'oneOf' alternatives %zu and %zu may overlap through a recursive reference (use anyOf)", a, b);
+                if (ov == 1) jsc_fail(c, G4_EUNSUPPORTED, "'oneOf' alternatives %zu and %zu accept a common value (only disjoint alternatives are supported; use anyOf)", a, b);
+                if (ov == 2) jsc_fail(c, G4_EUNSUPPORTED, "'oneOf' alternatives %zu and %zu may overlap through a recursive reference (use anyOf)", a, b);
             }
-        for (i = 0; i < n; i++) { eps(c, from, se[2 * i]); eps(c, se[2 * i + 1], to); }
+        for (i = 0; i < n; i++) { jsc_eps(c, from, se[2 * i]); jsc_eps(c, se[2 * i + 1], to); }
     }
     if (d) for (i = 0; i < n; i++) g4_dfa_free(&d[i]);
     free(d);
@@ -1354,8 +710,8 @@ static void gen_ref(sc *c, const char *ref, int fmt, int mask, int from, int to)
     const json_t *t = resolve_ref(c, ref);
     if (!t) return;
     for (int i = 0; i < c->depth; i++)
-        if (c->stack[i] == t) { call(c, from, to, new_rule(c, t, fmt, mask, 0)); return; } /* recursion */
-    if (c->depth >= SC_MAX_NEST) { fail(c, G4_EINVAL, "references nested deeper than %d", SC_MAX_NEST); return; }
+        if (c->stack[i] == t) { jsc_call(c, from, to, jsc_new_rule(c, t, fmt, mask, 0)); return; } /* recursion */
+    if (c->depth >= SC_MAX_NEST) { jsc_fail(c, G4_EINVAL, "references nested deeper than %d", SC_MAX_NEST); return; }
     char save[512];
     memcpy(save, c->path, sizeof save);
     snprintf(c->path, sizeof c->path, "%s", ref);
@@ -1367,24 +723,24 @@ static void gen_ref(sc *c, const char *ref, int fmt, int mask, int from, int to)
 
 static void gen_m(sc *c, const json_t *s, int fmt, int mask, int from, int to) {
     if (c->rc) return;
-    if (c->nest >= SC_MAX_NEST) { fail(c, G4_EINVAL, "the schema is nested deeper than %d", SC_MAX_NEST); return; }
+    if (c->nest >= SC_MAX_NEST) { jsc_fail(c, G4_EINVAL, "the schema is nested deeper than %d", SC_MAX_NEST); return; }
     c->nest++;
     if (json_is_true(s)) {
-        if (mask == T_ALL) call(c, from, to, any_rule(c, fmt));
+        if (mask == T_ALL) jsc_call(c, from, to, any_rule(c, fmt));
         else gen_types(c, NULL, fmt, mask, from, to);
     } else if (json_is_false(s)) {
         /* accepts nothing: no path */
     } else if (!json_is_object(s)) {
-        fail(c, G4_EINVAL, "a schema must be an object or a boolean");
+        jsc_fail(c, G4_EINVAL, "a schema must be an object or a boolean");
     } else if (!check_keywords(c, s)) {
         json_t *ref = json_object_get(s, "$ref");
-        if (ref && !json_is_string(ref)) fail(c, G4_EINVAL, "'$ref' must be a string");
-        else if (json_object_get(s, "anyOf") && json_object_get(s, "oneOf")) fail(c, G4_EUNSUPPORTED, "'anyOf' together with 'oneOf' is not supported");
+        if (ref && !json_is_string(ref)) jsc_fail(c, G4_EINVAL, "'$ref' must be a string");
+        else if (json_object_get(s, "anyOf") && json_object_get(s, "oneOf")) jsc_fail(c, G4_EUNSUPPORTED, "'anyOf' together with 'oneOf' is not supported");
         else if ((ref && has_assertions(s, "$ref", NULL)) || json_object_get(s, "allOf")) {
             const json_t *one[1] = {s};
             const json_t *m = merge(c, one, 1);
             if (m && m != s) gen_m(c, m, fmt, mask, from, to);
-            else if (m) fail(c, G4_EINVAL, "allOf could not be merged");
+            else if (m) jsc_fail(c, G4_EINVAL, "allOf could not be merged");
         } else if (ref) {
             gen_ref(c, json_string_value(ref), fmt, mask, from, to);
         } else if (json_object_get(s, "anyOf")) {
@@ -1396,7 +752,7 @@ static void gen_m(sc *c, const json_t *s, int fmt, int mask, int from, int to) {
         } else {
             int t = type_set(c, s);
             if (t > 0) {
-                if (!(t & mask)) fail(c, G4_EINVAL, "the schema must describe an object here");
+                if (!(t & mask)) jsc_fail(c, G4_EINVAL, "the schema must describe an object here");
                 else gen_types(c, s, fmt, t & mask, from, to);
             }
         }
@@ -1421,35 +777,35 @@ int g4_output_spec_constrains(const g4_output_spec *s) {
 
 /* free text without the markers (mk), as raw bytes */
 static void text(sc *c, int mk, int from, int to) {
-    const g4_dfa *d = plain_body(c, G4_ENC_RAW, mk);
+    const g4_dfa *d = jsc_plain_body(c, G4_ENC_RAW, mk);
     if (d) g4_nfa_embed(&c->a, d, from, to);
 }
 
 /* <|tool_call>call:NAME{...}<tool_call|>, once or (multi) repeated */
 static void gen_calls(sc *c, const g4_output_spec *sp, int from, int to, int multi) {
-    int L = st(c), a = st(c), done = st(c);
-    eps(c, from, L);
-    tok(c, L, a, "<|tool_call>");
-    int b = lit_new(c, a, "call:"), args_end = st(c), count = 0;
+    int L = jsc_st(c), a = jsc_st(c), done = jsc_st(c);
+    jsc_eps(c, from, L);
+    jsc_tok(c, L, a, "<|tool_call>");
+    int b = jsc_lit_new(c, a, "call:"), args_end = jsc_st(c), count = 0;
     size_t i;
     json_t *t;
     json_array_foreach((json_t *)sp->tools, i, t) {
         json_t *fn = json_object_get(t, "function");
         json_t *name = json_object_get(fn, "name"), *params = json_object_get(fn, "parameters");
         snprintf(c->part, sizeof c->part, "tools[%zu].function", i);
-        if (!json_is_string(name)) { fail(c, G4_EINVAL, "'name' must be a string"); return; }
+        if (!json_is_string(name)) { jsc_fail(c, G4_EINVAL, "'name' must be a string"); return; }
         const char *nm = json_string_value(name);
         if (sp->tool_mode == G4_TOOLS_NAMED && strcmp(nm, sp->tool_name)) continue;
         for (const char *q = nm; *q; q++)
             if ((unsigned char)*q <= ' ' || (unsigned char)*q == 0x7F || strchr("{}[]<>,\"'()", *q)) {
-                fail(c, G4_EINVAL, "the function name '%s' has a character Gemma's tool-call format cannot carry ('%c')", nm, *q);
+                jsc_fail(c, G4_EINVAL, "the function name '%s' has a character Gemma's tool-call format cannot carry ('%c')", nm, *q);
                 return;
             }
-        if (!*nm || strlen(nm) != json_string_length(name)) { fail(c, G4_EINVAL, "the function name must be a non-empty string without U+0000"); return; }
-        int n1 = lit_new(c, b, nm);
+        if (!*nm || strlen(nm) != json_string_length(name)) { jsc_fail(c, G4_EINVAL, "the function name must be a non-empty string without U+0000"); return; }
+        int n1 = jsc_lit_new(c, b, nm);
         snprintf(c->part, sizeof c->part, "tools[%zu].function.parameters", i);
         if (!params || json_is_null(params)) {
-            lit(c, n1, args_end, "{}");
+            jsc_lit(c, n1, args_end, "{}");
         } else {
             const json_t *root = c->root;
             c->root = params;
@@ -1462,10 +818,10 @@ static void gen_calls(sc *c, const g4_output_spec *sp, int from, int to, int mul
         }
         count++;
     }
-    if (!count && !c->rc) { snprintf(c->part, sizeof c->part, "tool_choice"); fail(c, G4_EINVAL, "no tool to call"); }
-    tok(c, args_end, done, "<tool_call|>");
-    eps(c, done, to);
-    if (multi) eps(c, done, L);
+    if (!count && !c->rc) { snprintf(c->part, sizeof c->part, "tool_choice"); jsc_fail(c, G4_EINVAL, "no tool to call"); }
+    jsc_tok(c, args_end, done, "<tool_call|>");
+    jsc_eps(c, done, to);
+    if (multi) jsc_eps(c, done, L);
 }
 
 int g4_output_compile(const g4_output_spec *sp, g4_grammar **out, char *param, size_t pcap, g4_err *err) {
@@ -1480,27 +836,27 @@ int g4_output_compile(const g4_output_spec *sp, g4_grammar **out, char *param, s
     c.any_rule[0] = c.any_rule[1] = -1;
     c.owned = json_array();
     snprintf(c.path, sizeof c.path, "#");
-    new_rule(&c, NULL, FMT_JSON, T_ALL, 0); /* rule 0: the whole output */
+    jsc_new_rule(&c, NULL, FMT_JSON, T_ALL, 0); /* rule 0: the whole output */
     int cur = c.rules[0].start, acc = c.rules[0].accept;
     if (sp->chat && sp->thought == G4_THOUGHT_INSIDE) {
-        int t = st(&c), e = st(&c);
+        int t = jsc_st(&c), e = jsc_st(&c);
         text(&c, MK_THOUGHT, cur, t);
-        tok(&c, t, e, "<channel|>");
+        jsc_tok(&c, t, e, "<channel|>");
         cur = e;
     } else if (sp->chat && sp->thought == G4_THOUGHT_OPTIONAL) {
-        int e = st(&c), h = st(&c), t = st(&c);
-        eps(&c, cur, e);
-        tok(&c, cur, h, "<|channel>");
-        int h2 = lit_new(&c, h, "thought");
-        tok(&c, h2, e, "<channel|>");
-        int h3 = lit_new(&c, h2, "\n");
+        int e = jsc_st(&c), h = jsc_st(&c), t = jsc_st(&c);
+        jsc_eps(&c, cur, e);
+        jsc_tok(&c, cur, h, "<|channel>");
+        int h2 = jsc_lit_new(&c, h, "thought");
+        jsc_tok(&c, h2, e, "<channel|>");
+        int h3 = jsc_lit_new(&c, h2, "\n");
         text(&c, MK_THOUGHT, h3, t);
-        tok(&c, t, e, "<channel|>");
+        jsc_tok(&c, t, e, "<channel|>");
         cur = e;
     }
     int tools = sp->chat && n_tools(sp);
     if (sp->tool_mode == G4_TOOLS_REQUIRED || sp->tool_mode == G4_TOOLS_NAMED) {
-        if (!tools) { snprintf(c.part, sizeof c.part, "tool_choice"); fail(&c, G4_EINVAL, "tool_choice asks for a tool call but there are no tools"); }
+        if (!tools) { snprintf(c.part, sizeof c.part, "tool_choice"); jsc_fail(&c, G4_EINVAL, "tool_choice asks for a tool call but there are no tools"); }
         else gen_calls(&c, sp, cur, acc, sp->parallel_calls);
     } else if (sp->format != G4_FMT_TEXT) {
         snprintf(c.part, sizeof c.part, "response_format");
@@ -1515,9 +871,9 @@ int g4_output_compile(const g4_output_spec *sp, g4_grammar **out, char *param, s
         }
         if (tools && sp->tool_mode == G4_TOOLS_AUTO) gen_calls(&c, sp, cur, acc, sp->parallel_calls);
     } else {
-        int t = st(&c);
+        int t = jsc_st(&c);
         text(&c, MK_CONTENT, cur, t);
-        eps(&c, t, acc);
+        jsc_eps(&c, t, acc);
         if (sp->tool_mode == G4_TOOLS_AUTO) gen_calls(&c, sp, t, acc, sp->parallel_calls);
     }
     /* the rules' bodies (more may be added while building them) */
@@ -1536,20 +892,20 @@ int g4_output_compile(const g4_output_spec *sp, g4_grammar **out, char *param, s
         }
     }
     g4_dfa *d = NULL;
-    if (!c.rc && c.a.oom) fail(&c, G4_ENOMEM, "out of memory");
+    if (!c.rc && c.a.oom) jsc_fail(&c, G4_ENOMEM, "out of memory");
     if (!c.rc) {
         snprintf(c.path, sizeof c.path, "#");
         d = calloc((size_t)c.nr, sizeof *d);
-        if (!d) fail(&c, G4_ENOMEM, "out of memory");
+        if (!d) jsc_fail(&c, G4_ENOMEM, "out of memory");
         g4_err e = {0};
         size_t total = 0;
         for (int r = 0; r < c.nr && !c.rc; r++) {
-            if (g4_nfa_to_dfa(&c.a, c.rules[r].start, c.rules[r].accept, G4_GRAMMAR_MAX_STATES, &d[r], &e)) fail_err(&c, &e);
+            if (g4_nfa_to_dfa(&c.a, c.rules[r].start, c.rules[r].accept, G4_GRAMMAR_MAX_STATES, &d[r], &e)) jsc_fail_err(&c, &e);
             total += (size_t)d[r].n;
             if (!c.rc && total > G4_GRAMMAR_MAX_STATES)
-                fail(&c, G4_EINVAL, "the schema compiles to more than %d automaton states (the limit G4_GRAMMAR_MAX_STATES)", G4_GRAMMAR_MAX_STATES);
+                jsc_fail(&c, G4_EINVAL, "the schema compiles to more than %d automaton states (the limit G4_GRAMMAR_MAX_STATES)", G4_GRAMMAR_MAX_STATES);
         }
-        if (!c.rc && g4_grammar_build(d, c.nr, c.special, c.ns, out, &e)) fail_err(&c, &e);
+        if (!c.rc && g4_grammar_build(d, c.nr, c.special, c.ns, out, &e)) jsc_fail_err(&c, &e);
     }
     if (d) for (int r = 0; r < c.nr; r++) g4_dfa_free(&d[r]);
     free(d);
