@@ -1,7 +1,7 @@
 /* fuzz_openai.c — the OpenAI request parser (g4_api_parse for /generate, /v1/completions,
  * /v1/chat/completions; the first input byte picks which, the rest is the body), then what the
  * server does next with an accepted request: render its chat with the demo model's chat
- * template, encode the prompt, set up its stop strings. Invariants: a refusal is a 4xx/5xx with
+ * template, encode the prompt (each of a completions batch), set up its stop strings. Invariants: a refusal is a 4xx/5xx with
  * a message and a valid OpenAI error body; an accepted request has its fields within the ranges
  * the parser checks; the rendered prompt is valid UTF-8 and encodes. */
 #include <jansson.h>
@@ -55,7 +55,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_CHECK(!r.has_top_k || r.top_k >= 0, "top_k %d", r.top_k);
     FUZZ_CHECK(r.max_tokens == -1 || r.max_tokens >= 1, "max_tokens %lld", (long long)r.max_tokens);
     FUZZ_CHECK(r.n_stops <= G4_API_MAX_STOPS, "%zu stops", r.n_stops);
-    FUZZ_CHECK((r.chat != NULL) + (r.prompt != NULL) + (r.prompt_ids != NULL) == 1, "exactly one of chat, prompt, prompt ids");
+    FUZZ_CHECK((r.chat != NULL) + (r.prompt != NULL) + (r.prompt_ids != NULL) + (r.n_batch != 0) == 1, "exactly one of chat, prompt, prompt ids, a batch");
+    FUZZ_CHECK(r.n_batch != 1 && r.n_batch <= G4_API_MAX_PROMPTS, "a batch of %zu", r.n_batch);
+    for (size_t i = 0; i < r.n_batch; i++) {
+        FUZZ_CHECK((r.batch[i].text != NULL) + (r.batch[i].ids != NULL) == 1, "prompt %zu: text or ids", i);
+        FUZZ_CHECK(!r.batch[i].ids || r.batch[i].n_ids, "prompt %zu: no ids", i);
+        for (size_t k = 0; k < r.batch[i].n_ids; k++) FUZZ_CHECK(r.batch[i].ids[k] >= 0, "prompt %zu id %d", i, r.batch[i].ids[k]);
+        if (r.batch[i].text) {
+            size_t n = 0;
+            int32_t *ids = fuzz_encode(tok, r.batch[i].text, r.batch[i].len, r.add_special, &n);
+            FUZZ_CHECK(ids != NULL || !fuzz_utf8_ok(r.batch[i].text, r.batch[i].len), "prompt %zu did not encode", i);
+            free(ids);
+        }
+    }
     for (size_t i = 0; i < r.n_prompt_ids; i++) FUZZ_CHECK(r.prompt_ids[i] >= 0, "prompt id %d", r.prompt_ids[i]);
     for (size_t i = 0; i < r.n_stops; i++) FUZZ_CHECK(r.stops[i] && r.stops[i][0], "stop %zu empty", i);
     g4_err err = {0};

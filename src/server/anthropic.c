@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/json_schema.h"
+
 #define BAD(ae, param, ...) g4_api_err_status(ae, G4_EINVAL, param, __VA_ARGS__)
 #define UNSUPPORTED(ae, param, ...) g4_api_err_status(ae, G4_EUNSUPPORTED, param, __VA_ARGS__)
 
@@ -151,50 +153,68 @@ static int good_name(const char *s) {
     return 1;
 }
 
-/* tools [{name, description?, input_schema}] -> chat tools [{type:function, function:{...}}];
- * tool_choice auto / none (none keeps them out of the prompt). */
-static int convert_tools(const json_t *o, json_t *chat, g4_api_err *ae) {
-    json_t *tools = json_object_get(o, "tools"), *tc = json_object_get(o, "tool_choice");
-    int none = 0;
-    if (tc && !json_is_null(tc)) {
-        const char *t = type_of(tc);
-        json_t *dp = json_object_get(tc, "disable_parallel_tool_use");
-        if (!t) return BAD(ae, "tool_choice", "'tool_choice' must be an object with a 'type'");
-        if (dp && !json_is_null(dp) && !json_is_boolean(dp)) return BAD(ae, "tool_choice", "'tool_choice.disable_parallel_tool_use' must be true or false");
-        if (!strcmp(t, "none")) none = 1;
-        else if (!strcmp(t, "any") || !strcmp(t, "tool"))
-            return UNSUPPORTED(ae, "tool_choice", "'tool_choice' \"%s\" is not supported (use \"auto\" or \"none\")", t);
-        else if (strcmp(t, "auto")) return BAD(ae, "tool_choice", "'tool_choice.type' must be \"auto\", \"any\", \"tool\" or \"none\"");
-    }
-    if (!tools || json_is_null(tools)) return 0;
-    if (!json_is_array(tools)) return BAD(ae, "tools", "'tools' must be a list");
+/* tool_choice {type: auto | any | tool (with name) | none, disable_parallel_tool_use?}: any is
+ * OpenAI's "required", tool a named function; both are enforced by the grammar. */
+static int parse_tool_choice(const json_t *o, int *mode, const char **name, int *parallel, g4_api_err *ae) {
+    json_t *tc = json_object_get(o, "tool_choice");
+    if (!tc || json_is_null(tc)) return 0;
+    const char *t = type_of(tc), *k;
+    json_t *dp = json_object_get(tc, "disable_parallel_tool_use"), *v;
+    if (!t) return BAD(ae, "tool_choice", "'tool_choice' must be an object with a 'type'");
+    if (dp && !json_is_null(dp) && !json_is_boolean(dp)) return BAD(ae, "tool_choice", "'tool_choice.disable_parallel_tool_use' must be true or false");
+    const int is_tool = !strcmp(t, "tool");
+    json_object_foreach((json_t *)tc, k, v)
+        if (strcmp(k, "type") && strcmp(k, "disable_parallel_tool_use") && !(is_tool && !strcmp(k, "name")))
+            return BAD(ae, "tool_choice", "unknown field '%s' in 'tool_choice' of type \"%s\"", k, t);
+    if (!strcmp(t, "none")) *mode = G4_TOOLS_NONE;
+    else if (!strcmp(t, "any")) *mode = G4_TOOLS_REQUIRED;
+    else if (is_tool) {
+        json_t *n = json_object_get(tc, "name");
+        if (!json_is_string(n) || !json_string_length(n)) return BAD(ae, "tool_choice", "'tool_choice' of type \"tool\" needs a string 'name'");
+        *mode = G4_TOOLS_NAMED;
+        *name = json_string_value(n);
+    } else if (!strcmp(t, "auto")) *mode = G4_TOOLS_AUTO;
+    else return BAD(ae, "tool_choice", "'tool_choice.type' must be \"auto\", \"any\", \"tool\" or \"none\"");
+    if (json_is_true(dp)) *parallel = 0;
+    return 0;
+}
+
+/* tools [{name, description?, input_schema}] -> chat tools [{type:function, function:{...}}],
+ * kept by the request for the grammar; tool_choice none keeps them out of the prompt. */
+static int convert_tools(const json_t *o, json_t *chat, g4_api_request *r, g4_api_err *ae) {
+    json_t *tools = json_object_get(o, "tools");
+    int mode = G4_TOOLS_AUTO, parallel = 1, rc;
+    const char *name = NULL;
+    if ((rc = parse_tool_choice(o, &mode, &name, &parallel, ae))) return rc;
+    if (tools && !json_is_null(tools) && !json_is_array(tools)) return BAD(ae, "tools", "'tools' must be a list");
     json_t *out = json_array();
     size_t i;
     json_t *t;
-    json_array_foreach(tools, i, t) {
+    if (json_is_array(tools)) json_array_foreach(tools, i, t) {
         char at[48];
         snprintf(at, sizeof at, "tools[%zu]", i);
-        json_t *name = json_is_object(t) ? json_object_get(t, "name") : NULL, *desc = json_object_get(t, "description"),
+        json_t *name_j = json_is_object(t) ? json_object_get(t, "name") : NULL, *desc = json_object_get(t, "description"),
                *schema = json_object_get(t, "input_schema"), *type = json_object_get(t, "type");
-        int rc = 0;
+        rc = 0;
         if (!json_is_object(t)) rc = BAD(ae, at, "%s must be an object", at);
         else if (type && !json_is_null(type) && !(json_is_string(type) && !strcmp(json_string_value(type), "custom")))
             rc = UNSUPPORTED(ae, at, "%s: server tools (type \"%s\") are not supported; give custom tools (name, input_schema)", at,
                              json_is_string(type) ? json_string_value(type) : "?");
-        else if (!json_is_string(name) || !good_name(json_string_value(name)))
+        else if (!json_is_string(name_j) || !good_name(json_string_value(name_j)))
             rc = BAD(ae, at, "%s.name must be a string of 1 to 128 letters, digits, '_' or '-'", at);
         else if (desc && !json_is_null(desc) && !json_is_string(desc)) rc = BAD(ae, at, "%s.description must be a string", at);
         else if (!json_is_object(schema)) rc = BAD(ae, at, "%s.input_schema must be an object (a JSON Schema)", at);
         else if (json_object_get(schema, "type") && !(json_is_string(json_object_get(schema, "type")) && !strcmp(json_string_value(json_object_get(schema, "type")), "object")))
             rc = BAD(ae, at, "%s.input_schema.type must be \"object\"", at);
         if (rc) { json_decref(out); return rc; }
-        json_t *fn = json_pack("{s:O,s:O}", "name", name, "parameters", schema);
+        json_t *fn = json_pack("{s:O,s:O}", "name", name_j, "parameters", schema);
         json_object_set_new(fn, "description", json_is_string(desc) ? json_incref(desc) : json_string(""));
         json_array_append_new(out, json_pack("{s:s,s:o}", "type", "function", "function", fn));
     }
-    if (json_array_size(out) && !none) json_object_set(chat, "tools", out);
+    rc = g4_api_set_tools(r, json_array_size(out) ? out : NULL, mode, name, parallel, ae);
+    if (!rc && json_array_size(out) && mode != G4_TOOLS_NONE) json_object_set(chat, "tools", out);
     json_decref(out);
-    return 0;
+    return rc;
 }
 
 /* A date YYYY-MM-DD from 2023-01-01 on: the SDKs send their own dates (2023-06-01, later ones);
@@ -275,7 +295,7 @@ static int parse_body(const json_t *o, int count_only, g4_api_request *r, g4_api
             return BAD(ae, "thinking.type", "'thinking.type' must be \"enabled\", \"adaptive\" or \"disabled\"");
         json_object_set_new(r->chat, "enable_thinking", json_boolean(strcmp(t, "disabled") != 0));
     }
-    return convert_tools(o, r->chat, ae);
+    return convert_tools(o, r->chat, r, ae);
 }
 
 int g4_anth_parse(const char *body, size_t len, int count_only, g4_api_request *r, g4_api_err *ae) {

@@ -2,7 +2,8 @@
  * /v1/chat/completions, /v1/messages, /v1/responses): the body is translated into the one
  * internal request (openai.c, anthropic.c, responses.c), the prompt rendered and tokenized,
  * its n choices submitted to the scheduler (choice 0 first; the others wait for its prompt and
- * take it from the prefix cache), and the events of all choices either streamed (sse.c, in the
+ * take it from the prefix cache; a completions batch of several prompts does this per prompt,
+ * choices prompt-major), and the events of all choices either streamed (sse.c, in the
  * API's shape) or collected into the API's response object. Logprobs come from the scheduler
  * and become JSON in logprob_json.c. Errors go through errors.c only. */
 #include "server/server_internal.h"
@@ -39,25 +40,34 @@ typedef struct member {
     g4_lpj_completion lpc;    /* completions logprobs: offsets continue across chunks */
 } member;
 
+/* One prompt of the request (a completions batch has several; its choices are members
+ * [k * per, (k + 1) * per)). */
+typedef struct part {
+    int32_t *ids;
+    size_t n_prompt;
+    char *echo;               /* completions echo: the prompt's text */
+    size_t echo_len;
+    g4_token_logprob *plp;    /* [n_prompt] with echo + logprobs, once known */
+} part;
+
 typedef struct gen_job {
     g4_server *s;
     const char *ep;
     g4_api_request q;         /* owned: stop strings, extra fields */
     char id[64];
-    int n, n_done, next;      /* next: the member polled first (round robin) */
-    member m[G4_API_MAX_N];
+    int n, n_done, next;      /* all choices of all prompts; next: the member polled first (round robin) */
+    int per;                  /* choices per prompt (q.n) */
+    member *m;                /* [n] */
+    part *parts;              /* [n_parts] */
+    size_t n_parts;
     g4_sched_notify note;
     uint64_t seen;
-    size_t n_prompt;
-    char *echo;               /* completions echo: the prompt's text */
-    size_t echo_len;
-    g4_token_logprob *plp;    /* [n_prompt] with echo + logprobs, once known */
     g4_sse *sse;
     double t0, t_tok, t_out;
 } gen_job;
 
 static void job_free(gen_job *j) {
-    for (int i = 0; i < j->n; i++) {
+    for (int i = 0; j->m && i < j->n; i++) {
         g4_sched_req_free(j->m[i].req); /* before the notify goes: the scheduler may still push */
         g4_sched_event_clear(&j->m[i].fin);
         free(j->m[i].text);
@@ -66,8 +76,13 @@ static void job_free(gen_job *j) {
     g4_sched_notify_destroy(&j->note);
     g4_sse_free(j->sse);
     g4_api_request_free(&j->q);
-    free(j->echo);
-    free(j->plp);
+    for (size_t k = 0; k < j->n_parts; k++) {
+        free(j->parts[k].ids);
+        free(j->parts[k].echo);
+        free(j->parts[k].plp);
+    }
+    free(j->parts);
+    free(j->m);
     free(j);
 }
 
@@ -125,12 +140,13 @@ static json_t *take_logprobs(gen_job *j, int i, size_t upto) {
     return arr ? arr : g4_lpj_completion_take(&m->lpc);
 }
 
-/* echo + logprobs: the prompt tokens' entries (the first has none), from choice 0. */
-static int prompt_logprobs(gen_job *j) {
-    if (j->plp || !j->q.echo || !j->q.logprobs) return 0;
-    j->plp = malloc(sizeof *j->plp * j->n_prompt);
-    if (!j->plp) return G4_ENOMEM;
-    if (!g4_sched_req_prompt_logprobs(j->m[0].req, j->plp, j->n_prompt)) { free(j->plp); j->plp = NULL; return G4_EINVAL; }
+/* echo + logprobs: the prompt tokens' entries (the first has none), from the prompt's first choice. */
+static int prompt_logprobs(gen_job *j, size_t k) {
+    part *p = &j->parts[k];
+    if (p->plp || !j->q.echo || !j->q.logprobs) return 0;
+    p->plp = malloc(sizeof *p->plp * p->n_prompt);
+    if (!p->plp) return G4_ENOMEM;
+    if (!g4_sched_req_prompt_logprobs(j->m[k * (size_t)j->per].req, p->plp, p->n_prompt)) { free(p->plp); p->plp = NULL; return G4_EINVAL; }
     return 0;
 }
 
@@ -157,22 +173,46 @@ static int parse_any(g4_api_kind kind, g4_http_req *hr, const char *body, size_t
     }
 }
 
-/* The prompt's ids: a rendered chat, a tokenized text, or the ids given. */
-static int prompt_ids(g4_server *s, g4_api_request *q, size_t blen, int32_t **ids, size_t *n, int *thought, g4_api_err *ae) {
+/* The prompt's ids: a rendered chat, a tokenized text, or the ids given (taken from p). */
+static int prompt_ids(g4_server *s, const json_t *chat, g4_api_prompt *p, int add_special, size_t blen, int32_t **ids, size_t *n, int *thought,
+                      g4_api_err *ae) {
     int rc = g4_srv_prep_begin(s, blen, ae);
     if (rc) return rc;
     g4_err err = {0};
-    if (q->chat) rc = g4_srv_chat_ids(s, q->chat, ids, n, thought, ae);
-    else if (q->prompt) {
-        if (g4_tokenizer_encode(s->tg.tok, q->prompt, q->prompt_len, q->add_special, ids, n, &err)) rc = g4_api_err_from(ae, &err, "prompt");
+    if (chat) rc = g4_srv_chat_ids(s, chat, ids, n, thought, ae);
+    else if (p->text) {
+        if (g4_tokenizer_encode(s->tg.tok, p->text, p->len, add_special, ids, n, &err)) rc = g4_api_err_from(ae, &err, "prompt");
     } else {
-        *ids = q->prompt_ids;
-        *n = q->n_prompt_ids;
-        q->prompt_ids = NULL;
+        *ids = p->ids;
+        *n = p->n_ids;
+        p->ids = NULL;
     }
     g4_srv_prep_end(s, blen);
     if (!rc && *n == 0) rc = g4_api_err_status(ae, G4_EINVAL, "prompt", "the prompt is empty (no tokens)");
     return rc;
+}
+
+/* The request's prompts as parts: the batch's, or the one prompt (chat, text or ids). */
+static int make_parts(gen_job *j, size_t blen, int *thought, g4_api_err *ae) {
+    g4_api_request *q = &j->q;
+    const size_t np = q->n_batch ? q->n_batch : 1;
+    if (!(j->parts = calloc(np, sizeof *j->parts))) return g4_api_err_status(ae, G4_ENOMEM, NULL, "out of memory");
+    j->n_parts = np;
+    for (size_t k = 0; k < np; k++) {
+        g4_api_prompt one = {.text = q->prompt, .len = q->prompt_len, .ids = q->prompt_ids, .n_ids = q->n_prompt_ids};
+        g4_api_prompt *p = q->n_batch ? &q->batch[k] : &one;
+        int rc = prompt_ids(j->s, q->chat, p, q->add_special, blen, &j->parts[k].ids, &j->parts[k].n_prompt, thought, ae);
+        if (!q->n_batch) q->prompt_ids = one.ids; /* NULL once taken */
+        if (rc && q->n_batch && !strcmp(ae->param, "prompt")) { /* say which prompt */
+            char m[sizeof ae->message + 32];
+            int l = snprintf(m, sizeof m, "prompt[%zu]: %s", k, ae->message);
+            size_t c = l < 0 ? 0 : (size_t)l < sizeof ae->message ? (size_t)l : sizeof ae->message - 1;
+            memcpy(ae->message, m, c);
+            ae->message[c] = 0;
+        }
+        if (rc) return rc;
+    }
+    return 0;
 }
 
 static int gen_params(g4_server *s, const g4_api_request *q, size_t n, g4_gen_params *gp, g4_api_err *ae) {
@@ -201,37 +241,52 @@ static int gen_params(g4_server *s, const g4_api_request *q, size_t n, g4_gen_pa
     return 0;
 }
 
-/* Submits the n choices: 0 first (with the prompt's logprobs for echo), the others after it. */
-static int submit_all(gen_job *j, const int32_t *ids, size_t n, g4_gen_params *gp, g4_api_err *ae) {
+/* Submits every prompt's choices: per prompt its choice 0 first (with the prompt's logprobs for
+ * echo), the others after it; choice i of every prompt draws with the same seed as it would alone. */
+static int submit_all(gen_job *j, g4_grammar *grammar, g4_api_err *ae) {
     g4_server *s = j->s;
-    if (j->n > s->o.max_waiting)
+    if (j->n > s->o.max_waiting) {
+        if (j->n_parts > 1)
+            return g4_api_err_status(ae, G4_EINVAL, "prompt", "%zu prompts with 'n' %d are %d sequences, more than the server queues at once (--max-waiting %d)",
+                                     j->n_parts, j->per, j->n, s->o.max_waiting);
         return g4_api_err_status(ae, G4_EINVAL, "n", "'n' (%d) is more than the server queues at once (--max-waiting %d)", j->n, s->o.max_waiting);
-    const uint64_t seed = gp->sampling.seed;
-    for (int i = 0; i < j->n; i++) {
-        g4_sched_sub_opts x = {.logprobs = j->q.logprobs, .top_logprobs = j->q.top_logprobs, .notify = &j->note,
-                               .prompt_logprobs = i == 0 && j->q.echo && j->q.logprobs, .after = i ? j->m[0].req : NULL};
-        if (gp->sampling.has_seed) gp->sampling.seed = g4_sched_choice_seed(seed, i);
-        g4_err err = {0};
-        if (g4_sched_submit_ex(s->sched, ids, n, gp, &x, &j->m[i].req, &err)) {
-            if (err.code == G4_EBUSY && atomic_load(&s->stopping)) g4_api_err_refuse(ae, G4_API_SHUTTING_DOWN, NULL, "%s", err.msg);
-            else g4_api_err_from(ae, &err, err.code == G4_ECONTEXT ? "max_tokens" : NULL);
-            return ae->status;
+    }
+    for (size_t k = 0; k < j->n_parts; k++) {
+        g4_gen_params gp;
+        int rc = gen_params(s, &j->q, j->parts[k].n_prompt, &gp, ae);
+        if (rc) return rc;
+        gp.grammar = grammar;
+        const uint64_t seed = gp.sampling.seed;
+        for (int c = 0; c < j->per; c++) {
+            member *m = &j->m[k * (size_t)j->per + (size_t)c];
+            g4_sched_sub_opts x = {.logprobs = j->q.logprobs, .top_logprobs = j->q.top_logprobs, .notify = &j->note,
+                                   .prompt_logprobs = c == 0 && j->q.echo && j->q.logprobs, .after = c ? m[-c].req : NULL};
+            if (gp.sampling.has_seed) gp.sampling.seed = g4_sched_choice_seed(seed, c);
+            g4_err err = {0};
+            if (g4_sched_submit_ex(s->sched, j->parts[k].ids, j->parts[k].n_prompt, &gp, &x, &m->req, &err)) {
+                if (err.code == G4_EBUSY && atomic_load(&s->stopping)) g4_api_err_refuse(ae, G4_API_SHUTTING_DOWN, NULL, "%s", err.msg);
+                else g4_api_err_from(ae, &err, err.code == G4_ECONTEXT ? "max_tokens" : NULL);
+                return ae->status;
+            }
         }
     }
     return 0;
 }
 
 /* The echo text of a completion: the prompt as given, or its ids decoded as the answer is. */
-static int echo_text(gen_job *j, const int32_t *ids, size_t n, g4_api_err *ae) {
+static int echo_text(gen_job *j, size_t k, g4_api_err *ae) {
     if (!j->q.echo) return 0;
-    if (j->q.prompt) {
-        if (!(j->echo = malloc(j->q.prompt_len + 1))) return g4_api_err_status(ae, G4_ENOMEM, NULL, "out of memory");
-        memcpy(j->echo, j->q.prompt, j->q.prompt_len + 1);
-        j->echo_len = j->q.prompt_len;
+    part *p = &j->parts[k];
+    const char *text = j->q.n_batch ? j->q.batch[k].text : j->q.prompt;
+    const size_t len = j->q.n_batch ? j->q.batch[k].len : j->q.prompt_len;
+    if (text) {
+        if (!(p->echo = malloc(len + 1))) return g4_api_err_status(ae, G4_ENOMEM, NULL, "out of memory");
+        memcpy(p->echo, text, len + 1);
+        p->echo_len = len;
         return 0;
     }
     g4_err err = {0};
-    if (g4_tokenizer_decode(j->s->tg.tok, ids, n, 1, &j->echo, &j->echo_len, &err)) return g4_api_err_from(ae, &err, "prompt");
+    if (g4_tokenizer_decode(j->s->tg.tok, p->ids, p->n_prompt, 1, &p->echo, &p->echo_len, &err)) return g4_api_err_from(ae, &err, "prompt");
     return 0;
 }
 
@@ -247,12 +302,14 @@ static int stream_event(gen_job *j, int i, g4_sched_event *ev, g4_err *err) {
     const int cancelled = ev->kind == G4_EV_DONE && !strcmp(ev->finish_reason, "cancelled");
     if (j->q.echo && !m->echoed && ev->kind != G4_EV_ERROR && !cancelled) { /* the prompt first, with its logprobs */
         m->echoed = 1;
+        const size_t k = (size_t)(i / j->per);
+        part *p = &j->parts[k];
         json_t *lp = NULL;
-        if (!prompt_logprobs(j) && j->plp) {
-            g4_lpj_completion_append(&m->lpc, j->s->tg.tok, j->plp, j->n_prompt, 1);
+        if (!prompt_logprobs(j, k) && p->plp) {
+            g4_lpj_completion_append(&m->lpc, j->s->tg.tok, p->plp, p->n_prompt, 1);
             lp = g4_lpj_completion_take(&m->lpc);
         }
-        if ((rc = g4_sse_feed_choice(j->sse, i, j->echo, j->echo_len, lp, err))) return rc;
+        if ((rc = g4_sse_feed_choice(j->sse, i, p->echo, p->echo_len, lp, err))) return rc;
     }
     if (ev->kind == G4_EV_TEXT) {
         observe_token(j, ev);
@@ -278,11 +335,14 @@ static int stream_event(gen_job *j, int i, g4_sched_event *ev, g4_err *err) {
     rc = g4_sse_finish_choice(j->sse, i, &end, take_logprobs(j, i, SIZE_MAX), err);
     observe_done(j, ev, rc ? ev->finish_reason : i == 0 ? g4_sse_finish_reason(j->sse) : ev->finish_reason);
     if (rc || j->n_done < j->n) return rc;
-    /* every choice ended: usage counts the prompt once and every choice's tokens */
-    end.completion_tokens = 0;
-    for (int k = 0; k < j->n; k++) end.completion_tokens += j->m[k].fin.completion_tokens;
-    end.prompt_tokens = j->m[0].fin.prompt_tokens;
-    end.cached_tokens = j->m[0].fin.cached_tokens;
+    /* every choice ended: usage counts each prompt once and every choice's tokens */
+    end.completion_tokens = end.prompt_tokens = end.cached_tokens = 0;
+    for (int k = 0; k < j->n; k++) {
+        end.completion_tokens += j->m[k].fin.completion_tokens;
+        if (k % j->per) continue;
+        end.prompt_tokens += j->m[k].fin.prompt_tokens;
+        end.cached_tokens += j->m[k].fin.cached_tokens;
+    }
     return g4_sse_end_stream(j->sse, &end, err);
 }
 
@@ -369,7 +429,8 @@ static json_t *choice_logprobs(gen_job *j, int i) {
         json_t *content = take_logprobs(j, i, SIZE_MAX);
         return json_pack("{s:o,s:n}", "content", content ? content : json_array(), "refusal");
     }
-    if (j->plp) g4_lpj_completion_append(&m->lpc, j->s->tg.tok, j->plp, j->n_prompt, 1);
+    const part *p = &j->parts[i / j->per];
+    if (p->plp) g4_lpj_completion_append(&m->lpc, j->s->tg.tok, p->plp, p->n_prompt, 1);
     json_t *all = take_logprobs(j, i, SIZE_MAX); /* the prompt's (if any), then the answer's */
     return all ? all : g4_lpj_completion_take(&m->lpc);
 }
@@ -404,36 +465,46 @@ static void answer_whole(gen_job *j, g4_http_req *hr, int thought) {
             return;
         }
     }
-    if (prompt_logprobs(j)) {
-        g4_api_err_status(&ae, G4_ENOMEM, NULL, "the prompt's logprobs are missing");
+    for (size_t k = 0; k < j->n_parts; k++)
+        if (prompt_logprobs(j, k)) {
+            g4_api_err_status(&ae, G4_ENOMEM, NULL, "the prompt's logprobs are missing");
+            g4_srv_answer_error(s, hr, j->ep, &ae);
+            return;
+        }
+    const size_t n = (size_t)j->n;
+    g4_api_output *po = calloc(n, sizeof *po);
+    int *parsed = calloc(n, sizeof *parsed);
+    g4_api_result *res = calloc(n, sizeof *res);
+    json_t **lps = calloc(n, sizeof *lps);
+    char **joined = calloc(n, sizeof *joined);
+    if (!po || !parsed || !res || !lps || !joined) {
+        free(po); free(parsed); free(res); free(lps); free(joined);
+        g4_api_err_status(&ae, G4_ENOMEM, NULL, "out of memory");
         g4_srv_answer_error(s, hr, j->ep, &ae);
         return;
     }
-    g4_api_output po[G4_API_MAX_N];
-    int parsed[G4_API_MAX_N] = {0};
-    g4_api_result res[G4_API_MAX_N];
-    json_t *lps[G4_API_MAX_N];
-    char *joined[G4_API_MAX_N] = {0};
     const long long created = (long long)time(NULL);
     for (int i = 0; i < j->n; i++) {
         member *m = &j->m[i];
+        const part *p = &j->parts[i / j->per];
         const g4_sched_event *f = &m->fin;
         g4_err err = {0};
         parsed[i] = j->q.parse_output && g4_api_parse_output(m->text ? m->text : "", m->len, thought, &po[i], &err) == G4_OK;
         const char *text = m->text ? m->text : "";
         size_t tl = m->len;
-        if (j->echo && (joined[i] = malloc(j->echo_len + m->len + 1))) { /* echo: the prompt, then the answer */
-            memcpy(joined[i], j->echo, j->echo_len);
-            memcpy(joined[i] + j->echo_len, text, m->len);
-            joined[i][j->echo_len + m->len] = 0;
+        if (p->echo && (joined[i] = malloc(p->echo_len + m->len + 1))) { /* echo: the prompt, then the answer */
+            memcpy(joined[i], p->echo, p->echo_len);
+            memcpy(joined[i] + p->echo_len, text, m->len);
+            joined[i][p->echo_len + m->len] = 0;
             text = joined[i];
-            tl += j->echo_len;
+            tl += p->echo_len;
         }
         lps[i] = choice_logprobs(j, i);
         res[i] = (g4_api_result){.id = j->id, .model = s->model_id, .created = created, .text = text, .text_len = tl,
                                  .parsed = parsed[i] ? &po[i] : NULL, .finish_reason = f->finish_reason, .prompt_tokens = f->prompt_tokens,
                                  .completion_tokens = f->completion_tokens, .cached_tokens = f->cached_tokens, .ttft_ms = f->ttft_ms,
-                                 .tokens_per_s = f->tokens_per_s, .index = i, .logprobs = lps[i], .stop_sequence = stop_sequence(j, f)};
+                                 .tokens_per_s = f->tokens_per_s, .index = i, .logprobs = lps[i], .stop_sequence = stop_sequence(j, f),
+                                 .new_prompt = i % j->per == 0};
         observe_done(j, f, g4_api_finish_reason(&res[i]));
     }
     g4_srv_answer_json(s, hr, j->ep, 200, render(j, res));
@@ -442,6 +513,7 @@ static void answer_whole(gen_job *j, g4_http_req *hr, int thought) {
         json_decref(lps[i]);
         free(joined[i]);
     }
+    free(po); free(parsed); free(res); free(lps); free(joined);
 }
 
 /* ---- the route ------------------------------------------------------------------------------- */
@@ -464,24 +536,22 @@ void g4_srv_generate(g4_server *s, g4_http_req *hr, const char *ep, g4_api_kind 
         g4_srv_answer_error(s, hr, ep, &ae);
         return;
     }
-    j->n = j->q.n > 1 ? j->q.n : 1;
-    for (int i = 0; j->q.logprobs && i < j->n; i++) g4_lpj_completion_init(&j->m[i].lpc);
-    int32_t *ids = NULL;
-    size_t n = 0;
-    int thought = 0;
-    g4_gen_params gp;
-    int rc = g4_srv_model_check(s, j->q.model, j->q.model_len, &ae);
-    if (!rc) rc = prompt_ids(s, &j->q, blen, &ids, &n, &thought, &ae);
-    if (!rc) rc = gen_params(s, &j->q, n, &gp, &ae);
+    j->per = j->q.n > 1 ? j->q.n : 1;
+    const size_t np = j->q.n_batch ? j->q.n_batch : 1;
+    j->n = (int)np * j->per;
+    int thought = 0, rc = 0;
+    if (!(j->m = calloc((size_t)j->n, sizeof *j->m))) rc = g4_api_err_status(&ae, G4_ENOMEM, NULL, "out of memory");
+    for (int i = 0; !rc && j->q.logprobs && i < j->n; i++) g4_lpj_completion_init(&j->m[i].lpc);
+    if (!rc) rc = g4_srv_model_check(s, j->q.model, j->q.model_len, &ae);
+    if (!rc) rc = make_parts(j, blen, &thought, &ae);
     g4_grammar *grammar = NULL; /* response_format / tool_choice (docs/structured-output.md) */
     if (!rc) rc = g4_api_constraint(&j->q, thought, &grammar, &ae);
-    gp.grammar = grammar;
-    if (!rc) rc = echo_text(j, ids, n, &ae);
+    for (size_t k = 0; !rc && k < j->n_parts; k++) rc = echo_text(j, k, &ae);
     j->t0 = now_s();
-    if (!rc) rc = submit_all(j, ids, n, &gp, &ae);
+    if (!rc) rc = submit_all(j, grammar, &ae);
     g4_grammar_release(grammar); /* each choice's request holds its own */
-    free(ids);
-    j->n_prompt = n;
+    size_t n = 0;
+    for (size_t k = 0; k < j->n_parts; k++) n += j->parts[k].n_prompt;
     if (rc) {
         job_free(j);
         g4_srv_answer_error(s, hr, ep, &ae);
@@ -521,8 +591,9 @@ void g4_srv_count_tokens(g4_server *s, g4_http_req *hr, const char *ep) {
     int32_t *ids = NULL;
     size_t n = 0;
     int thought;
+    g4_api_prompt none = {0};
     rc = g4_srv_model_check(s, q.model, q.model_len, &ae);
-    if (!rc) rc = prompt_ids(s, &q, blen, &ids, &n, &thought, &ae);
+    if (!rc) rc = prompt_ids(s, q.chat, &none, 0, blen, &ids, &n, &thought, &ae);
     g4_api_request_free(&q);
     free(ids);
     if (rc) { g4_srv_answer_error(s, hr, ep, &ae); return; }

@@ -259,7 +259,8 @@ int g4_api_messages(const json_t *messages, json_t **out, g4_api_err *ae) {
 }
 
 /* A name Gemma's call syntax can carry (output_parser.c stops a name at these). */
-static int fn_name_ok(const json_t *name) {
+int g4_api_tool_name_ok(const json_t *name) {
+    if (!json_is_string(name)) return 0;
     const char *n = json_string_value(name);
     if (!*n || strlen(n) != json_string_length(name) || json_string_length(name) > 256) return 0;
     for (const char *p = n; *p; p++)
@@ -267,16 +268,35 @@ static int fn_name_ok(const json_t *name) {
     return 1;
 }
 
+int g4_api_set_tools(g4_api_request *r, json_t *tools, int mode, const char *name, int parallel, g4_api_err *ae) {
+    const size_t n = json_is_array(tools) ? json_array_size(tools) : 0;
+    r->tool_mode = mode;
+    r->no_parallel_tool_calls = !parallel;
+    if ((mode == G4_TOOLS_REQUIRED || mode == G4_TOOLS_NAMED) && !n)
+        return BAD(ae, "tool_choice", "'tool_choice' %s needs 'tools'", mode == G4_TOOLS_NAMED ? "naming a function" : "\"required\"");
+    if (mode == G4_TOOLS_NAMED) {
+        int found = 0;
+        for (size_t i = 0; i < n && !found; i++) {
+            json_t *fn = json_object_get(json_array_get(tools, i), "function");
+            found = json_is_string(json_object_get(fn, "name")) && !strcmp(json_string_value(json_object_get(fn, "name")), name);
+        }
+        if (!found) return BAD(ae, "tool_choice", "'tool_choice' names \"%s\", which is not among the tools", name);
+        if (!(r->tool_name = strdup(name))) return g4_api_err_status(ae, G4_ENOMEM, NULL, "out of memory");
+    }
+    if (n) r->tools = json_incref(tools);
+    return 0;
+}
+
 /* "none", "auto", "required" or {"type": "function", "function": {"name": NAME}} */
-static int parse_tool_choice(const json_t *o, g4_api_request *r, g4_api_err *ae) {
+static int parse_tool_choice(const json_t *o, int *mode, const char **name, g4_api_err *ae) {
     json_t *tc = json_object_get(o, "tool_choice");
     static const char want[] = "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}";
     if (!tc || json_is_null(tc)) return 0;
     if (json_is_string(tc)) {
         const char *c = json_string_value(tc);
-        if (!strcmp(c, "auto")) r->tool_mode = G4_TOOLS_AUTO;
-        else if (!strcmp(c, "none")) r->tool_mode = G4_TOOLS_NONE;
-        else if (!strcmp(c, "required")) r->tool_mode = G4_TOOLS_REQUIRED;
+        if (!strcmp(c, "auto")) *mode = G4_TOOLS_AUTO;
+        else if (!strcmp(c, "none")) *mode = G4_TOOLS_NONE;
+        else if (!strcmp(c, "required")) *mode = G4_TOOLS_REQUIRED;
         else return BAD(ae, "tool_choice", "%s (got \"%s\")", want, c);
         return 0;
     }
@@ -292,22 +312,21 @@ static int parse_tool_choice(const json_t *o, g4_api_request *r, g4_api_err *ae)
         return BAD(ae, "tool_choice.function", "'tool_choice.function' must be an object with a string 'name'");
     json_object_foreach(fn, k, v)
         if (strcmp(k, "name")) return BAD(ae, "tool_choice.function", "unknown field '%s' in 'tool_choice.function'", k);
-    r->tool_mode = G4_TOOLS_NAMED;
-    if (!(r->tool_name = strdup(json_string_value(json_object_get(fn, "name"))))) return g4_api_err_status(ae, G4_ENOMEM, NULL, "out of memory");
+    *mode = G4_TOOLS_NAMED;
+    *name = json_string_value(json_object_get(fn, "name"));
     return 0;
 }
 
 static int parse_tools(const json_t *o, json_t *chat, g4_api_request *r, g4_api_err *ae) {
     json_t *tools = json_object_get(o, "tools");
-    int rc, ptc = 1;
-    if ((rc = parse_tool_choice(o, r, ae))) return rc;
+    int rc, ptc = 1, mode = G4_TOOLS_AUTO;
+    const char *name = NULL;
+    if ((rc = parse_tool_choice(o, &mode, &name, ae))) return rc;
     if ((rc = get_bool(o, "parallel_tool_calls", &ptc, ae))) return rc;
-    r->no_parallel_tool_calls = !ptc;
     if (tools && !json_is_null(tools) && !json_is_array(tools)) return BAD(ae, "tools", "'tools' must be an array");
     size_t n = json_is_array(tools) ? json_array_size(tools) : 0, i;
     json_t *t;
     char param[48];
-    int named = 0;
     if (n) json_array_foreach(tools, i, t) {
         snprintf(param, sizeof param, "tools[%zu]", i);
         json_t *type = json_is_object(t) ? json_object_get(t, "type") : NULL;
@@ -317,21 +336,16 @@ static int parse_tools(const json_t *o, json_t *chat, g4_api_request *r, g4_api_
         if (!json_is_object(fn) || !json_is_string(json_object_get(fn, "name")))
             return BAD(ae, param, "%s.function must be an object with a string 'name'", param);
         snprintf(param, sizeof param, "tools[%zu].function.name", i);
-        if (!fn_name_ok(json_object_get(fn, "name")))
+        if (!g4_api_tool_name_ok(json_object_get(fn, "name")))
             return BAD(ae, param, "%s must be a non-empty name without white space or any of {}[]<>,\"'() (Gemma's tool-call format cannot carry them)", param);
-        if (r->tool_name && !strcmp(json_string_value(json_object_get(fn, "name")), r->tool_name)) named = 1;
         snprintf(param, sizeof param, "tools[%zu].function", i);
         json_t *params = json_object_get(fn, "parameters"), *strict = json_object_get(fn, "strict");
         if (params && !json_is_null(params) && !json_is_object(params)) return BAD(ae, param, "%s.parameters must be an object", param);
         if (strict && !json_is_null(strict) && !json_is_boolean(strict)) return BAD(ae, param, "%s.strict must be true or false", param);
         if (json_is_true(strict)) r->strict_tools = 1;
     }
-    if ((r->tool_mode == G4_TOOLS_REQUIRED || r->tool_mode == G4_TOOLS_NAMED) && !n)
-        return BAD(ae, "tool_choice", "'tool_choice' %s needs 'tools'", r->tool_mode == G4_TOOLS_NAMED ? "naming a function" : "\"required\"");
-    if (r->tool_mode == G4_TOOLS_NAMED && !named) return BAD(ae, "tool_choice", "'tool_choice' names \"%s\", which is not among the tools", r->tool_name);
-    if (!n) return 0;
-    r->tools = json_incref(tools);
-    if (r->tool_mode != G4_TOOLS_NONE) json_object_set(chat, "tools", tools);
+    if ((rc = g4_api_set_tools(r, n ? tools : NULL, mode, name, ptc, ae))) return rc;
+    if (n && mode != G4_TOOLS_NONE) json_object_set(chat, "tools", tools);
     return 0;
 }
 
@@ -357,7 +371,15 @@ static int parse_response_format(const json_t *o, g4_api_request *r, g4_api_err 
     }
     json_t *js = json_object_get(rf, "json_schema");
     if (!json_is_object(js)) return BAD(ae, "response_format.json_schema", "'response_format.json_schema' must be an object with 'name' and 'schema'");
-    json_object_foreach(js, k, v) {
+    return g4_api_schema_format(js, "response_format.json_schema", NULL, r, ae);
+}
+
+int g4_api_schema_format(const json_t *js, const char *where, const char *also, g4_api_request *r, g4_api_err *ae) {
+    char at[96];
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)js, k, v) {
+        snprintf(at, sizeof at, "%s.%s", where, k);
         if (!strcmp(k, "name")) {
             size_t l = json_is_string(v) ? json_string_length(v) : 0;
             int ok = l >= 1 && l <= 64;
@@ -365,22 +387,45 @@ static int parse_response_format(const json_t *o, g4_api_request *r, g4_api_err 
                 char ch = json_string_value(v)[i];
                 ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == '-';
             }
-            if (!ok) return BAD(ae, "response_format.json_schema.name", "'response_format.json_schema.name' must be 1 to 64 letters, digits, '_' or '-'");
+            if (!ok) return BAD(ae, at, "'%s' must be 1 to 64 letters, digits, '_' or '-'", at);
         } else if (!strcmp(k, "schema")) {
-            if (!json_is_object(v) && !json_is_boolean(v)) return BAD(ae, "response_format.json_schema.schema", "'response_format.json_schema.schema' must be a JSON Schema (an object)");
+            if (!json_is_object(v) && !json_is_boolean(v)) return BAD(ae, at, "'%s' must be a JSON Schema (an object)", at);
         } else if (!strcmp(k, "strict")) {
-            if (!json_is_null(v) && !json_is_boolean(v)) return BAD(ae, "response_format.json_schema.strict", "'response_format.json_schema.strict' must be true or false");
+            if (!json_is_null(v) && !json_is_boolean(v)) return BAD(ae, at, "'%s' must be true or false", at);
         } else if (!strcmp(k, "description")) {
-            if (!json_is_string(v)) return BAD(ae, "response_format.json_schema.description", "'response_format.json_schema.description' must be a string");
-        } else {
-            return BAD(ae, "response_format.json_schema", "unknown field '%s' in 'response_format.json_schema' (name, schema, strict, description)", k);
+            if (!json_is_string(v)) return BAD(ae, at, "'%s' must be a string", at);
+        } else if (!also || strcmp(k, also)) {
+            return BAD(ae, where, "unknown field '%s' in '%s' (name, schema, strict, description)", k, where);
         }
     }
-    if (!json_object_get(js, "name")) return BAD(ae, "response_format.json_schema.name", "'response_format.json_schema.name' is required");
-    if (!json_object_get(js, "schema")) return BAD(ae, "response_format.json_schema.schema", "'response_format.json_schema.schema' is required");
+    snprintf(at, sizeof at, "%s.name", where);
+    if (!json_object_get(js, "name")) return BAD(ae, at, "'%s' is required", at);
+    snprintf(at, sizeof at, "%s.schema", where);
+    if (!json_object_get(js, "schema")) return BAD(ae, at, "'%s' is required", at);
     r->out_format = G4_FMT_JSON_SCHEMA;
+    json_decref(r->out_schema);
     r->out_schema = json_incref(json_object_get(js, "schema"));
     return 0;
+}
+
+/* The request field a compile error's part names, in the API's own terms. */
+static void constraint_param(const g4_api_request *q, const char *part, char *out, size_t cap) {
+    size_t i;
+    int used = 0;
+    if (!strcmp(part, "response_format")) {
+        const int schema = q->out_format == G4_FMT_JSON_SCHEMA;
+        snprintf(out, cap, "%s", q->kind == G4_API_GENERATE ? "json_schema"
+                                 : q->kind == G4_API_RESPONSES ? (schema ? "text.format.schema" : "text.format")
+                                 : schema ? "response_format.json_schema.schema" : "response_format");
+        return;
+    }
+    if (sscanf(part, "tools[%zu].function%n", &i, &used) == 1 && used > 0 && q->kind != G4_API_CHAT) {
+        const char *rest = part + used; /* "" or ".parameters" */
+        if (q->kind == G4_API_ANTHROPIC) snprintf(out, cap, "tools[%zu]%s", i, *rest ? ".input_schema" : "");
+        else snprintf(out, cap, "tools[%zu]%s", i, rest);
+        return;
+    }
+    snprintf(out, cap, "%s", part);
 }
 
 int g4_api_constraint(const g4_api_request *q, int thought, g4_grammar **out, g4_api_err *ae) {
@@ -398,12 +443,10 @@ int g4_api_constraint(const g4_api_request *q, int thought, g4_grammar **out, g4
      * the prompt with an empty one, and a model let into another one may never leave it */
     const int think = q->chat && json_is_true(json_object_get(q->chat, "enable_thinking"));
     sp.thought = !sp.chat ? G4_THOUGHT_NONE : thought ? G4_THOUGHT_INSIDE : think ? G4_THOUGHT_OPTIONAL : G4_THOUGHT_NONE;
-    char part[64];
+    char part[64], param[80];
     g4_err err = {0};
     if (!g4_output_compile(&sp, out, part, sizeof part, &err)) return 0;
-    const char *param = part;
-    if (!strcmp(part, "response_format"))
-        param = q->kind == G4_API_GENERATE ? "json_schema" : q->out_format == G4_FMT_JSON_SCHEMA ? "response_format.json_schema.schema" : "response_format";
+    constraint_param(q, part, param, sizeof param);
     return g4_api_err_from(ae, &err, param[0] ? param : NULL);
 }
 
@@ -459,34 +502,56 @@ static int parse_logprobs(const json_t *o, g4_api_kind kind, g4_api_request *r, 
     return 0;
 }
 
+/* One prompt: a string, or a non-empty list of token ids (where names it in errors). */
+static int one_prompt(const json_t *p, const char *where, g4_api_prompt *out, g4_api_err *ae) {
+    if (json_is_string(p)) {
+        out->len = json_string_length(p);
+        if (!(out->text = malloc(out->len + 1))) return g4_api_err_status(ae, G4_ENOMEM, NULL, "out of memory");
+        memcpy(out->text, json_string_value(p), out->len + 1);
+        return 0;
+    }
+    if (!json_is_array(p)) return BAD(ae, "prompt", "%s must be a string or a list of token ids", where);
+    size_t n = json_array_size(p), i;
+    json_t *v;
+    if (n == 0) return BAD(ae, "prompt", "%s must not be empty", where);
+    json_array_foreach(p, i, v)
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
+            return BAD(ae, "prompt", "%s must be a string or a list of token ids", where);
+    if (!(out->ids = malloc(sizeof(int32_t) * n))) return g4_api_err_status(ae, G4_ENOMEM, NULL, "out of memory");
+    json_array_foreach(p, i, v) out->ids[i] = (int32_t)json_integer_value(v);
+    out->n_ids = n;
+    return 0;
+}
+
+/* "prompt": a string, token ids, or a batch: a list of strings and / or lists of token ids
+ * (lm-eval-harness sends those); a batch of one is a single prompt. */
 static int parse_completion_prompt(const json_t *o, g4_api_request *r, g4_api_err *ae) {
     json_t *p = json_object_get(o, "prompt");
     if (!p || json_is_null(p)) return BAD(ae, "prompt", "'prompt' is required");
-    if (json_is_array(p) && json_array_size(p) == 1 && (json_is_string(json_array_get(p, 0)) || json_is_array(json_array_get(p, 0))))
-        p = json_array_get(p, 0); /* a batch of one */
-    if (json_is_string(p)) {
-        r->prompt_len = json_string_length(p);
-        r->prompt = malloc(r->prompt_len + 1);
-        if (!r->prompt) return g4_api_err_status(ae, G4_ENOMEM, NULL, "out of memory");
-        memcpy(r->prompt, json_string_value(p), r->prompt_len + 1);
-        return 0;
-    }
-    if (json_is_array(p)) {
+    const json_t *first = json_is_array(p) ? json_array_get(p, 0) : NULL;
+    const int batch = json_is_string(first) || json_is_array(first);
+    if (batch && json_array_size(p) == 1) p = json_array_get(p, 0);
+    else if (batch) {
         size_t n = json_array_size(p), i;
+        if (n > G4_API_MAX_PROMPTS) return BAD(ae, "prompt", "'prompt' holds %zu prompts; at most %d go in one request", n, G4_API_MAX_PROMPTS);
+        if (!(r->batch = calloc(n, sizeof *r->batch))) return g4_api_err_status(ae, G4_ENOMEM, NULL, "out of memory");
+        r->n_batch = n;
         json_t *v;
-        if (n == 0) return BAD(ae, "prompt", "'prompt' must not be empty");
+        char where[48];
         json_array_foreach(p, i, v) {
-            if (json_is_string(v) || json_is_array(v)) return UNSUPPORTED(ae, "prompt", "a batch of several prompts is not supported");
-            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
-                return BAD(ae, "prompt", "'prompt' must be a string or a list of token ids");
+            snprintf(where, sizeof where, "'prompt[%zu]'", i);
+            int rc = one_prompt(v, where, &r->batch[i], ae);
+            if (rc) return rc;
         }
-        r->prompt_ids = malloc(sizeof(int32_t) * n);
-        if (!r->prompt_ids) return g4_api_err_status(ae, G4_ENOMEM, NULL, "out of memory");
-        json_array_foreach(p, i, v) r->prompt_ids[i] = (int32_t)json_integer_value(v);
-        r->n_prompt_ids = n;
         return 0;
     }
-    return BAD(ae, "prompt", "'prompt' must be a string or a list of token ids");
+    g4_api_prompt one = {0};
+    int rc = one_prompt(p, "'prompt'", &one, ae);
+    r->prompt = one.text;
+    r->prompt_len = one.len;
+    r->prompt_ids = one.ids;
+    r->n_prompt_ids = one.n_ids;
+    return rc;
 }
 
 int g4_api_parse(g4_api_kind kind, const char *body, size_t len, g4_api_request *r, g4_api_err *ae) {
@@ -549,6 +614,8 @@ void g4_api_request_free(g4_api_request *r) {
     json_decref(r->extra);
     free(r->prompt);
     free(r->prompt_ids);
+    for (size_t i = 0; i < r->n_batch; i++) { free(r->batch[i].text); free(r->batch[i].ids); }
+    free(r->batch);
     for (size_t i = 0; i < r->n_stops; i++) free(r->stops[i]);
     free(r->model);
     json_decref(r->out_schema);
@@ -692,16 +759,19 @@ static json_t *completion_choice(const g4_api_result *r) {
                      r->finish_reason, "logprobs", choice_logprobs(r));
 }
 
-/* The envelope of r[0], the choices in order, usage: the prompt once, every choice's tokens. */
+/* The envelope of r[0], the choices in order, usage: each prompt once, every choice's tokens. */
 static json_t *response_n(const g4_api_result *r, size_t n, const char *object, json_t *(*choice)(const g4_api_result *)) {
     json_t *j = envelope(r, object), *choices = json_array();
-    size_t completion = 0;
+    size_t completion = 0, prompt = 0, cached = 0;
     for (size_t i = 0; i < n; i++) {
         json_array_append_new(choices, choice(&r[i]));
         completion += r[i].completion_tokens;
+        if (i && !r[i].new_prompt) continue;
+        prompt += r[i].prompt_tokens;
+        cached += r[i].cached_tokens;
     }
     json_object_set_new(j, "choices", choices);
-    json_object_set_new(j, "usage", g4_api_usage(r->prompt_tokens, completion, r->cached_tokens));
+    json_object_set_new(j, "usage", g4_api_usage(prompt, completion, cached));
     return j;
 }
 

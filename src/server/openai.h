@@ -18,6 +18,15 @@ typedef enum { G4_API_GENERATE = 0, G4_API_COMPLETIONS, G4_API_CHAT, G4_API_ANTH
 
 #define G4_API_MAX_STOPS 16
 #define G4_API_MAX_N 16       /* choices per request (each is a sequence of its own) */
+#define G4_API_MAX_PROMPTS 1024 /* completions: prompts in one request (a batch) */
+
+/* One prompt of a completions batch: text (len bytes) or token ids. */
+typedef struct g4_api_prompt {
+    char *text;
+    size_t len;
+    int32_t *ids;
+    size_t n_ids;
+} g4_api_prompt;
 
 typedef struct g4_api_request {
     g4_api_kind kind;
@@ -26,6 +35,8 @@ typedef struct g4_api_request {
     size_t prompt_len;
     int32_t *prompt_ids;      /* completions given as token ids */
     size_t n_prompt_ids;
+    g4_api_prompt *batch;     /* completions given several prompts (n_batch >= 2; then prompt and prompt_ids are NULL) */
+    size_t n_batch;
     int add_special;          /* encode the raw prompt with the tokenizer's post-processor */
     int parse_output;         /* split reasoning / content / tool calls (chat, templated /generate) */
     int64_t max_tokens;       /* -1: not given */
@@ -75,6 +86,16 @@ int g4_api_field_bool(const json_t *o, const char *k, int *out, g4_api_err *ae);
 int g4_api_field_string(const json_t *o, const char *k, const char **out, g4_api_err *ae);
 int g4_api_field_stops(const json_t *o, const char *k, int string_ok, g4_api_request *r, g4_api_err *ae);
 
+/* Tool selection, shared by the translations: tools OpenAI-shaped (or NULL), mode a
+ * g4_tool_mode, name the function of G4_TOOLS_NAMED. "required" and named need tools and a
+ * named one must be among them (400s on 'tool_choice'); r keeps the tools for the grammar. */
+int g4_api_set_tools(g4_api_request *r, json_t *tools, int mode, const char *name, int parallel, g4_api_err *ae);
+/* A structured-output format object {name, schema, strict?, description?} (and the key also,
+ * e.g. Responses' "type") at where: checked, its schema kept as r's json_schema format. */
+int g4_api_schema_format(const json_t *js, const char *where, const char *also, g4_api_request *r, g4_api_err *ae);
+/* A function name Gemma's call syntax can carry: no white space, none of {}[]<>,"'(). */
+int g4_api_tool_name_ok(const json_t *name);
+
 /* Parses a JSON body that must be an object (for /tokenize, /detokenize). *out: new ref. */
 int g4_api_parse_object(const char *body, size_t len, json_t **out, g4_api_err *ae);
 
@@ -109,13 +130,15 @@ typedef struct g4_api_result {
     int index;                /* the choice (n > 1) */
     json_t *logprobs;         /* borrowed: the choice's "logprobs" (NULL: null) */
     const char *stop_sequence;/* the stop string that ended it, if one did */
+    int new_prompt;           /* a batch: the first choice of its prompt (usage counts its prompt) */
 } g4_api_result;
 
 /* "tool_calls" when the output has calls and generation stopped, else finish_reason. */
 const char *g4_api_finish_reason(const g4_api_result *r);
 json_t *g4_api_chat_response(const g4_api_result *r);
 json_t *g4_api_completion_response(const g4_api_result *r);
-/* n choices r[0..n): the envelope and prompt usage from r[0], completion tokens summed. */
+/* n choices r[0..n): the envelope from r[0]; usage: the prompt of r[0] and of every r[i] with
+ * new_prompt (a batch), completion tokens summed. */
 json_t *g4_api_chat_response_n(const g4_api_result *r, size_t n);
 json_t *g4_api_completion_response_n(const g4_api_result *r, size_t n);
 json_t *g4_api_generate_response(const g4_api_result *r);

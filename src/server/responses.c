@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/json_schema.h"
+
 #define BAD(ae, param, ...) g4_api_err_status(ae, G4_EINVAL, param, __VA_ARGS__)
 #define UNSUPPORTED(ae, param, ...) g4_api_err_status(ae, G4_EUNSUPPORTED, param, __VA_ARGS__)
 
@@ -130,43 +132,98 @@ static int convert_item(const json_t *it, size_t i, json_t *conv, json_t **reaso
     return UNSUPPORTED(ae, at, "%s: input items of type \"%s\" are not supported (message, function_call, function_call_output, reasoning are)", at, type);
 }
 
-/* tools [{type:function, name, description?, parameters?, strict?}] -> chat tools. */
-static int convert_tools(const json_t *o, json_t *chat, g4_api_err *ae) {
-    json_t *tools = json_object_get(o, "tools"), *tc = json_object_get(o, "tool_choice");
-    int none = 0;
-    if (tc && !json_is_null(tc)) {
-        const char *t = json_is_string(tc) ? json_string_value(tc) : NULL;
-        if (!t) return UNSUPPORTED(ae, "tool_choice", "'tool_choice' naming a tool is not supported (use \"auto\" or \"none\")");
-        if (!strcmp(t, "none")) none = 1;
-        else if (!strcmp(t, "required")) return UNSUPPORTED(ae, "tool_choice", "'tool_choice' \"required\" is not supported (use \"auto\" or \"none\")");
-        else if (strcmp(t, "auto")) return BAD(ae, "tool_choice", "'tool_choice' must be \"auto\", \"none\" or \"required\"");
+/* tool_choice: "none", "auto", "required" or {"type": "function", "name": NAME}; required and
+ * named are enforced by the grammar. */
+static int parse_tool_choice(const json_t *o, int *mode, const char **name, g4_api_err *ae) {
+    json_t *tc = json_object_get(o, "tool_choice");
+    static const char want[] = "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"name\": ...}";
+    if (!tc || json_is_null(tc)) return 0;
+    if (json_is_string(tc)) {
+        const char *t = json_string_value(tc);
+        if (!strcmp(t, "none")) *mode = G4_TOOLS_NONE;
+        else if (!strcmp(t, "required")) *mode = G4_TOOLS_REQUIRED;
+        else if (!strcmp(t, "auto")) *mode = G4_TOOLS_AUTO;
+        else return BAD(ae, "tool_choice", "%s (got \"%s\")", want, t);
+        return 0;
     }
-    if (!tools || json_is_null(tools)) return 0;
-    if (!json_is_array(tools)) return BAD(ae, "tools", "'tools' must be a list");
+    const char *t = str_of(tc, "type"), *k;
+    json_t *v;
+    if (!t) return BAD(ae, "tool_choice", "%s", want);
+    if (strcmp(t, "function"))
+        return UNSUPPORTED(ae, "tool_choice", "'tool_choice' of type \"%s\" is not supported (\"function\" with a 'name' is)", t);
+    json_object_foreach((json_t *)tc, k, v)
+        if (strcmp(k, "type") && strcmp(k, "name")) return BAD(ae, "tool_choice", "unknown field '%s' in 'tool_choice'", k);
+    if (!(*name = str_of(tc, "name"))) return BAD(ae, "tool_choice", "'tool_choice' of type \"function\" needs a string 'name'");
+    *mode = G4_TOOLS_NAMED;
+    return 0;
+}
+
+/* tools [{type:function, name, description?, parameters?, strict?}] -> chat tools, kept by the
+ * request for the grammar; tool_choice none keeps them out of the prompt. */
+static int convert_tools(const json_t *o, json_t *chat, g4_api_request *r, g4_api_err *ae) {
+    json_t *tools = json_object_get(o, "tools");
+    int mode = G4_TOOLS_AUTO, ptc = 1, rc;
+    const char *name = NULL;
+    if ((rc = parse_tool_choice(o, &mode, &name, ae))) return rc;
+    if ((rc = g4_api_field_bool(o, "parallel_tool_calls", &ptc, ae))) return rc;
+    if (tools && !json_is_null(tools) && !json_is_array(tools)) return BAD(ae, "tools", "'tools' must be a list");
     json_t *out = json_array();
     size_t i;
     json_t *t;
-    json_array_foreach(tools, i, t) {
+    if (json_is_array(tools)) json_array_foreach(tools, i, t) {
         char at[48];
         snprintf(at, sizeof at, "tools[%zu]", i);
         const char *type = str_of(t, "type");
-        json_t *name = json_object_get(t, "name"), *desc = json_object_get(t, "description"), *params = json_object_get(t, "parameters"),
+        json_t *name_j = json_object_get(t, "name"), *desc = json_object_get(t, "description"), *params = json_object_get(t, "parameters"),
                *strict = json_object_get(t, "strict");
-        int rc = 0;
+        rc = 0;
         if (!type) rc = BAD(ae, at, "%s must be an object with a 'type'", at);
         else if (strcmp(type, "function")) rc = UNSUPPORTED(ae, at, "%s: tools of type \"%s\" are not supported (function tools are)", at, type);
-        else if (!json_is_string(name) || !json_string_length(name)) rc = BAD(ae, at, "%s.name must be a non-empty string", at);
+        else if (!g4_api_tool_name_ok(name_j))
+            rc = BAD(ae, at, "%s.name must be a non-empty string without white space or any of {}[]<>,\"'() (Gemma's tool-call format cannot carry them)", at);
         else if (desc && !json_is_null(desc) && !json_is_string(desc)) rc = BAD(ae, at, "%s.description must be a string", at);
         else if (params && !json_is_null(params) && !json_is_object(params)) rc = BAD(ae, at, "%s.parameters must be an object", at);
         else if (strict && !json_is_null(strict) && !json_is_boolean(strict)) rc = BAD(ae, at, "%s.strict must be true or false", at);
         if (rc) { json_decref(out); return rc; }
-        json_t *fn = json_pack("{s:O}", "name", name);
+        if (json_is_true(strict)) r->strict_tools = 1;
+        json_t *fn = json_pack("{s:O}", "name", name_j);
         json_object_set_new(fn, "description", json_is_string(desc) ? json_incref(desc) : json_string(""));
         if (json_is_object(params)) json_object_set(fn, "parameters", params);
         json_array_append_new(out, json_pack("{s:s,s:o}", "type", "function", "function", fn));
     }
-    if (json_array_size(out) && !none) json_object_set(chat, "tools", out);
+    rc = g4_api_set_tools(r, json_array_size(out) ? out : NULL, mode, name, ptc, ae);
+    if (!rc && json_array_size(out) && mode != G4_TOOLS_NONE) json_object_set(chat, "tools", out);
     json_decref(out);
+    return rc;
+}
+
+/* text {format: {type: text | json_object | json_schema (name, schema, strict?, description?)},
+ * verbosity?}: the output format, enforced by the grammar. */
+static int parse_text(const json_t *o, g4_api_request *r, g4_api_err *ae) {
+    json_t *text = json_object_get(o, "text");
+    if (!text || json_is_null(text)) return 0;
+    if (!json_is_object(text)) return BAD(ae, "text", "'text' must be an object");
+    const char *k;
+    json_t *v, *f = json_object_get(text, "format");
+    json_object_foreach(text, k, v) {
+        if (!strcmp(k, "verbosity")) {
+            const char *vb = json_is_string(v) ? json_string_value(v) : "";
+            if (!json_is_null(v) && strcmp(vb, "low") && strcmp(vb, "medium") && strcmp(vb, "high"))
+                return BAD(ae, "text.verbosity", "'text.verbosity' must be \"low\", \"medium\" or \"high\"");
+        } else if (strcmp(k, "format")) {
+            return BAD(ae, "text", "unknown field '%s' in 'text' (format, verbosity)%s", k,
+                       !strcmp(k, "schema") || !strcmp(k, "json_schema") ? "; a schema goes in text.format.schema, with \"type\": \"json_schema\"" : "");
+        }
+    }
+    if (!f || json_is_null(f)) return 0;
+    const char *ft = str_of(f, "type");
+    if (!ft) return BAD(ae, "text.format", "'text.format' must be an object with a 'type' (\"text\", \"json_object\" or \"json_schema\")");
+    if (!strcmp(ft, "json_schema")) return g4_api_schema_format(f, "text.format", "type", r, ae);
+    if (strcmp(ft, "text") && strcmp(ft, "json_object"))
+        return BAD(ae, "text.format.type", "'text.format.type' must be \"text\", \"json_object\" or \"json_schema\" (got \"%s\")", ft);
+    json_object_foreach(f, k, v)
+        if (strcmp(k, "type")) return BAD(ae, "text.format", "unknown field '%s' in 'text.format' of type \"%s\"", k, ft);
+    r->out_format = !strcmp(ft, "text") ? G4_FMT_TEXT : G4_FMT_JSON_OBJECT;
     return 0;
 }
 
@@ -229,7 +286,7 @@ static json_t *echo_fields(const json_t *o, const g4_api_request *r) {
 }
 
 static int parse_body(const json_t *o, g4_api_request *r, g4_api_err *ae) {
-    int rc, has = 0, ptc = 1;
+    int rc, has = 0;
     long long x;
     const char *s;
     if ((rc = refuse_stateful(o, ae))) return rc;
@@ -244,7 +301,6 @@ static int parse_body(const json_t *o, g4_api_request *r, g4_api_err *ae) {
     if ((rc = g4_api_field_number(o, "temperature", 0, 2, &r->has_temperature, &r->temperature, ae))) return rc;
     if ((rc = g4_api_field_number(o, "top_p", 0, 1, &r->has_top_p, &r->top_p, ae))) return rc;
     if ((rc = g4_api_field_bool(o, "stream", &r->stream, ae))) return rc;
-    if ((rc = g4_api_field_bool(o, "parallel_tool_calls", &ptc, ae))) return rc;
     has = 0;
     if ((rc = g4_api_field_int(o, "top_logprobs", 0, 20, &has, &x, ae))) return rc;
     if (has && x > 0) return UNSUPPORTED(ae, "top_logprobs", "'top_logprobs' is not supported here (chat and completions have logprobs)");
@@ -254,18 +310,10 @@ static int parse_body(const json_t *o, g4_api_request *r, g4_api_err *ae) {
     const char *tr;
     if ((rc = g4_api_field_string(o, "truncation", &tr, ae))) return rc;
     if (tr && strcmp(tr, "auto") && strcmp(tr, "disabled")) return BAD(ae, "truncation", "'truncation' must be \"auto\" or \"disabled\"");
-    json_t *inc = json_object_get(o, "include"), *md = json_object_get(o, "metadata"), *text = json_object_get(o, "text");
+    json_t *inc = json_object_get(o, "include"), *md = json_object_get(o, "metadata");
     if (inc && !json_is_null(inc) && !json_is_array(inc)) return BAD(ae, "include", "'include' must be a list of strings");
     if (md && !json_is_null(md) && !json_is_object(md)) return BAD(ae, "metadata", "'metadata' must be an object");
-    if (text && !json_is_null(text)) {
-        json_t *f = json_is_object(text) ? json_object_get(text, "format") : NULL;
-        if (!json_is_object(text)) return BAD(ae, "text", "'text' must be an object");
-        if (f && !json_is_null(f)) {
-            const char *ft = str_of(f, "type");
-            if (!ft) return BAD(ae, "text.format", "'text.format' must be an object with a 'type'");
-            if (strcmp(ft, "text")) return UNSUPPORTED(ae, "text.format", "text.format \"%s\" is not supported (only \"text\")", ft);
-        }
-    }
+    if ((rc = parse_text(o, r, ae))) return rc;
     json_t *input = json_object_get(o, "input");
     if (!input || json_is_null(input)) return BAD(ae, "input", "'input' is required");
     if (!json_is_string(input) && !json_is_array(input)) return BAD(ae, "input", "'input' must be a string or a list of input items");
@@ -285,7 +333,7 @@ static int parse_body(const json_t *o, g4_api_request *r, g4_api_err *ae) {
     if (rc) return rc;
     r->chat = json_pack("{s:o,s:b}", "messages", checked, "add_generation_prompt", 1);
     if ((rc = parse_reasoning(o, r->chat, ae))) return rc;
-    if ((rc = convert_tools(o, r->chat, ae))) return rc;
+    if ((rc = convert_tools(o, r->chat, r, ae))) return rc;
     r->extra = echo_fields(o, r);
     return 0;
 }

@@ -4,7 +4,8 @@
 # one entry per prompt token (the first null) and per generated token, the same whether the
 # prompt was in the prefix cache or not; n choices: reproducible with a seed, choice 0 the
 # same as n = 1, usage counting every choice, prompt shared through the prefix cache, streamed
-# with their indexes; bad values -> 400. Only loopback.
+# with their indexes; several prompts in one completions request (a batch, choices prompt-major,
+# each as its prompt alone); bad values -> 400. Only loopback.
 . tests/e2e/_lib.sh
 . tests/e2e/server_common.bash
 
@@ -133,6 +134,30 @@ for n in (0, 17, 'two'):
     check(code == 400 and d['error']['param'] == 'n', 'n = %r -> 400' % (n,), d)
 code, d = whole('/generate', {'prompt': 'hi', 'n': 2})
 check(code == 400 and d['error']['code'] == 'unsupported_value', '/generate n = 2 -> 400', d)
+# ---- several prompts in one request (lm-eval-harness with batch_size > 1): choices prompt-major,
+# each the answer its prompt gets alone (same seed per choice), usage each prompt once
+B = [P, tok('Hello there')['tokens'], 'Tell me about Kenya.']
+breq = {'max_tokens': 3, 'temperature': 1.5, 'seed': 7, 'n': 2, 'echo': True, 'logprobs': 1}
+code, d = whole('/v1/completions', dict(breq, prompt=B))
+alone = [whole('/v1/completions', dict(breq, prompt=p))[1] for p in B]
+check(code == 200 and [c['index'] for c in d['choices']] == list(range(6)), 'a batch of 3 prompts, n = 2: six choices in order', d)
+want = [dict(c, index=2 * k + c['index']) for k, a in enumerate(alone) for c in a['choices']]
+check(d['choices'] == want, 'each choice (text, echo, logprobs) equals its prompt\'s answer alone', (d['choices'], want))
+check(d['usage']['prompt_tokens'] == sum(a['usage']['prompt_tokens'] for a in alone) and
+      d['usage']['completion_tokens'] == sum(a['usage']['completion_tokens'] for a in alone), 'batch usage: each prompt once, every choice', d['usage'])
+ch = stream('/v1/completions', dict(breq, prompt=B, stream_options={'include_usage': True}))
+st = {}
+for x in ch:
+    for c in x['choices']: st[c['index']] = st.get(c['index'], '') + c['text']
+check([st.get(i) for i in range(6)] == [c['text'] for c in want] and ch[-1]['usage'] == d['usage'], 'a streamed batch: the same texts per index, the same usage', (st, ch[-1]))
+lm = [tok(P)['tokens'] + tok(w)['tokens'] for w in (' Paris', ' Berlin', ' Rome')]
+code, d = whole('/v1/completions', {'prompt': lm, 'max_tokens': 1, 'logprobs': 1, 'echo': True, 'temperature': 0})
+check(code == 200 and [len(c['logprobs']['token_logprobs']) for c in d['choices']] == [len(x) + 1 for x in lm] and
+      all(c['logprobs']['token_logprobs'][0] is None for c in d['choices']), 'lm-eval batch of token lists: every prompt token\'s logprob per choice', d)
+code, d = whole('/v1/completions', {'prompt': ['a', []]})
+check(code == 400 and d['error']['param'] == 'prompt' and 'prompt[1]' in d['error']['message'], 'a batch with an empty prompt -> 400 naming it', d)
+code, d = whole('/v1/completions', {'prompt': ['a'] * 40, 'n': 2})
+check(code == 400 and '--max-waiting' in d['error']['message'], 'a batch of more sequences than the queue -> 400', d)
 print('PYFAILS %d' % fails)
 sys.exit(1 if fails else 0)
 PY

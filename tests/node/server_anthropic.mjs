@@ -1,11 +1,13 @@
 // The official Anthropic SDK for Node (@anthropic-ai/sdk) against `g4tp serve` on the demo
 // model: messages.create whole and streamed (raw events and the MessageStream helper), system
-// prompts, stop sequences, thinking, tools with tool_use / tool_result history, count_tokens,
+// prompts, stop sequences, thinking, tools with tool_use / tool_result history, tool_choice
+// any / tool / none with disable_parallel_tool_use (inputs validated by ajv), count_tokens,
 // and typed errors in Anthropic's shape (400, 401, 404). Run by tests/e2e/server_anthropic.sh,
 // which starts the server and sets G4TP_URL and G4TP_KEY (sent as x-api-key).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import Anthropic from '@anthropic-ai/sdk';
+import Ajv from 'ajv/dist/2020.js';
 
 const client = new Anthropic({ baseURL: process.env.G4TP_URL, apiKey: process.env.G4TP_KEY, maxRetries: 0, timeout: 120000 });
 const model = 'g4tp-demo';
@@ -121,4 +123,66 @@ test('typed errors in the Anthropic shape', async () => {
     assert.equal(e.error.error.type, 'authentication_error');
     return true;
   });
+});
+
+// tool_choice any / tool / none and disable_parallel_tool_use: enforced by the grammar on the
+// demo model (which calls tools only when made to); every input validated by ajv
+const ajv = new Ajv({ strict: false, allErrors: true });
+const wtools = [
+  { name: 'get_weather', description: 'Weather', input_schema: { type: 'object', properties: { city: { type: 'string', maxLength: 16 }, days: { type: 'integer', minimum: 1, maximum: 7 }, units: { enum: ['c', 'f'] } }, required: ['city', 'days'], additionalProperties: false } },
+  { name: 'now', description: 'The time', input_schema: { type: 'object', properties: {}, additionalProperties: false } },
+];
+const say = [{ role: 'user', content: 'Describe something.' }];
+function checkUses(m, names) {
+  // calls may repeat until max_tokens cuts one: then only the whole ones before it count
+  const uses = m.stop_reason === 'max_tokens' ? m.content.filter((b) => b.type === 'tool_use') : m.content;
+  if (m.stop_reason !== 'max_tokens') assert.equal(m.stop_reason, 'tool_use', JSON.stringify(m.content));
+  assert.ok(uses.length >= 1 && uses.every((b) => b.type === 'tool_use'), JSON.stringify(m.content));
+  for (const b of uses) {
+    assert.ok(names.includes(b.name), b.name);
+    const check = ajv.compile(wtools.find((t) => t.name === b.name).input_schema);
+    assert.ok(check(b.input), `${b.name}: ${JSON.stringify(check.errors)} in ${JSON.stringify(b.input)}`);
+  }
+  return uses.length;
+}
+
+test('tool_choice any, tool, none; disable_parallel_tool_use', async () => {
+  for (let k = 0; k < 3; k++)
+    checkUses(await client.messages.create({ model, max_tokens: 200, temperature: 1, tools: wtools, tool_choice: { type: 'any' }, messages: say }), ['get_weather', 'now']);
+  for (let k = 0; k < 3; k++)
+    checkUses(await client.messages.create({ model, max_tokens: 200, temperature: 1, tools: wtools, tool_choice: { type: 'tool', name: 'get_weather' }, messages: say }), ['get_weather']);
+  // unconstrained, about a third of these answers hold several calls
+  for (let k = 0; k < 10; k++) {
+    const m = await client.messages.create({ model, max_tokens: 200, temperature: 1, tools: wtools, tool_choice: { type: 'any', disable_parallel_tool_use: true }, messages: say });
+    assert.equal(checkUses(m, ['get_weather', 'now']), 1, JSON.stringify(m.content));
+  }
+  const none = await client.messages.create({ model, max_tokens: 40, temperature: 1, tools: wtools, tool_choice: { type: 'none' }, messages: say });
+  assert.ok(none.content.every((b) => b.type === 'text'));
+  assert.notEqual(none.stop_reason, 'tool_use');
+});
+
+test('tool_choice tool, streamed: the same blocks as the whole answer', async () => {
+  const req = { model, max_tokens: 200, temperature: 0, tools: wtools, tool_choice: { type: 'tool', name: 'get_weather' }, messages: say };
+  const m = await client.messages.create(req);
+  checkUses(m, ['get_weather']);
+  const f = await client.messages.stream(req).finalMessage();
+  assert.deepEqual(f.content.map(({ id, ...b }) => b), m.content.map(({ id, ...b }) => b));
+  assert.equal(f.stop_reason, 'tool_use');
+});
+
+test('tool_choice errors', async () => {
+  const bad = [
+    [{ tools: wtools, tool_choice: { type: 'tool', name: 'nope' } }, /not among the tools/],
+    [{ tools: wtools, tool_choice: { type: 'tool' } }, /needs a string 'name'/],
+    [{ tool_choice: { type: 'any' } }, /needs 'tools'/],
+    [{ tools: wtools, tool_choice: { type: 'any', disable_parallel_tool_use: 'yes' } }, /true or false/],
+    [{ tools: wtools, tool_choice: { type: 'sometimes' } }, /must be/],
+    [{ tools: [{ name: 'f', input_schema: { type: 'object', properties: { x: { not: {} } } } }], tool_choice: { type: 'any' } }, /'not' is not supported/],
+  ];
+  for (const [extra, msg] of bad)
+    await assert.rejects(client.messages.create({ model, max_tokens: 8, messages: say, ...extra }), (e) => {
+      assert.ok(e instanceof Anthropic.BadRequestError, JSON.stringify(extra));
+      assert.match(e.error.error.message, msg);
+      return true;
+    });
 });

@@ -10,6 +10,8 @@
 
 #include <jansson.h>
 
+#include "engine/constrain.h"
+#include "engine/json_schema.h"
 #include "server/anthropic.h"
 #include "server/errors.h"
 #include "server/logprob_json.h"
@@ -95,6 +97,83 @@ static void test_anthropic_request_renders_like_chat(void **st) {
     g4_api_request_free(&a);
     free(want);
     g4_api_request_free(&c);
+}
+
+/* tool_choice and output formats become the one request's tool mode, tools and schema, as
+ * chat's "required" / named / parallel_tool_calls / response_format do */
+static void test_tool_choice_and_formats(void **st) {
+    (void)st;
+    g4_api_request r;
+    g4_api_err ae;
+#define ATOOLS "\"tools\":[{\"name\":\"f\",\"input_schema\":{\"type\":\"object\"}},{\"name\":\"g\",\"input_schema\":{}}]"
+    const struct { const char *tc; int mode; const char *name; int no_par; } a[] = {
+        {"{\"type\":\"auto\"}", G4_TOOLS_AUTO, NULL, 0},
+        {"{\"type\":\"any\"}", G4_TOOLS_REQUIRED, NULL, 0},
+        {"{\"type\":\"tool\",\"name\":\"g\"}", G4_TOOLS_NAMED, "g", 0},
+        {"{\"type\":\"any\",\"disable_parallel_tool_use\":true}", G4_TOOLS_REQUIRED, NULL, 1},
+        {"{\"type\":\"auto\",\"disable_parallel_tool_use\":true}", G4_TOOLS_AUTO, NULL, 1},
+        {"{\"type\":\"none\"}", G4_TOOLS_NONE, NULL, 0},
+    };
+    for (size_t i = 0; i < sizeof a / sizeof *a; i++) {
+        char body[512];
+        snprintf(body, sizeof body, "{\"model\":\"m\",\"max_tokens\":9,\"messages\":[{\"role\":\"user\",\"content\":\"q\"}]," ATOOLS ",\"tool_choice\":%s}", a[i].tc);
+        if (g4_anth_parse(body, strlen(body), 0, &r, &ae)) fail_msg("%s: %s", a[i].tc, ae.message);
+        assert_int_equal(r.tool_mode, a[i].mode);
+        assert_int_equal(r.no_parallel_tool_calls, a[i].no_par);
+        if (a[i].name) assert_string_equal(r.tool_name, a[i].name);
+        else assert_null(r.tool_name);
+        assert_int_equal(json_array_size(r.tools), 2); /* OpenAI-shaped, for the grammar */
+        assert_string_equal(json_string_value(json_object_get(json_object_get(json_array_get(r.tools, 1), "function"), "name")), "g");
+        assert_int_equal(json_array_size(json_object_get(r.chat, "tools")), a[i].mode == G4_TOOLS_NONE ? 0 : 2);
+        g4_grammar *gr = NULL;
+        if (g4_api_constraint(&r, 0, &gr, &ae)) fail_msg("%s: %s", a[i].tc, ae.message);
+        assert_true((gr != NULL) == (a[i].mode != G4_TOOLS_AUTO || a[i].no_par)); /* auto with parallel calls: free */
+        g4_grammar_release(gr);
+        g4_api_request_free(&r);
+    }
+#define RTOOLS "\"tools\":[{\"type\":\"function\",\"name\":\"f\",\"parameters\":{\"type\":\"object\"}},{\"type\":\"function\",\"name\":\"g\"}]"
+    const struct { const char *extra; int mode; const char *name; int no_par, fmt; } b[] = {
+        {",\"tool_choice\":\"auto\"", G4_TOOLS_AUTO, NULL, 0, G4_FMT_TEXT},
+        {",\"tool_choice\":\"required\"", G4_TOOLS_REQUIRED, NULL, 0, G4_FMT_TEXT},
+        {",\"tool_choice\":{\"type\":\"function\",\"name\":\"f\"}", G4_TOOLS_NAMED, "f", 0, G4_FMT_TEXT},
+        {",\"tool_choice\":\"required\",\"parallel_tool_calls\":false", G4_TOOLS_REQUIRED, NULL, 1, G4_FMT_TEXT},
+        {",\"tool_choice\":\"none\"", G4_TOOLS_NONE, NULL, 0, G4_FMT_TEXT},
+        {",\"text\":{\"format\":{\"type\":\"json_object\"}}", G4_TOOLS_AUTO, NULL, 0, G4_FMT_JSON_OBJECT},
+        {",\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":\"p\",\"strict\":true,\"schema\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}},\"verbosity\":\"low\"}",
+         G4_TOOLS_AUTO, NULL, 0, G4_FMT_JSON_SCHEMA},
+        {",\"text\":{\"format\":{\"type\":\"text\"}}", G4_TOOLS_AUTO, NULL, 0, G4_FMT_TEXT},
+    };
+    for (size_t i = 0; i < sizeof b / sizeof *b; i++) {
+        char body[512];
+        snprintf(body, sizeof body, "{\"input\":\"q\"," RTOOLS "%s}", b[i].extra);
+        if (g4_resp_parse(body, strlen(body), &r, &ae)) fail_msg("%s: %s", b[i].extra, ae.message);
+        assert_int_equal(r.tool_mode, b[i].mode);
+        assert_int_equal(r.no_parallel_tool_calls, b[i].no_par);
+        assert_int_equal(r.out_format, b[i].fmt);
+        if (b[i].fmt == G4_FMT_JSON_SCHEMA) assert_non_null(json_object_get(json_object_get(r.out_schema, "properties"), "a"));
+        if (b[i].name) assert_string_equal(r.tool_name, b[i].name);
+        assert_int_equal(json_array_size(r.tools), 2);
+        g4_grammar *gr = NULL;
+        if (g4_api_constraint(&r, 0, &gr, &ae)) fail_msg("%s: %s", b[i].extra, ae.message);
+        g4_grammar_release(gr);
+        g4_api_request_free(&r);
+    }
+    /* compile errors name the API's own fields */
+    const struct { int anth; const char *body, *param; } e[] = {
+        {1, "{\"model\":\"m\",\"max_tokens\":9,\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"tools\":[{\"name\":\"f\",\"input_schema\":{\"type\":\"object\",\"not\":{}}}],\"tool_choice\":{\"type\":\"any\"}}",
+         "tools[0].input_schema"},
+        {0, "{\"input\":\"q\",\"tools\":[{\"type\":\"function\",\"name\":\"f\",\"parameters\":{\"type\":\"object\",\"not\":{}}}],\"tool_choice\":\"required\"}", "tools[0].parameters"},
+        {0, "{\"input\":\"q\",\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":\"p\",\"schema\":{\"not\":{}}}}}", "text.format.schema"},
+    };
+    for (size_t i = 0; i < sizeof e / sizeof *e; i++) {
+        int rc = e[i].anth ? g4_anth_parse(e[i].body, strlen(e[i].body), 0, &r, &ae) : g4_resp_parse(e[i].body, strlen(e[i].body), &r, &ae);
+        assert_int_equal(rc, 0);
+        g4_grammar *gr = NULL;
+        assert_int_equal(g4_api_constraint(&r, 0, &gr, &ae), 400);
+        assert_string_equal(ae.param, e[i].param);
+        assert_null(gr);
+        g4_api_request_free(&r);
+    }
 }
 
 static void test_responses_request_renders_like_chat(void **st) {
@@ -194,7 +273,11 @@ static void test_anthropic_bad_requests(void **st) {
         {"{" M U ",\"tools\":[{\"name\":\"f\",\"input_schema\":{\"type\":\"string\"}}]}", "tools[0]", "invalid_value", 400},
         {"{" M U ",\"tools\":[{\"type\":\"web_search_20250305\",\"name\":\"web_search\"}]}", "tools[0]", "unsupported_value", 400},
         {"{" M U ",\"tool_choice\":\"auto\"}", "tool_choice", "invalid_value", 400},
-        {"{" M U ",\"tool_choice\":{\"type\":\"any\"}}", "tool_choice", "unsupported_value", 400},
+        {"{" M U ",\"tool_choice\":{\"type\":\"any\"}}", "tool_choice", "invalid_value", 400},
+        {"{" M U ",\"tools\":[{\"name\":\"f\",\"input_schema\":{}}],\"tool_choice\":{\"type\":\"tool\",\"name\":\"g\"}}", "tool_choice", "invalid_value", 400},
+        {"{" M U ",\"tools\":[{\"name\":\"f\",\"input_schema\":{}}],\"tool_choice\":{\"type\":\"tool\"}}", "tool_choice", "invalid_value", 400},
+        {"{" M U ",\"tools\":[{\"name\":\"f\",\"input_schema\":{}}],\"tool_choice\":{\"type\":\"any\",\"name\":\"f\"}}", "tool_choice", "invalid_value", 400},
+        {"{" M U ",\"tools\":[{\"name\":\"f\",\"input_schema\":{}}],\"tool_choice\":{\"type\":\"any\",\"disable_parallel_tool_use\":1}}", "tool_choice", "invalid_value", 400},
         {"{" M U ",\"tool_choice\":{\"type\":\"sometimes\"}}", "tool_choice", "invalid_value", 400},
         {"{" M U ",\"mcp_servers\":[]}", "mcp_servers", "unsupported_value", 400},
     };
@@ -242,12 +325,22 @@ static void test_responses_bad_requests(void **st) {
         {"{" I ",\"instructions\":1}", "instructions", "invalid_value", 400},
         {"{" I ",\"top_logprobs\":3}", "top_logprobs", "unsupported_value", 400},
         {"{" I ",\"truncation\":\"sometimes\"}", "truncation", "invalid_value", 400},
-        {"{" I ",\"text\":{\"format\":{\"type\":\"json_object\"}}}", "text.format", "unsupported_value", 400},
+        {"{" I ",\"text\":{\"format\":{\"type\":\"xml\"}}}", "text.format.type", "invalid_value", 400},
+        {"{" I ",\"text\":{\"format\":{\"type\":\"json_object\",\"schema\":{}}}}", "text.format", "invalid_value", 400},
+        {"{" I ",\"text\":{\"format\":{\"type\":\"json_schema\",\"schema\":{}}}}", "text.format.name", "invalid_value", 400},
+        {"{" I ",\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":\"x\"}}}", "text.format.schema", "invalid_value", 400},
+        {"{" I ",\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":\"x\",\"schema\":3}}}", "text.format.schema", "invalid_value", 400},
+        {"{" I ",\"text\":{\"schema\":{}}}", "text", "invalid_value", 400},
+        {"{" I ",\"text\":{\"verbosity\":\"loud\"}}", "text.verbosity", "invalid_value", 400},
         {"{" I ",\"reasoning\":{\"effort\":\"max\"}}", "reasoning.effort", "invalid_value", 400},
         {"{" I ",\"tools\":[{\"type\":\"web_search\"}]}", "tools[0]", "unsupported_value", 400},
         {"{" I ",\"tools\":[{\"type\":\"function\"}]}", "tools[0]", "invalid_value", 400},
         {"{" I ",\"tools\":[{\"type\":\"function\",\"name\":\"f\",\"parameters\":[]}]}", "tools[0]", "invalid_value", 400},
-        {"{" I ",\"tool_choice\":\"required\"}", "tool_choice", "unsupported_value", 400},
+        {"{" I ",\"tool_choice\":\"required\"}", "tool_choice", "invalid_value", 400},
+        {"{" I ",\"tools\":[{\"type\":\"function\",\"name\":\"f\"}],\"tool_choice\":{\"type\":\"function\",\"name\":\"g\"}}", "tool_choice", "invalid_value", 400},
+        {"{" I ",\"tools\":[{\"type\":\"function\",\"name\":\"f\"}],\"tool_choice\":{\"type\":\"function\"}}", "tool_choice", "invalid_value", 400},
+        {"{" I ",\"tools\":[{\"type\":\"function\",\"name\":\"f\"}],\"tool_choice\":{\"type\":\"allowed_tools\"}}", "tool_choice", "unsupported_value", 400},
+        {"{" I ",\"tools\":[{\"type\":\"function\",\"name\":\"a b\"}]}", "tools[0]", "invalid_value", 400},
         {"{" I ",\"tool_choice\":\"maybe\"}", "tool_choice", "invalid_value", 400},
         {"{\"input\":[{\"type\":\"message\",\"role\":\"bot\",\"content\":\"x\"}]}", "input[0]", "invalid_value", 400},
         {"{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_image\",\"image_url\":\"x\"}]}]}", "input[0].content", "unsupported_value", 400},
@@ -599,6 +692,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_anthropic_request_renders_like_chat),
         cmocka_unit_test(test_responses_request_renders_like_chat),
+        cmocka_unit_test(test_tool_choice_and_formats),
         cmocka_unit_test(test_anthropic_bad_requests),
         cmocka_unit_test(test_responses_bad_requests),
         cmocka_unit_test(test_anthropic_response),

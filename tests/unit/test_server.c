@@ -143,7 +143,9 @@ static void test_parse_errors(void **st) {
         {G4_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_schema\",\"schema\":{}}}", "response_format", "invalid_value", 400},
         {G4_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"chat_template_kwargs\":[]}", "chat_template_kwargs", "invalid_value", 400},
         {G4_API_COMPLETIONS, "{}", "prompt", "invalid_value", 400},
-        {G4_API_COMPLETIONS, "{\"prompt\":[\"a\",\"b\"]}", "prompt", "unsupported_value", 400},
+        {G4_API_COMPLETIONS, "{\"prompt\":[\"a\",[]]}", "prompt", "invalid_value", 400},
+        {G4_API_COMPLETIONS, "{\"prompt\":[\"a\",[1,\"b\"]]}", "prompt", "invalid_value", 400},
+        {G4_API_COMPLETIONS, "{\"prompt\":[\"a\",3]}", "prompt", "invalid_value", 400},
         {G4_API_COMPLETIONS, "{\"prompt\":[1,-2]}", "prompt", "invalid_value", 400},
         {G4_API_COMPLETIONS, "{\"prompt\":\"x\",\"echo\":1}", "echo", "invalid_value", 400},
         {G4_API_COMPLETIONS, "{\"prompt\":\"x\",\"logprobs\":true}", "logprobs", "invalid_value", 400},
@@ -175,6 +177,17 @@ static void test_parse_prompts(void **st) {
     assert_int_equal(r.prompt_ids[2], 7);
     assert_null(r.chat);
     assert_false(r.parse_output);
+    g4_api_request_free(&r);
+    /* a batch: strings and token lists, in order (lm-eval-harness sends several at once) */
+    assert_int_equal(parse(G4_API_COMPLETIONS, "{\"prompt\":[\"ab\",[5,6],\"\"],\"max_tokens\":2}", &r, &ae), 0);
+    assert_int_equal(r.n_batch, 3);
+    assert_null(r.prompt);
+    assert_null(r.prompt_ids);
+    assert_string_equal(r.batch[0].text, "ab");
+    assert_int_equal(r.batch[1].n_ids, 2);
+    assert_int_equal(r.batch[1].ids[1], 6);
+    assert_non_null(r.batch[2].text);
+    assert_int_equal(r.batch[2].len, 0);
     g4_api_request_free(&r);
     assert_int_equal(parse(G4_API_COMPLETIONS, "{\"prompt\":[\"a\\u0000b\"],\"add_special_tokens\":false}", &r, &ae), 0);
     assert_int_equal(r.prompt_len, 3);
