@@ -7,23 +7,11 @@
 #include <jansson.h>
 #include <math.h>
 
-#include "fuzz_tok.h"
-#include "server/openai.h"
-#include "text/chat_template.h"
+#include "fuzz_api.h"
 #include "text/stop_strings.h"
 
-static g4_chat_template *tmpl;
-static g4_tokenizer *tok;
-
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    size_t len;
-    g4_err err = {0};
-    char *src = fuzz_repo_file("models/demo/chat_template.jinja", &len);
-    if (g4_chat_template_load(src, len, &tmpl, &err)) { fprintf(stderr, "demo template: %s\n", err.msg); abort(); }
-    free(src);
-    char *json = fuzz_repo_file("models/demo/tokenizer.json", &len);
-    if (g4_tokenizer_load_json(json, len, &tok, &err)) { fprintf(stderr, "demo tokenizer: %s\n", err.msg); abort(); }
-    free(json);
+    fuzz_api_init();
     return 0;
 }
 
@@ -63,7 +51,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         for (size_t k = 0; k < r.batch[i].n_ids; k++) FUZZ_CHECK(r.batch[i].ids[k] >= 0, "prompt %zu id %d", i, r.batch[i].ids[k]);
         if (r.batch[i].text) {
             size_t n = 0;
-            int32_t *ids = fuzz_encode(tok, r.batch[i].text, r.batch[i].len, r.add_special, &n);
+            int32_t *ids = fuzz_encode(fuzz_tokz, r.batch[i].text, r.batch[i].len, r.add_special, &n);
             FUZZ_CHECK(ids != NULL || !fuzz_utf8_ok(r.batch[i].text, r.batch[i].len), "prompt %zu did not encode", i);
             free(ids);
         }
@@ -74,7 +62,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *text = NULL;
     size_t len = 0;
     if (r.chat) {
-        rc = g4_chat_template_render(tmpl, r.chat, NULL, &text, &len, &err);
+        rc = g4_chat_template_render(fuzz_tmpl, r.chat, NULL, &text, &len, &err);
         if (rc) FUZZ_CHECK_ERR(rc, err);
     } else if (r.prompt) {
         text = malloc(r.prompt_len + 1);
@@ -84,7 +72,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (text) {
         FUZZ_CHECK(fuzz_utf8_ok(text, len), "the prompt is not valid UTF-8");
         size_t n = 0;
-        int32_t *ids = fuzz_encode(tok, text, len, r.chat ? 0 : r.add_special, &n);
+        int32_t *ids = fuzz_encode(fuzz_tokz, text, len, r.chat ? 0 : r.add_special, &n);
         FUZZ_CHECK(ids != NULL, "a valid UTF-8 prompt did not encode");
         free(ids);
         free(text);

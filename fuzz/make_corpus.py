@@ -139,6 +139,60 @@ for i, (stops, text) in enumerate([(["\n\n"], "Hello.\n\nMore"), (["ab", "b"], "
     put(d, "stops-%02d" % i, bytes([i]) + "\x1f".join(stops).encode() + b"\x00" + text.encode())
 
 
+# ---- Anthropic and Responses bodies, JSON schemas, regex patterns -------------------------------
+WTOOL = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 16}, "days": {"type": "integer", "minimum": 1, "maximum": 7},
+                                          "units": {"enum": ["c", "f"]}}, "required": ["city", "days"], "additionalProperties": False}
+PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20}, "age": {"type": "integer", "minimum": 0},
+                                           "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 3}},
+          "required": ["name", "age"], "additionalProperties": False}
+d = reset("anthropic")
+amsgs = [{"role": "user", "content": "What is the weather?"},
+         {"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": "s"}, {"type": "text", "text": "Checking."},
+                                           {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Oslo", "days": 1}}]},
+         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "sunny"}]},
+                                      {"type": "text", "text": "Thanks"}]}]
+atools = [{"name": "get_weather", "description": "Weather", "input_schema": WTOOL}, {"name": "now", "input_schema": {"type": "object"}}]
+for i, tc in enumerate([{"type": "auto"}, {"type": "any"}, {"type": "tool", "name": "get_weather"},
+                        {"type": "any", "disable_parallel_tool_use": True}, {"type": "none"}]):
+    put(d, "tool-choice-%d" % i, b"\x00" + json.dumps({"model": "g4tp-demo", "max_tokens": 64, "system": [{"type": "text", "text": "Be brief."}],
+                                                       "messages": amsgs, "tools": atools, "tool_choice": tc, "temperature": 0.5,
+                                                       "stop_sequences": ["END"], "stream": i % 2 == 1}).encode())
+put(d, "thinking", b"\x00" + json.dumps({"model": "m", "max_tokens": 4096, "thinking": {"type": "enabled", "budget_tokens": 1024},
+                                         "messages": [{"role": "user", "content": "hi"}], "top_k": 5, "metadata": {"user_id": "u"}}).encode())
+put(d, "count-tokens", b"\x01" + json.dumps({"model": "m", "messages": amsgs, "tools": atools}).encode())
+
+d = reset("responses")
+rtools = [{"type": "function", "name": "get_weather", "description": "Weather", "parameters": WTOOL, "strict": True},
+          {"type": "function", "name": "now"}]
+rinput = [{"role": "user", "content": [{"type": "input_text", "text": "What is the weather?"}]},
+          {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "think"}]},
+          {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": "{\"city\":\"Oslo\",\"days\":1}"},
+          {"type": "function_call_output", "call_id": "c1", "output": "sunny"}]
+for i, extra in enumerate([{"tool_choice": "required"}, {"tool_choice": {"type": "function", "name": "get_weather"}, "parallel_tool_calls": False},
+                           {"tool_choice": "none"}, {"text": {"format": {"type": "json_schema", "name": "person", "schema": PERSON, "strict": True}}},
+                           {"text": {"format": {"type": "json_object"}, "verbosity": "low"}}, {"tool_choice": "auto", "reasoning": {"effort": "low"}}]):
+    put(d, "body-%d" % i, json.dumps(dict({"model": "g4tp-demo", "input": rinput if i % 2 == 0 else "Describe something.",
+                                          "instructions": "Be brief.", "tools": rtools, "max_output_tokens": 64, "store": False}, **extra)).encode())
+
+d = reset("json_schema")
+tree = {"$defs": {"node": {"type": "object", "properties": {"label": {"type": "string", "maxLength": 12},
+                                                            "children": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2}},
+                           "required": ["label", "children"], "additionalProperties": False}}, "$ref": "#/$defs/node"}
+event = {"type": "object", "properties": {"when": {"type": "string", "format": "date-time"}, "score": {"type": "number", "minimum": -1, "maximum": 1},
+                                          "kind": {"anyOf": [{"type": "null"}, {"enum": ["a", "b"]}]},
+                                          "pair": {"type": "array", "prefixItems": [{"type": "boolean"}, {"const": 7}], "items": False}},
+         "required": ["when", "score"], "allOf": [{"type": "object"}]}
+for i, (flags, sch, cand) in enumerate([(0, PERSON, {"name": "Ann", "age": 3, "tags": ["x"]}), (1, WTOOL, None), (0, tree, {"label": "a", "children": []}),
+                                        (0, event, {"when": "2024-01-02T03:04:05Z", "score": 0.5}), (2, {}, {"a": 1}), (5, PERSON, None),
+                                        (0, {"type": "string", "pattern": "^[a-z]{2,4}-[0-9]+$"}, "ab-12"), (0, {"type": ["integer", "null"], "maximum": 99}, 42)]):
+    put(d, "schema-%d" % i, bytes([flags]) + json.dumps(sch).encode() + (b"\n--\n" + json.dumps(cand, separators=(",", ":")).encode() if cand is not None else b""))
+
+d = reset("regex")
+for i, (flags, pat, cand) in enumerate([(0, "^[a-z]{2,4}-[0-9]+$", "ab-12"), (1, "^(?:\\d{3}|[A-F]+)\\.?$", "123."), (0, "colou?r", "my color"),
+                                        (1, "^\\u00e9[^\\s\"]*$", "\u00e9t\u00e9"), (0, "(a|b)*c{1,3}", "ababcc"), (0, "^(?<y>[0-9]{4})-\\1$", "2024-2024"),
+                                        (0, "[\\w.+-]+@[\\w-]+\\.[a-z]{2,}", "a.b@c.org"), (1, "^.{0,5}$", "\n")]):
+    put(d, "pattern-%d" % i, bytes([flags]) + pat.encode() + b"\n--\n" + cand.encode())
+
 # ---- safetensors, checkpoint folder, artifact folder (from a tiny synthetic checkpoint) --------
 def st_bytes(tensors, meta=None):
     """A safetensors image from {name: (dtype, shape, bytes)}."""

@@ -217,7 +217,7 @@ static int set_node(rx *R, rset *s) {
         R->rp = v;
         R->rcap = c;
     }
-    memcpy(R->rp + R->nrp, s->v, s->n * sizeof *s->v);
+    if (s->n) memcpy(R->rp + R->nrp, s->v, s->n * sizeof *s->v); /* an empty class ([^\s\S]) has no ranges and maybe no buffer */
     R->nd[k].roff = R->nrp;
     R->nd[k].nr = (int)(s->n / 2);
     R->nrp += s->n;
