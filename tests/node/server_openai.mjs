@@ -1,5 +1,5 @@
-// The official OpenAI SDK for Node against `g4tp serve` on the demo model: chat and completions,
-// non-streaming and streaming, with and without tools, tool-call history, model listing, typed
+// The official OpenAI SDK for Node against `g4tp serve` on the demo model: chat and completions
+// (one prompt or several), non-streaming and streaming, with and without tools, tool-call history, model listing, typed
 // errors (400, 401, 404), and an aborted stream. Run by tests/e2e/server_node.sh, which starts
 // the server and sets G4TP_URL and G4TP_KEY.
 import { test } from 'node:test';
@@ -98,6 +98,30 @@ test('completions, non-streaming and streaming', async () => {
   for await (const chunk of await client.completions.create({ prompt: 'The capital of', max_tokens: 3, temperature: 0, stream: true }))
     text += chunk.choices[0]?.text ?? '';
   assert.equal(text, r.choices[0].text);
+});
+
+test('completions with several prompts (strings and token ids): choices prompt-major', async () => {
+  const tk = await fetch(`${process.env.G4TP_URL}/tokenize`, { method: 'POST', headers: { Authorization: `Bearer ${apiKey}` }, body: JSON.stringify({ prompt: 'The capital of Peru is' }) });
+  const ids = (await tk.json()).tokens;
+  const prompts = ['The capital of France is', ids];
+  const req = { model: 'g4tp-demo', max_tokens: 4, temperature: 1, seed: 3, n: 2, echo: true, logprobs: 1 };
+  const r = await client.completions.create({ ...req, prompt: prompts });
+  assert.deepEqual(r.choices.map((c) => c.index), [0, 1, 2, 3]);
+  const alone = [];
+  for (const p of prompts) alone.push(await client.completions.create({ ...req, prompt: p }));
+  for (let k = 0; k < 2; k++)
+    for (let i = 0; i < 2; i++) {
+      const got = r.choices[2 * k + i], want = alone[k].choices[i];
+      assert.equal(got.text, want.text);
+      assert.deepEqual(got.logprobs, want.logprobs);
+    }
+  assert.ok(r.choices[2].text.startsWith('The capital of Peru is'), r.choices[2].text);
+  assert.equal(r.usage.prompt_tokens, alone[0].usage.prompt_tokens + alone[1].usage.prompt_tokens);
+  assert.equal(r.usage.completion_tokens, alone.reduce((a, x) => a + x.usage.completion_tokens, 0));
+  const texts = ['', '', '', ''];
+  for await (const chunk of await client.completions.create({ ...req, prompt: prompts, stream: true }))
+    for (const c of chunk.choices) texts[c.index] += c.text;
+  assert.deepEqual(texts, r.choices.map((c) => c.text));
 });
 
 test('errors arrive as typed SDK errors', async () => {

@@ -82,7 +82,7 @@ test('chat json_schema greedy, streaming equals the whole answer', async () => {
   valid(SCHEMAS.person, text, 'streamed');
 });
 
-test('json_object: any object, chat and completions', async () => {
+test('json_object: any object, chat and completions (one prompt and a batch)', async () => {
   const r = await post('/v1/chat/completions', { messages: ask, response_format: { type: 'json_object' }, temperature: 1, seed: 5, max_tokens: 200 });
   assert.equal(r.status, 200);
   const v = JSON.parse(r.body.choices[0].message.content);
@@ -91,6 +91,11 @@ test('json_object: any object, chat and completions', async () => {
   const c = await post('/v1/completions', { prompt: 'JSON:', response_format: format('t', SCHEMAS.tree), temperature: 1, seed: 2, max_tokens: 1500 });
   assert.equal(c.status, 200, JSON.stringify(c.body));
   valid(SCHEMAS.tree, c.body.choices[0].text, 'completions');
+  const b = await post('/v1/completions', { prompt: ['JSON:', 'A tree:', [2, 105]], response_format: format('t', SCHEMAS.tree), temperature: 1, seed: 2, max_tokens: 1500 });
+  assert.equal(b.status, 200, JSON.stringify(b.body));
+  assert.equal(b.body.choices.length, 3);
+  assert.equal(b.body.choices[0].text, c.body.choices[0].text); /* the first prompt as alone */
+  for (const ch of b.body.choices) valid(SCHEMAS.tree, ch.text, `completions batch ${ch.index}`);
 });
 
 test('/generate json_schema', async () => {
