@@ -192,6 +192,16 @@ static int prompt_ids(g4_server *s, const json_t *chat, g4_api_prompt *p, int ad
     return rc;
 }
 
+/* A batch: an error about the prompt says which one. */
+static void name_prompt(g4_api_err *ae, size_t k) {
+    if (strcmp(ae->param, "prompt")) return;
+    char m[sizeof ae->message + 32];
+    int l = snprintf(m, sizeof m, "prompt[%zu]: %s", k, ae->message);
+    size_t c = l < 0 ? 0 : (size_t)l < sizeof ae->message ? (size_t)l : sizeof ae->message - 1;
+    memcpy(ae->message, m, c);
+    ae->message[c] = 0;
+}
+
 /* The request's prompts as parts: the batch's, or the one prompt (chat, text or ids). */
 static int make_parts(gen_job *j, size_t blen, int *thought, g4_api_err *ae) {
     g4_api_request *q = &j->q;
@@ -203,13 +213,7 @@ static int make_parts(gen_job *j, size_t blen, int *thought, g4_api_err *ae) {
         g4_api_prompt *p = q->n_batch ? &q->batch[k] : &one;
         int rc = prompt_ids(j->s, q->chat, p, q->add_special, blen, &j->parts[k].ids, &j->parts[k].n_prompt, thought, ae);
         if (!q->n_batch) q->prompt_ids = one.ids; /* NULL once taken */
-        if (rc && q->n_batch && !strcmp(ae->param, "prompt")) { /* say which prompt */
-            char m[sizeof ae->message + 32];
-            int l = snprintf(m, sizeof m, "prompt[%zu]: %s", k, ae->message);
-            size_t c = l < 0 ? 0 : (size_t)l < sizeof ae->message ? (size_t)l : sizeof ae->message - 1;
-            memcpy(ae->message, m, c);
-            ae->message[c] = 0;
-        }
+        if (rc && q->n_batch) name_prompt(ae, k);
         if (rc) return rc;
     }
     return 0;
@@ -254,6 +258,7 @@ static int submit_all(gen_job *j, g4_grammar *grammar, g4_api_err *ae) {
     for (size_t k = 0; k < j->n_parts; k++) {
         g4_gen_params gp;
         int rc = gen_params(s, &j->q, j->parts[k].n_prompt, &gp, ae);
+        if (rc && j->n_parts > 1) name_prompt(ae, k);
         if (rc) return rc;
         gp.grammar = grammar;
         const uint64_t seed = gp.sampling.seed;

@@ -156,6 +156,8 @@ check(code == 200 and [len(c['logprobs']['token_logprobs']) for c in d['choices'
       all(c['logprobs']['token_logprobs'][0] is None for c in d['choices']), 'lm-eval batch of token lists: every prompt token\'s logprob per choice', d)
 code, d = whole('/v1/completions', {'prompt': ['a', []]})
 check(code == 400 and d['error']['param'] == 'prompt' and 'prompt[1]' in d['error']['message'], 'a batch with an empty prompt -> 400 naming it', d)
+code, d = whole('/v1/completions', {'prompt': ['a', [2] * 2100], 'max_tokens': 2})
+check(code == 400 and d['error']['param'] == 'prompt' and d['error']['message'].startswith('prompt[1]: '), 'a batch with a prompt over the context -> 400 naming it', d)
 code, d = whole('/v1/completions', {'prompt': ['a'] * 40, 'n': 2})
 check(code == 400 and '--max-waiting' in d['error']['message'], 'a batch of more sequences than the queue -> 400', d)
 print('PYFAILS %d' % fails)
