@@ -127,8 +127,12 @@ test('tool_choice required, named, parallel_tool_calls false', async () => {
   }
   const n = await post('/v1/chat/completions', { messages: ask, tools: TOOLS, tool_choice: { type: 'function', function: { name: 'get_weather' } }, temperature: 1, seed: 4, max_tokens: 200 });
   checkCalls(n.body.choices[0].message.tool_calls, ['get_weather']);
-  const one = await post('/v1/chat/completions', { messages: ask, tools: TOOLS, tool_choice: 'required', parallel_tool_calls: false, temperature: 1, seed: 6, max_tokens: 200 });
+  // seed 14 makes several calls when they are allowed: with parallel_tool_calls false, one
+  const many = await post('/v1/chat/completions', { messages: ask, tools: TOOLS, tool_choice: 'required', temperature: 1, seed: 14, max_tokens: 200 });
+  assert.ok(many.body.choices[0].message.tool_calls.length > 1, JSON.stringify(many.body.choices[0].message));
+  const one = await post('/v1/chat/completions', { messages: ask, tools: TOOLS, tool_choice: 'required', parallel_tool_calls: false, temperature: 1, seed: 14, max_tokens: 200 });
   assert.equal(one.body.choices[0].message.tool_calls.length, 1);
+  checkCalls(one.body.choices[0].message.tool_calls, ['get_weather', 'now']);
   const none = await post('/v1/chat/completions', { messages: ask, tools: TOOLS, tool_choice: 'none', temperature: 1, seed: 6, max_tokens: 40 });
   assert.equal(none.status, 200);
   assert.equal(none.body.choices[0].message.tool_calls, undefined);
