@@ -159,6 +159,9 @@ for i, tc in enumerate([{"type": "auto"}, {"type": "any"}, {"type": "tool", "nam
                                                        "stop_sequences": ["END"], "stream": i % 2 == 1}).encode())
 put(d, "thinking", b"\x00" + json.dumps({"model": "m", "max_tokens": 4096, "thinking": {"type": "enabled", "budget_tokens": 1024},
                                          "messages": [{"role": "user", "content": "hi"}], "top_k": 5, "metadata": {"user_id": "u"}}).encode())
+put(d, "output-config", b"\x00" + json.dumps({"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}],
+                                              "output_config": {"effort": "low", "format": {"type": "json_schema", "schema": PERSON}},
+                                              "tools": [dict(atools[0], strict=True)]}).encode())
 put(d, "count-tokens", b"\x01" + json.dumps({"model": "m", "messages": amsgs, "tools": atools}).encode())
 
 d = reset("responses")

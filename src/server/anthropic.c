@@ -206,7 +206,10 @@ static int convert_tools(const json_t *o, json_t *chat, g4_api_request *r, g4_ap
         else if (!json_is_object(schema)) rc = BAD(ae, at, "%s.input_schema must be an object (a JSON Schema)", at);
         else if (json_object_get(schema, "type") && !(json_is_string(json_object_get(schema, "type")) && !strcmp(json_string_value(json_object_get(schema, "type")), "object")))
             rc = BAD(ae, at, "%s.input_schema.type must be \"object\"", at);
+        else if (json_object_get(t, "strict") && !json_is_null(json_object_get(t, "strict")) && !json_is_boolean(json_object_get(t, "strict")))
+            rc = BAD(ae, at, "%s.strict must be true or false", at);
         if (rc) { json_decref(out); return rc; }
+        if (json_is_true(json_object_get(t, "strict"))) r->strict_tools = 1; /* its calls follow input_schema under auto too */
         json_t *fn = json_pack("{s:O,s:O}", "name", name_j, "parameters", schema);
         json_object_set_new(fn, "description", json_is_string(desc) ? json_incref(desc) : json_string(""));
         json_array_append_new(out, json_pack("{s:s,s:o}", "type", "function", "function", fn));
@@ -215,6 +218,37 @@ static int convert_tools(const json_t *o, json_t *chat, g4_api_request *r, g4_ap
     if (!rc && json_array_size(out) && mode != G4_TOOLS_NONE) json_object_set(chat, "tools", out);
     json_decref(out);
     return rc;
+}
+
+/* output_config {format?: {type: json_schema, schema}, effort?} (and the beta's output_format,
+ * the same format object): the text is JSON of the schema, enforced by the grammar. */
+static int parse_output_format(const json_t *o, g4_api_request *r, g4_api_err *ae) {
+    json_t *oc = json_object_get(o, "output_config"), *f = NULL, *beta = json_object_get(o, "output_format");
+    const char *where = "output_config.format";
+    if (oc && !json_is_null(oc)) {
+        if (!json_is_object(oc)) return BAD(ae, "output_config", "'output_config' must be an object");
+        json_t *eff = json_object_get(oc, "effort");
+        static const char *const efforts[] = {"low", "medium", "high", "xhigh", "max"};
+        int ok = !eff || json_is_null(eff);
+        for (int i = 0; !ok && json_is_string(eff) && i < 5; i++) ok = !strcmp(json_string_value(eff), efforts[i]);
+        if (!ok) return BAD(ae, "output_config.effort", "'output_config.effort' must be one of low, medium, high, xhigh, max");
+        f = json_object_get(oc, "format");
+    }
+    if (beta && !json_is_null(beta)) {
+        if (f && !json_is_null(f)) return BAD(ae, "output_format", "give the format once: 'output_config.format' or 'output_format'");
+        f = beta;
+        where = "output_format";
+    }
+    if (!f || json_is_null(f)) return 0;
+    const char *t = type_of(f), *k;
+    json_t *v, *schema = json_object_get(f, "schema");
+    if (!t || strcmp(t, "json_schema")) return BAD(ae, where, "'%s' must be {\"type\": \"json_schema\", \"schema\": ...}", where);
+    json_object_foreach((json_t *)f, k, v)
+        if (strcmp(k, "type") && strcmp(k, "schema")) return BAD(ae, where, "unknown field '%s' in '%s' (type, schema)", k, where);
+    if (!json_is_object(schema) && !json_is_boolean(schema)) return BAD(ae, where, "'%s.schema' must be a JSON Schema (an object)", where);
+    r->out_format = G4_FMT_JSON_SCHEMA;
+    r->out_schema = json_incref(schema);
+    return 0;
 }
 
 /* A date YYYY-MM-DD from 2023-01-01 on: the SDKs send their own dates (2023-06-01, later ones);
@@ -295,6 +329,7 @@ static int parse_body(const json_t *o, int count_only, g4_api_request *r, g4_api
             return BAD(ae, "thinking.type", "'thinking.type' must be \"enabled\", \"adaptive\" or \"disabled\"");
         json_object_set_new(r->chat, "enable_thinking", json_boolean(strcmp(t, "disabled") != 0));
     }
+    if ((rc = parse_output_format(o, r, ae))) return rc;
     return convert_tools(o, r->chat, r, ae);
 }
 

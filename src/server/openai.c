@@ -416,6 +416,7 @@ static void constraint_param(const g4_api_request *q, const char *part, char *ou
         const int schema = q->out_format == G4_FMT_JSON_SCHEMA;
         snprintf(out, cap, "%s", q->kind == G4_API_GENERATE ? "json_schema"
                                  : q->kind == G4_API_RESPONSES ? (schema ? "text.format.schema" : "text.format")
+                                 : q->kind == G4_API_ANTHROPIC ? "output_config.format.schema"
                                  : schema ? "response_format.json_schema.schema" : "response_format");
         return;
     }

@@ -1,7 +1,8 @@
 // The official Anthropic SDK for Node (@anthropic-ai/sdk) against `g4tp serve` on the demo
 // model: messages.create whole and streamed (raw events and the MessageStream helper), system
 // prompts, stop sequences, thinking, tools with tool_use / tool_result history, tool_choice
-// any / tool / none with disable_parallel_tool_use (inputs validated by ajv), count_tokens,
+// any / tool / none with disable_parallel_tool_use, output_config.format json_schema (inputs
+// and text validated by ajv), count_tokens,
 // and typed errors in Anthropic's shape (400, 401, 404). Run by tests/e2e/server_anthropic.sh,
 // which starts the server and sets G4TP_URL and G4TP_KEY (sent as x-api-key).
 import { test } from 'node:test';
@@ -185,4 +186,21 @@ test('tool_choice errors', async () => {
       assert.match(e.error.error.message, msg);
       return true;
     });
+});
+
+test('output_config.format json_schema: the text validates, streamed the same', async () => {
+  const schema = { type: 'object', properties: { city: { type: 'string', maxLength: 16 }, days: { type: 'integer', minimum: 1, maximum: 7 }, tags: { type: 'array', items: { enum: ['a', 'b'] }, maxItems: 2 } }, required: ['city', 'days', 'tags'], additionalProperties: false };
+  const check = ajv.compile(schema);
+  for (let k = 0; k < 4; k++) {
+    const m = await client.messages.create({ model, max_tokens: 300, temperature: 1, output_config: { format: { type: 'json_schema', schema } }, messages: say });
+    assert.equal(m.stop_reason, 'end_turn', JSON.stringify(m.content));
+    assert.equal(m.content.length, 1);
+    assert.ok(check(JSON.parse(m.content[0].text)), `${JSON.stringify(check.errors)} in ${m.content[0].text}`);
+  }
+  const req = { model, max_tokens: 300, temperature: 0, output_config: { format: { type: 'json_schema', schema } }, messages: say };
+  const m = await client.messages.create(req);
+  const f = await client.messages.stream(req).finalMessage();
+  assert.equal(f.content[0].text, m.content[0].text);
+  await assert.rejects(client.messages.create({ ...req, output_config: { format: { type: 'json_schema', schema: { not: {} } } } }),
+    (e) => e instanceof Anthropic.BadRequestError && /'not' is not supported/.test(e.error.error.message));
 });

@@ -158,12 +158,38 @@ static void test_tool_choice_and_formats(void **st) {
         g4_grammar_release(gr);
         g4_api_request_free(&r);
     }
+    /* Anthropic's output_config.format (and the beta's output_format) is a json_schema format;
+     * a strict tool makes its calls follow input_schema under auto */
+    const char *const of[] = {"\"output_config\":{\"effort\":\"low\",\"format\":{\"type\":\"json_schema\",\"schema\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}}}",
+                              "\"output_format\":{\"type\":\"json_schema\",\"schema\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}}"};
+    for (size_t i = 0; i < 2; i++) {
+        char body[512];
+        snprintf(body, sizeof body, "{\"model\":\"m\",\"max_tokens\":9,\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],%s}", of[i]);
+        if (g4_anth_parse(body, strlen(body), 0, &r, &ae)) fail_msg("%s: %s", of[i], ae.message);
+        assert_int_equal(r.out_format, G4_FMT_JSON_SCHEMA);
+        assert_non_null(json_object_get(json_object_get(r.out_schema, "properties"), "a"));
+        g4_grammar *gr = NULL;
+        assert_int_equal(g4_api_constraint(&r, 0, &gr, &ae), 0);
+        assert_non_null(gr);
+        g4_grammar_release(gr);
+        g4_api_request_free(&r);
+    }
+    const char *strict = "{\"model\":\"m\",\"max_tokens\":9,\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"tools\":[{\"name\":\"f\",\"strict\":true,\"input_schema\":{\"type\":\"object\"}}]}";
+    assert_int_equal(g4_anth_parse(strict, strlen(strict), 0, &r, &ae), 0);
+    assert_true(r.strict_tools);
+    g4_grammar *sg = NULL;
+    assert_int_equal(g4_api_constraint(&r, 0, &sg, &ae), 0);
+    assert_non_null(sg); /* auto, but constrained */
+    g4_grammar_release(sg);
+    g4_api_request_free(&r);
     /* compile errors name the API's own fields */
     const struct { int anth; const char *body, *param; } e[] = {
         {1, "{\"model\":\"m\",\"max_tokens\":9,\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"tools\":[{\"name\":\"f\",\"input_schema\":{\"type\":\"object\",\"not\":{}}}],\"tool_choice\":{\"type\":\"any\"}}",
          "tools[0].input_schema"},
         {0, "{\"input\":\"q\",\"tools\":[{\"type\":\"function\",\"name\":\"f\",\"parameters\":{\"type\":\"object\",\"not\":{}}}],\"tool_choice\":\"required\"}", "tools[0].parameters"},
         {0, "{\"input\":\"q\",\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":\"p\",\"schema\":{\"not\":{}}}}}", "text.format.schema"},
+        {1, "{\"model\":\"m\",\"max_tokens\":9,\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"output_config\":{\"format\":{\"type\":\"json_schema\",\"schema\":{\"not\":{}}}}}",
+         "output_config.format.schema"},
     };
     for (size_t i = 0; i < sizeof e / sizeof *e; i++) {
         int rc = e[i].anth ? g4_anth_parse(e[i].body, strlen(e[i].body), 0, &r, &ae) : g4_resp_parse(e[i].body, strlen(e[i].body), &r, &ae);
@@ -280,6 +306,13 @@ static void test_anthropic_bad_requests(void **st) {
         {"{" M U ",\"tools\":[{\"name\":\"f\",\"input_schema\":{}}],\"tool_choice\":{\"type\":\"any\",\"disable_parallel_tool_use\":1}}", "tool_choice", "invalid_value", 400},
         {"{" M U ",\"tool_choice\":{\"type\":\"sometimes\"}}", "tool_choice", "invalid_value", 400},
         {"{" M U ",\"mcp_servers\":[]}", "mcp_servers", "unsupported_value", 400},
+        {"{" M U ",\"output_config\":3}", "output_config", "invalid_value", 400},
+        {"{" M U ",\"output_config\":{\"effort\":\"huge\"}}", "output_config.effort", "invalid_value", 400},
+        {"{" M U ",\"output_config\":{\"format\":{\"type\":\"text\"}}}", "output_config.format", "invalid_value", 400},
+        {"{" M U ",\"output_config\":{\"format\":{\"type\":\"json_schema\"}}}", "output_config.format", "invalid_value", 400},
+        {"{" M U ",\"output_config\":{\"format\":{\"type\":\"json_schema\",\"schema\":{},\"name\":\"x\"}}}", "output_config.format", "invalid_value", 400},
+        {"{" M U ",\"output_format\":{\"type\":\"json_schema\",\"schema\":{}},\"output_config\":{\"format\":{\"type\":\"json_schema\",\"schema\":{}}}}", "output_format", "invalid_value", 400},
+        {"{" M U ",\"tools\":[{\"name\":\"f\",\"strict\":\"yes\",\"input_schema\":{}}]}", "tools[0]", "invalid_value", 400},
     };
     check_bad(c, sizeof c / sizeof *c, anth_parse);
     g4_api_err ae;
