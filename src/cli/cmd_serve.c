@@ -33,6 +33,8 @@ static const char *help =
     "                          prepared at once; beyond it 503 (default 2 x --max-body-bytes)\n"
     "  --default-max-tokens N  tokens generated when a request gives no limit (default 4096)\n"
     "  --drain-seconds S       on SIGTERM, time running requests get to finish (default 10)\n"
+    "  --grammar-cache N       structured output: compiled grammars (schemas, tools) kept for\n"
+    "                          the next requests that ask the same (default 16; 0 = none)\n"
     "environment: MODEL_DIR, TP_DEGREE (--tp), KV_MAX (--max-ctx), HOST, PORT, API_KEY\n"
     "%s";
 
@@ -71,6 +73,7 @@ int cmd_serve(int argc, char **argv) {
     g4_engine_opts o = {0};
     o.threads = 1;
     g4_server_opts so = {0};
+    int grammars = 16;
     so.host = "127.0.0.1";
     so.port = 8080;
     so.drain_s = 10;
@@ -99,10 +102,12 @@ int cmd_serve(int argc, char **argv) {
         INTFLAG("--render-budget-bytes", 1, 1LL << 40, so.render_budget)
         INTFLAG("--default-max-tokens", 1, 1LL << 31, so.default_max_tokens)
         INTFLAG("--drain-seconds", 0, 3600, so.drain_s)
+        INTFLAG("--grammar-cache", 0, 4096, grammars)
         else { fprintf(stderr, "g4tp serve: unknown option %s (see --help)\n", a); bad = 1; }
 #undef INTFLAG
     }
     if (bad) return 2;
+    so.grammar_cache = grammars ? grammars : -1; /* 0 on the command line: none (0 in the options: the default) */
     char base[256] = "";
     if (!o.model_dir) {
         o.model_dir = cli_default_model();

@@ -33,6 +33,8 @@ struct g4_metrics {
     uint64_t fin_stop, fin_length, fin_tool, fin_cancel, fin_other;
     uint64_t req_prompt_tokens, req_completion_tokens;
     int preparing;
+    unsigned long long grammar_hits, grammar_misses;
+    int grammar_entries;
 };
 
 static void histo_init(histo *h, const double *le, int n) {
@@ -135,6 +137,14 @@ void g4_metrics_preparing(g4_metrics *m, int delta) {
     pthread_mutex_unlock(&m->mu);
 }
 
+void g4_metrics_grammars(g4_metrics *m, unsigned long long hits, unsigned long long misses, int entries) {
+    pthread_mutex_lock(&m->mu);
+    m->grammar_hits = hits;
+    m->grammar_misses = misses;
+    m->grammar_entries = entries;
+    pthread_mutex_unlock(&m->mu);
+}
+
 char *g4_metrics_render(g4_metrics *m, const g4_sched_stats *st, int ready, size_t *len) {
     buf b = {malloc(8192), 0, 8192, 0};
     if (!b.s) return NULL;
@@ -160,6 +170,12 @@ char *g4_metrics_render(g4_metrics *m, const g4_sched_stats *st, int ready, size
     histo_render(&b, "g4tp_request_duration_seconds", "Time from submission to the end of a generation.", &m->e2e);
     bprintf(&b, "# HELP g4tp_num_requests_preparing Requests whose prompt is being rendered and tokenized.\n# TYPE g4tp_num_requests_preparing gauge\ng4tp_num_requests_preparing %d\n",
             m->preparing);
+    bprintf(&b, "# HELP g4tp_grammar_cache_hits_total Constrained requests whose grammar was compiled before (--grammar-cache).\n# TYPE g4tp_grammar_cache_hits_total counter\n"
+                "g4tp_grammar_cache_hits_total %llu\n", m->grammar_hits);
+    bprintf(&b, "# HELP g4tp_grammar_cache_misses_total Constrained requests that compiled their grammar.\n# TYPE g4tp_grammar_cache_misses_total counter\n"
+                "g4tp_grammar_cache_misses_total %llu\n", m->grammar_misses);
+    bprintf(&b, "# HELP g4tp_grammar_cache_entries Compiled grammars kept.\n# TYPE g4tp_grammar_cache_entries gauge\ng4tp_grammar_cache_entries %d\n",
+            m->grammar_entries);
     pthread_mutex_unlock(&m->mu);
     g4_sched_stats z = {0};
     if (!st) st = &z;

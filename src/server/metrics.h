@@ -23,6 +23,9 @@ void g4_metrics_finished(g4_metrics *m, const char *finish_reason, size_t prompt
 /* A request entered (+1) or left (-1) prompt preparation (chat template, tokenizer). */
 void g4_metrics_preparing(g4_metrics *m, int delta);
 
+/* The grammar cache's counts as of now (grammar_cache.h), for the next render. */
+void g4_metrics_grammars(g4_metrics *m, unsigned long long hits, unsigned long long misses, int entries);
+
 /* The exposition text (malloc'd); st may be NULL while the model loads. */
 char *g4_metrics_render(g4_metrics *m, const g4_sched_stats *st, int ready, size_t *len);
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "g4.h"
+#include "engine/grammar_cache.h"
 #include "engine/json_schema.h"
 #include "engine/logprobs.h"
 #include "text/utf8.h"
@@ -430,6 +431,10 @@ static void constraint_param(const g4_api_request *q, const char *part, char *ou
 }
 
 int g4_api_constraint(const g4_api_request *q, int thought, g4_grammar **out, g4_api_err *ae) {
+    return g4_api_constraint_cached(q, thought, NULL, out, ae);
+}
+
+int g4_api_constraint_cached(const g4_api_request *q, int thought, g4_grammar_cache *cache, g4_grammar **out, g4_api_err *ae) {
     g4_output_spec sp;
     g4_output_spec_init(&sp);
     sp.format = (g4_out_format)q->out_format;
@@ -446,7 +451,7 @@ int g4_api_constraint(const g4_api_request *q, int thought, g4_grammar **out, g4
     sp.thought = !sp.chat ? G4_THOUGHT_NONE : thought ? G4_THOUGHT_INSIDE : think ? G4_THOUGHT_OPTIONAL : G4_THOUGHT_NONE;
     char part[64], param[80];
     g4_err err = {0};
-    if (!g4_output_compile(&sp, out, part, sizeof part, &err)) return 0;
+    if (!g4_output_compile_cached(cache, &sp, out, part, sizeof part, &err)) return 0;
     constraint_param(q, part, param, sizeof param);
     return g4_api_err_from(ae, &err, param[0] ? param : NULL);
 }

@@ -72,6 +72,9 @@ typedef struct g4_api_request {
  * field (response_format.json_schema.schema, json_schema, tools[i].function.parameters). */
 struct g4_grammar;
 int g4_api_constraint(const g4_api_request *q, int thought, struct g4_grammar **out, g4_api_err *ae);
+/* The same through a cache of compiled grammars (grammar_cache.h; NULL: none). */
+struct g4_grammar_cache;
+int g4_api_constraint_cached(const g4_api_request *q, int thought, struct g4_grammar_cache *cache, struct g4_grammar **out, g4_api_err *ae);
 
 /* Parses and validates a body. 400-class errors name the field in ae->param. */
 int g4_api_parse(g4_api_kind kind, const char *body, size_t len, g4_api_request *out, g4_api_err *ae);

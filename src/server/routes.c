@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/grammar_cache.h"
 #include "server/errors.h"
 #include "server/openai.h"
 #include "server/sse.h"
@@ -74,6 +75,9 @@ static void route_metrics(g4_server *s, g4_http_req *r, const char *ep) {
          * still shows that step's value; with nothing admitted no sequence holds cache */
         if (st.running == 0) st.kv_used = 0;
     }
+    g4_grammar_cache_stats gs;
+    g4_grammar_cache_get_stats(s->grammars, &gs);
+    g4_metrics_grammars(s->metrics, gs.hits, gs.misses, gs.entries);
     size_t len = 0;
     char *txt = g4_metrics_render(s->metrics, ready ? &st : NULL, ready, &len);
     if (!txt) {

@@ -4,6 +4,8 @@
  * routes.c; nothing here parses requests. */
 #include "server/server_internal.h"
 
+#include "engine/grammar_cache.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -19,6 +21,8 @@ int g4_server_start(const g4_server_opts *o, g4_server **out, g4_err *err) {
     if (s->o.default_max_tokens <= 0) s->o.default_max_tokens = 4096;
     if (s->o.drain_s < 0) s->o.drain_s = 0;
     if (!s->o.render_budget) s->o.render_budget = 2 * s->o.max_body;
+    if (s->o.grammar_cache == 0) s->o.grammar_cache = 16;
+    if (s->o.grammar_cache > 0 && g4_grammar_cache_create(s->o.grammar_cache, &s->grammars, err)) { g4_server_stop(s); return err->code; }
     s->model_id = strdup(o->model_id && *o->model_id ? o->model_id : "g4tp");
     s->model_alias = o->model_alias && *o->model_alias ? strdup(o->model_alias) : NULL;
     s->api_key = o->api_key && *o->api_key ? strdup(o->api_key) : NULL;
@@ -74,6 +78,7 @@ void g4_server_stop(g4_server *s) {
     g4_sched_free(s->sched);
     if (s->tg_open) g4_textgen_close(&s->tg);
     g4_metrics_free(s->metrics);
+    g4_grammar_cache_free(s->grammars);
     free(s->model_id);
     free(s->model_alias);
     free(s->api_key);

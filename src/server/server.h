@@ -24,6 +24,7 @@ typedef struct g4_server_opts {
     double drain_s;             /* on stop: seconds to let running requests finish (default 10) */
     size_t render_budget;       /* body bytes of requests whose prompt (chat template, tokenizer) is
                                  * being prepared at once; more: 503 (default 2 x max_body) */
+    int grammar_cache;          /* structured output: compiled grammars kept for reuse (default 16; < 0: none) */
     int test_render_delay_ms;   /* tests only: hold each prompt preparation this long */
 } g4_server_opts;
 

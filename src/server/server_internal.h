@@ -26,6 +26,7 @@ struct g4_server {
     g4_textgen tg;
     int tg_open;
     g4_sched *sched;
+    struct g4_grammar_cache *grammars; /* NULL: each request compiles its own */
 };
 
 /* The HTTP handler (routes.c). */

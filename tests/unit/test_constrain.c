@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include <math.h>
 
+#include "engine/grammar_cache.h"
 #include "engine/json_schema.h"
 #include "engine/regex.h"
 #include "engine/sampler.h"
@@ -704,6 +705,77 @@ static void test_regex(void **st) {
 }
 
 /* the sampler's mask hook: the draw is the unconstrained draw from the masked row */
+/* The grammar cache: the same spec gives the same grammar, anything g4_output_compile reads
+ * (the property order too) another; least recently used entries go; refusals are not kept. */
+static void test_grammar_cache(void **st) {
+    (void)st;
+    g4_grammar_cache *c;
+    g4_err err = {0};
+    assert_int_equal(g4_grammar_cache_create(0, &c, &err), G4_EINVAL);
+    assert_int_equal(g4_grammar_cache_create(2, &c, &err), 0);
+    json_t *ab = json_loads("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"boolean\"}},\"required\":[\"a\",\"b\"]}", 0, NULL);
+    json_t *ba = json_loads("{\"type\":\"object\",\"properties\":{\"b\":{\"type\":\"boolean\"},\"a\":{\"type\":\"integer\"}},\"required\":[\"a\",\"b\"]}", 0, NULL);
+    json_t *bad = json_loads("{\"not\":{}}", 0, NULL);
+    g4_output_spec s1, s2, s3, sb;
+    g4_output_spec_init(&s1);
+    s1.format = G4_FMT_JSON_SCHEMA;
+    s1.schema = ab;
+    s2 = s1;
+    s2.schema = ba;
+    s3 = s1;
+    s3.chat = 1;
+    sb = s1;
+    sb.schema = bad;
+    g4_grammar *g1, *g1b, *g2, *g3, *gx;
+    char part[64];
+    assert_int_equal(g4_output_compile_cached(c, &s1, &g1, part, sizeof part, &err), 0);
+    assert_int_equal(g4_output_compile_cached(c, &s1, &g1b, part, sizeof part, &err), 0);
+    assert_ptr_equal(g1, g1b);                 /* a hit: the same grammar, masks and all */
+    assert_int_equal(g4_output_compile_cached(c, &s2, &g2, part, sizeof part, &err), 0);
+    assert_ptr_not_equal(g2, g1);              /* b before a is another output */
+    g4_grammar_cache_stats gs;
+    g4_grammar_cache_get_stats(c, &gs);
+    assert_true(gs.hits == 1 && gs.misses == 2 && gs.entries == 2);
+    /* the order a, b is what the output follows: a cached grammar still takes only a then b */
+    const int32_t stop = 1;
+    g4_vocab *v = demo_vocab;
+    g4_matcher *m;
+    assert_int_equal(g4_matcher_create(g1b, v, &stop, 1, &m, &err), 0);
+    assert_int_equal(g4_matcher_accept_bytes(m, "{\"a\":1,\"b\":true}", 16, &err), 0);
+    g4_matcher_free(m);
+    assert_int_equal(g4_matcher_create(g1b, v, &stop, 1, &m, &err), 0);
+    assert_int_not_equal(g4_matcher_accept_bytes(m, "{\"b\":true", 9, &err), 0);
+    g4_matcher_free(m);
+    g4_output_compile_cached(c, &s1, &gx, part, sizeof part, &err); /* s1 used last: s2 is the oldest */
+    g4_grammar_release(gx);
+    assert_int_equal(g4_output_compile_cached(c, &s3, &g3, part, sizeof part, &err), 0); /* evicts s2 */
+    assert_int_equal(g4_output_compile_cached(c, &s2, &gx, part, sizeof part, &err), 0);
+    assert_ptr_not_equal(gx, g2);              /* compiled again */
+    g4_grammar_release(gx);
+    assert_int_equal(g4_output_compile_cached(c, &s3, &gx, part, sizeof part, &err), 0); /* s3 stayed (s1 went for s2) */
+    assert_ptr_equal(gx, g3);
+    g4_grammar_release(gx);
+    g4_grammar_cache_get_stats(c, &gs);
+    assert_true(gs.hits == 3 && gs.misses == 4 && gs.entries == 2);
+    assert_int_equal(g4_output_compile_cached(c, &sb, &gx, part, sizeof part, &err), G4_EUNSUPPORTED);
+    assert_null(gx);
+    assert_int_equal(g4_output_compile_cached(c, &sb, &gx, part, sizeof part, &err), G4_EUNSUPPORTED); /* not kept */
+    g4_grammar_cache_get_stats(c, &gs);
+    assert_int_equal(gs.misses, 6);
+    g4_output_spec free_text;
+    g4_output_spec_init(&free_text);
+    assert_int_equal(g4_output_compile_cached(c, &free_text, &gx, part, sizeof part, &err), 0);
+    assert_null(gx);                           /* nothing to constrain: no grammar, no entry */
+    g4_grammar_release(g1);
+    g4_grammar_release(g1b);
+    g4_grammar_release(g2);
+    g4_grammar_release(g3);
+    g4_grammar_cache_free(c);                  /* the grammars it held go with it */
+    json_decref(ab);
+    json_decref(ba);
+    json_decref(bad);
+}
+
 static void test_sampler_mask(void **st) {
     (void)st;
     enum { V = 200 };
@@ -744,6 +816,7 @@ static void test_sampler_mask(void **st) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sampler_mask),
+        cmocka_unit_test(test_grammar_cache),
         cmocka_unit_test(test_types),
         cmocka_unit_test(test_objects),
         cmocka_unit_test(test_arrays),
