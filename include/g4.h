@@ -28,6 +28,8 @@ typedef struct g4_engine_opts {
     int verify;              /* artifacts: check every byte's checksum, not only headers */
     int mutation;            /* test-only: a deliberate spec mistake (forward.h G4_MUT_*) */
     const char *isa;         /* kernel set "scalar", "avx2", "avx512"; NULL: $G4_ISA or the best */
+    const char *math;        /* NULL or "exact" (fp32 matmuls, the reference); "fast": bf16 weights' matmuls
+                              * on bf16-rounded activations (vdpbf16ps; docs/math.md), invariances kept */
     int load_copy;           /* 1: copy weights into process memory instead of reading the map */
     int numa;                /* 1: each rank on one NUMA node's CPUs and memory (rank % nodes; MPI: the local rank) */
     const char *kv_dtype;    /* KV cache elements: NULL or "f32" (exact), "bf16", "q8_0" */
@@ -107,6 +109,8 @@ typedef struct g4_kv_stats {
 } g4_kv_stats;
 void g4_engine_kv_stats(const g4_engine *e, g4_kv_stats *st);
 const char *g4_engine_kv_dtype(const g4_engine *e);
+/* "exact" or "fast" (g4_engine_opts.math). */
+const char *g4_engine_math(const g4_engine *e);
 
 /* Runs the batch on all ranks; logits [k][vocab] for the flagged tokens in order. */
 int g4_engine_forward(g4_engine *e, const g4_batch *b, float *logits, g4_err *err);

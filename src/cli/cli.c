@@ -23,6 +23,9 @@ const char *cli_engine_help =
     "  --kv-budget-mb N    KV cache memory per rank (default: a quarter of RAM); paged in blocks of\n"
     "                      16 positions, it must hold one sequence of --max-ctx\n"
     "  --kv-dtype D        KV cache elements: f32 (default, exact), bf16, q8_0\n"
+    "  --math exact|fast   exact (default): fp32 matmuls, the reference; fast: bf16 weights' matmuls\n"
+    "                      on activations rounded to bf16 (vdpbf16ps; still bitwise the same across\n"
+    "                      TP, threads, batches, prefill/decode; docs/math.md)\n"
     "  --no-prefix-cache   compute every prompt whole (default: reuse the longest cached prefix)\n"
     "  --speculative S     speculative decoding, lossless: ngram[:N,K] (prompt lookup: the last N..1\n"
     "                      tokens matched in the text so far, K drafts; default 3,4) or mtp:DIR[:K] (the\n"
@@ -90,6 +93,11 @@ int cli_engine_flag(int argc, char **argv, int *i, g4_engine_opts *o, int *bad) 
     else if (!strcmp(a, "--max-ctx")) { VAL(); if (!cli_int(a, v, 1, 1LL << 31, &x)) *bad = 1; else o->max_ctx = x; }
     else if (!strcmp(a, "--kv-budget-mb")) { VAL(); if (!cli_int(a, v, 1, 1LL << 40, &x)) *bad = 1; else o->kv_budget_bytes = x << 20; }
     else if (!strcmp(a, "--kv-dtype")) { VAL(); o->kv_dtype = v; }
+    else if (!strcmp(a, "--math")) {
+        VAL();
+        if (strcmp(v, "exact") && strcmp(v, "fast")) { fprintf(stderr, "g4tp: --math must be exact or fast (got \"%s\")\n", v); *bad = 1; }
+        else o->math = v;
+    }
     else if (!strcmp(a, "--no-prefix-cache")) o->no_prefix_cache = 1;
     else if (!strcmp(a, "--speculative")) { VAL(); o->speculative = v; }
     else if (!strcmp(a, "--speculative-always")) o->speculative_always = 1;

@@ -199,7 +199,7 @@ int cmd_bench(int argc, char **argv) {
      * it is open its pool threads (and MPI's progress loop on the other ranks) would compete with
      * the probe for the cores and understate the machine. All ranks on one host is the setup
      * this measures; across hosts it reports rank 0's host. */
-    const char *isa = g4_engine_isa(e);
+    const char *isa = g4_engine_isa(e), *math = g4_engine_math(e);
     const double prefill_gflops = forward_flops(cfg, 0, plen, 1) / t_prefill / 1e9;
     char model_dir[1024];
     snprintf(model_dir, sizeof model_dir, "%s", g4_engine_model_dir(e));
@@ -218,6 +218,7 @@ int cmd_bench(int argc, char **argv) {
                               "decode_bound_tok_s", bound_tok_s, "decode_median_tok_s", 1.0 / median_step, "isa", isa, "tp", tp,
                               "threads", o.threads, "prompt_len", (json_int_t)plen, "gen", (json_int_t)gen);
         json_object_set_new(j, "warmup_s", json_real(warm_s));
+        json_object_set_new(j, "math", json_string(math));
         json_object_set_new(j, "decode_paired_bound_fraction", paired > 0 ? json_real(paired) : json_null());
         json_object_set_new(j, "read_bandwidth_gb_s", rd > 0 ? json_real(rd) : json_null());
         json_object_set_new(j, "decode_read_bound_fraction", rd > 0 ? json_real(decode_tok_s * wbytes / rd_bytes_s) : json_null());
@@ -242,7 +243,7 @@ int cmd_bench(int argc, char **argv) {
         free(s);
         json_decref(j);
     } else {
-        printf("model        %s (%s, TP %d x %d threads)\n", model_dir, isa, tp, o.threads);
+        printf("model        %s (%s, %s math, TP %d x %d threads)\n", model_dir, isa, math, tp, o.threads);
         printf("load         %.2f s (+ %.2f s first touch of the weights), peak RSS %.0f MB\n", load_s, warm_s, ru.ru_maxrss / 1024.0);
         printf("prefill      %lld tokens: %.1f tok/s, %.1f GFLOP/s = %.0f %% of the fp32 FMA peak (%.1f GFLOP/s); TTFT %.1f ms\n",
                plen, prefill_tok_s, prefill_gflops, 100 * prefill_gflops / peak, peak, ttft * 1e3);

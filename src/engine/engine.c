@@ -22,6 +22,7 @@
 #include "gemma4/assistant.h"
 #include "gemma4/forward.h"
 #include "kernels/kernels.h"
+#include "kernels/kernels_fast.h"
 #include "tp/comm.h"
 
 enum { CMD_FORWARD = 1, CMD_KV_OPS, CMD_STOP, CMD_DRAFT };
@@ -57,7 +58,8 @@ struct g4_engine {
     char *model_dir;
     g4_model_source src;
     const g4_config *cfg;
-    const g4_kernels *K;
+    const g4_kernels *K;   /* the set: layouts, ISA agreement */
+    int math;              /* G4_MATH_*: the forward pass runs g4_kernels_math(K, math) */
     int tp, mpi, my_rank;
     rank_state *ranks;     /* local: [tp]; mpi: [1] (this process) */
     int n_ranks_here;
@@ -216,14 +218,14 @@ static int rank_init(g4_engine *e, rank_state *rs, int rank, g4_comm *comm, g4_d
     if (e->o.numa && (rc = numa_place(e, rank, cpus, &pin, err))) return rc;
     if ((rc = g4_pool_create(e->o.threads, pin ? cpus : NULL, &rs->pool, err))) return rc;
     g4_rank_model_opts mo = {e->o.max_batch, e->o.max_ctx, e->o.max_seqs, e->o.mutation, e->kv_pages, e->kv_dtype};
-    if ((rc = g4_rank_model_create(e->cfg, &rs->plan, &rs->w, e->K, rs->pool, comm, &mo, &rs->m, err))) return rc;
+    if ((rc = g4_rank_model_create(e->cfg, &rs->plan, &rs->w, g4_kernels_math(e->K, e->math), rs->pool, comm, &mo, &rs->m, err))) return rc;
     size_t nlog = (size_t)e->o.max_batch * (size_t)e->max_nv;
     rs->logits_local = malloc(sizeof(float) * nlog + 64);
     rs->payload = malloc(sizeof(int32_t) * 4 * (size_t)e->o.max_batch + 64);
     rs->ops = malloc(sizeof(int32_t) * G4_KV_OPS_CAP);
     if (!rs->logits_local || !rs->payload || !rs->ops) return g4_err_set(err, G4_ENOMEM, "out of memory");
     if (e->spec.method == G4_SPEC_MTP) {
-        const g4_asst_target t = {e->cfg, &rs->plan, &rs->w, g4_rank_kv(rs->m), e->K, rs->pool, comm,
+        const g4_asst_target t = {e->cfg, &rs->plan, &rs->w, g4_rank_kv(rs->m), g4_kernels_math(e->K, e->math), rs->pool, comm,
                                   (size_t)e->o.max_batch * (size_t)e->cfg->hidden_size, e->o.max_seqs, e->o.mutation};
         if ((rc = g4_asst_open(e->spec.dir, &t, &rs->asst, err))) return rc;
         rs->dpay = malloc(sizeof(int32_t) * 3 * (size_t)e->o.max_seqs + 16);
@@ -376,6 +378,10 @@ int g4_engine_open(const g4_engine_opts *opts, g4_engine **out, g4_err *err) {
     if (opts->head_dtype && *opts->head_dtype && (dtype.head = g4_dtype_from_name(opts->head_dtype)) < 0) {
         free(e);
         return g4_err_set(err, G4_EINVAL, "unknown head dtype \"%s\" (f32, bf16, f16, q8_0, q4_0)", opts->head_dtype);
+    }
+    if ((e->math = g4_math_from_name(opts->math && *opts->math ? opts->math : NULL)) < 0) {
+        free(e);
+        return g4_err_set(err, G4_EINVAL, "unknown math \"%s\" (exact, fast)", opts->math);
     }
     e->K = opts->isa && *opts->isa ? g4_kernels_by_name(opts->isa) : g4_kernels_get();
     if (!e->K) {
@@ -550,6 +556,7 @@ int64_t g4_engine_kv_avail_pages(const g4_engine *e) { return g4_kvmgr_avail_pag
 int64_t g4_engine_kv_pages_to_grow(const g4_engine *e, int64_t len, int64_t n) { return g4_kvmgr_pages_to_grow(e->kv, len, n); }
 void g4_engine_kv_stats(const g4_engine *e, g4_kv_stats *st) { g4_kvmgr_stats(e->kv, st); }
 const char *g4_engine_kv_dtype(const g4_engine *e) { return g4_dtype_name(e->kv_dtype); }
+const char *g4_engine_math(const g4_engine *e) { return g4_math_name(e->math); }
 void g4_engine_prefix_clear(g4_engine *e) { g4_kvmgr_cache_clear(e->kv); }
 int64_t g4_engine_prefix_peek(const g4_engine *e, const int32_t *tokens, int64_t n, int64_t *taken) {
     int64_t t;

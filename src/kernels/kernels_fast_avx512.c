@@ -1,0 +1,108 @@
+/* kernels_fast_avx512.c — the fast math mode's bf16 matmul on VDPBF16PS (kernels_fast.h gives
+ * the arithmetic; this file computes exactly it). The activations of a block of G4_FAST_TB tokens
+ * are rounded to bf16 once per call into the scratch (zero-padded to 32 columns); the weights
+ * are bf16 already, so a 64-byte load of a row is one operand: no unpacking. Tiles of 4 rows x 6
+ * tokens (24 accumulators, 4 + 6 loads per 24 instructions of 32 products each) for prefill;
+ * 8 rows x T for T <= 2 (decode: 8 row streams, prefetched 1 KiB ahead like the exact matvec).
+ * Every tile performs the same per-lane sequence, so the bits depend on K only. */
+#include <stdlib.h>
+
+#include "kernels/kernels_avx512.h"
+#include "kernels/kernels_fast.h"
+#include "kernels/kernels_internal.h"
+
+static inline int64_t kpad(int64_t K) { return (K + 31) / 32 * 32; }
+
+/* 16 floats to bf16 as g4_f32_to_bf16 (RNE, NaN kept quiet). */
+AI __m256i to_bf16(__m512 v) {
+    const __m512i u = _mm512_castps_si512(v);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                 _mm512_set1_epi32(0x7f800000));
+    __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
+                                                     _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))));
+    r = _mm512_srli_epi32(r, 16);
+    r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+    return _mm512_cvtepi32_epi16(r);
+}
+
+static void round_tokens(uint16_t *xb, int64_t kp, const float *x, int64_t ldx, int64_t K, int nt) {
+    for (int t = 0; t < nt; t++) {
+        const float *s = x + (int64_t)t * ldx;
+        uint16_t *d = xb + (int64_t)t * kp;
+        for (int64_t k = 0; k < kp; k += 16) {
+            int64_t n = K - k;
+            __m512 v = n >= 16 ? _mm512_loadu_ps(s + k) : n > 0 ? _mm512_maskz_loadu_ps(tailmask(n), s + k) : _mm512_setzero_ps();
+            _mm256_store_si256((__m256i *)(d + k), to_bf16(v));
+        }
+    }
+}
+
+/* NR rows x NT tokens over the whole K; w: row r's first byte, ldw: bytes between rows. */
+AI void tile(const int NR, const int NT, const int PF, const char *w, int64_t ldw, const uint16_t *xb, int64_t kp,
+             int64_t K, float *y, int64_t ldy) {
+    __m512 acc[8][6];
+    for (int i = 0; i < NR; i++)
+        for (int j = 0; j < NT; j++) acc[i][j] = _mm512_setzero_ps();
+    const int64_t kf = K / 32 * 32;
+    for (int64_t k = 0; k < kf; k += 32) {
+        __m512i wv[8];
+        for (int i = 0; i < NR; i++) {
+            wv[i] = _mm512_loadu_si512(w + i * ldw + k * 2);
+            if (PF) _mm_prefetch(w + i * ldw + k * 2 + 1024, _MM_HINT_NTA);
+        }
+        for (int j = 0; j < NT; j++) {
+            const __m512i xv = _mm512_load_si512(xb + j * kp + k);
+            for (int i = 0; i < NR; i++) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], (__m512bh)wv[i], (__m512bh)xv);
+        }
+    }
+    if (kf < K) {
+        const __mmask32 m = (__mmask32)((1ull << (K - kf)) - 1);
+        __m512i wv[8];
+        for (int i = 0; i < NR; i++) wv[i] = _mm512_maskz_loadu_epi16(m, w + i * ldw + kf * 2);
+        for (int j = 0; j < NT; j++) {
+            const __m512i xv = _mm512_load_si512(xb + j * kp + kf);
+            for (int i = 0; i < NR; i++) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], (__m512bh)wv[i], (__m512bh)xv);
+        }
+    }
+    for (int j = 0; j < NT; j++)
+        for (int i = 0; i < NR; i++) y[j * ldy + i] = hsum16(acc[i][j]);
+}
+
+typedef void (*tile_fn)(const char *, int64_t, const uint16_t *, int64_t, int64_t, float *, int64_t);
+#define TILE(nr, nt, pf)                                                                                    \
+    static void tile_##nr##_##nt(const char *w, int64_t ldw, const uint16_t *xb, int64_t kp, int64_t K, float *y, \
+                                 int64_t ldy) { tile(nr, nt, pf, w, ldw, xb, kp, K, y, ldy); }
+#define TILES(nr) TILE(nr, 1, 0) TILE(nr, 2, 0) TILE(nr, 3, 0) TILE(nr, 4, 0) TILE(nr, 5, 0) TILE(nr, 6, 0)
+TILES(1) TILES(2) TILES(3) TILES(4)
+TILE(8, 1, 1) TILE(8, 2, 1)
+#define ROW(nr) {tile_##nr##_1, tile_##nr##_2, tile_##nr##_3, tile_##nr##_4, tile_##nr##_5, tile_##nr##_6}
+static const tile_fn tiles[4][6] = {ROW(1), ROW(2), ROW(3), ROW(4)};
+
+void g4__fast_matmul_bf16_avx512(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy,
+                                 int64_t r0, int64_t r1, void *scratch) {
+    if (T <= 0 || r1 <= r0) return;
+    if (!__builtin_cpu_supports("avx512bf16")) {
+        g4__fast_matmul_bf16_ref(W, x, ldx, T, y, ldy, r0, r1, scratch);
+        return;
+    }
+    const int64_t K = W->cols, kp = kpad(K), ldw = W->ld_bytes;
+    void *own = scratch ? NULL : malloc(g4__fast_scratch_bytes(W, T));
+    uint16_t *xb = g4__align64(scratch ? scratch : own);
+    const char *base = (const char *)W->data;
+    for (int t0 = 0; t0 < T; t0 += G4_FAST_TB) {
+        const int nt = T - t0 < G4_FAST_TB ? T - t0 : G4_FAST_TB;
+        round_tokens(xb, kp, x + (int64_t)t0 * ldx, ldx, K, nt);
+        float *yb = y + (int64_t)t0 * ldy;
+        int64_t r = r0;
+        if (nt <= 2)
+            for (; r + 8 <= r1; r += 8) (nt == 1 ? tile_8_1 : tile_8_2)(base + r * ldw, ldw, xb, kp, K, yb + r, ldy);
+        for (; r < r1; r += 4) {
+            const int nr = r1 - r < 4 ? (int)(r1 - r) : 4;
+            for (int t = 0; t < nt; t += 6) {
+                const int n = nt - t < 6 ? nt - t : 6;
+                tiles[nr - 1][n - 1](base + r * ldw, ldw, xb + (int64_t)t * kp, kp, K, yb + (int64_t)t * ldy + r, ldy);
+            }
+        }
+    }
+    free(own);
+}
