@@ -116,6 +116,17 @@ int main(int argc, char **argv) {
     g4_mat Wq = {.data = wq, .dtype = G4_DT_Q8_0, .rows = R, .cols = K, .ld_bytes = (int64_t)g4_dtype_row_bytes(G4_DT_Q8_0, K)};
     g4_mat W4 = {.data = w4, .dtype = G4_DT_Q4_0, .rows = R, .cols = K, .ld_bytes = (int64_t)g4_dtype_row_bytes(G4_DT_Q4_0, K)};
     g4_mat W4l = {.data = w4l, .dtype = G4_DT_Q4_0, .rows = RL, .cols = KL, .ld_bytes = rbl};
+    /* the same matrix in the grouped layout (kernels.h) that the avx512 set reads */
+    char *w4g = malloc((size_t)(RL * rbl));
+    if (!w4g) {
+        fprintf(stderr, "bench_kernels: out of memory\n");
+        return 1;
+    }
+    memcpy(w4g, w4l, (size_t)(RL * rbl));
+    for (int64_t r = 0; r < RL; r++) g4_q4_0_group_row(w4g + r * rbl, KL / 32);
+    g4_mat W4g = W4l;
+    W4g.data = w4g;
+    W4g.layout = G4_Q4_GROUPED;
 
     for (int i = 0; i < n; i++) {
         const g4_kernels *k = g4_kernels_by_name(names[i]);
@@ -136,14 +147,15 @@ int main(int argc, char **argv) {
                    100 * gq / bw[th], 100 * gq / rd[th], t4 * 1e3, g4, 100 * g4 / bw[th], 100 * g4 / rd[th]);
         }
         /* q4_0 decode past the caches, T = 1..4 tokens (batched decode); GB/s of weights */
-        for (int th = 1; th <= 2 && strcmp(k->name, "scalar"); th++) { /* (scalar: too slow) */
-            printf("%-7s q4_0 %ldx%ld %d thr:", k->name, (long)RL, (long)KL, th);
-            for (int T = 1; T <= 4; T++) {
-                double t = time_mm(k, &W4l, x, T, y, th, 3);
-                double g = (double)(RL * rbl) / t * 1e-9;
-                printf(" T=%d %5.1f GB/s = %3.0f%% of read%s", T, g, 100 * g / rd[th], T < 4 ? " |" : "\n");
+        for (int th = 1; th <= 2 && strcmp(k->name, "scalar"); th++) /* (scalar: too slow) */
+            for (int grouped = 0; grouped <= (g4_q4_0_layout_for(k) == G4_Q4_GROUPED); grouped++) {
+                printf("%-7s q4_0%s %ldx%ld %d thr:", k->name, grouped ? " grouped" : "", (long)RL, (long)KL, th);
+                for (int T = 1; T <= 4; T++) {
+                    double t = time_mm(k, grouped ? &W4g : &W4l, x, T, y, th, 3);
+                    double g = (double)(RL * rbl) / t * 1e-9;
+                    printf(" T=%d %5.1f GB/s = %3.0f%% of read%s", T, g, 100 * g / rd[th], T < 4 ? " |" : "\n");
+                }
             }
-        }
         /* prefill: T = 512 tokens on a [4096][5376] slice (scalar: 256 rows, it is slow) */
         g4_mat Wp = {.data = wb, .dtype = G4_DT_BF16, .rows = strcmp(k->name, "scalar") ? 4096 : 256, .cols = 5376,
                      .ld_bytes = 5376 * 2};
@@ -167,6 +179,7 @@ int main(int argc, char **argv) {
     free(wq);
     free(w4);
     free(w4l);
+    free(w4g);
     free(x);
     free(y);
     free(tmp);

@@ -61,6 +61,9 @@ typedef struct {
     const void *scales;
     int scales_dtype;
     int64_t scales_ld;
+    /* q4_0 only: G4_Q4_GROUPED when every row's full groups of 16 blocks are in the grouped
+     * layout (g4_q4_0_group_row), which only the avx512 set reads; 0 = llama.cpp's blocks. */
+    int layout;
 } g4_mat;
 
 /* One contiguous run of cached keys and values, in absolute-position order:
@@ -154,6 +157,18 @@ extern const g4_kernels g4_kernels_scalar;
 /* The SIMD sets; only call them through g4_kernels_by_name/g4_kernels_get (cpuid-checked). */
 extern const g4_kernels g4_kernels_avx2;
 extern const g4_kernels g4_kernels_avx512;
+
+/* The grouped q4_0 layout (the avx512 decode loop's order; same bytes per row): a row of nb
+ * blocks is nb / 16 groups of 288 bytes, then its last nb % 16 blocks as llama.cpp's blocks.
+ * Group bytes [0, 32): the f16 scale of block blk(L) = 4 (L mod 4) + L / 4 of the group as word L;
+ * bytes 32 + 64 j + 4 L + i: level byte 4 j + i of block blk(L) (j, i in 0..3). Column slices of
+ * such a matrix are only valid at the offsets it was grouped from (each slice grouped as a row). */
+#define G4_Q4_GROUPED 1
+/* In place: one row (or row segment) of nb llama.cpp blocks to the grouped layout, and back. */
+void g4_q4_0_group_row(void *row, int64_t nb);
+void g4_q4_0_ungroup_row(void *row, int64_t nb);
+/* G4_Q4_GROUPED when the set k reads grouped q4_0 matrices (avx512), else 0. */
+int g4_q4_0_layout_for(const g4_kernels *k);
 
 /* Quantizes n floats (n a multiple of 32) to q8_0 blocks, as llama.cpp's quantize_row_q8_0_ref:
  * per block d = max|x|/127 (stored as f16), q = roundf(x / d). For shard/load-time conversion. */

@@ -134,3 +134,36 @@ void g4__q4_prepare_plain(const g4_mat *W, const float *x, int64_t ldx, int T, v
         g4__q4_block_sums(rec, W->cols);
     }
 }
+
+/* The grouped layout (kernels.h): blk(L) is the lane order of the avx512 loop. */
+static int grp_blk(int L) { return 4 * (L % 4) + L / 4; }
+
+void g4_q4_0_group_row(void *row, int64_t nb) {
+    uint8_t *p = row;
+    for (int64_t g = 0; g < nb / 16; g++, p += 16 * sizeof(g4_block_q4_0)) {
+        g4_block_q4_0 b[16];
+        memcpy(b, p, sizeof b);
+        for (int L = 0; L < 16; L++) {
+            const g4_block_q4_0 *s = &b[grp_blk(L)];
+            memcpy(p + 2 * L, &s->d, 2);
+            for (int j = 0; j < 4; j++) memcpy(p + 32 + 64 * j + 4 * L, s->qs + 4 * j, 4);
+        }
+    }
+}
+
+void g4_q4_0_ungroup_row(void *row, int64_t nb) {
+    uint8_t *p = row;
+    for (int64_t g = 0; g < nb / 16; g++, p += 16 * sizeof(g4_block_q4_0)) {
+        uint8_t q[16 * sizeof(g4_block_q4_0)];
+        g4_block_q4_0 b[16];
+        memcpy(q, p, sizeof q);
+        for (int L = 0; L < 16; L++) {
+            g4_block_q4_0 *s = &b[grp_blk(L)];
+            memcpy(&s->d, q + 2 * L, 2);
+            for (int j = 0; j < 4; j++) memcpy(s->qs + 4 * j, q + 32 + 64 * j + 4 * L, 4);
+        }
+        memcpy(p, b, sizeof b);
+    }
+}
+
+int g4_q4_0_layout_for(const g4_kernels *k) { return k == &g4_kernels_avx512 ? G4_Q4_GROUPED : 0; }

@@ -70,6 +70,21 @@ AI void q4_load_group(const g4_block_q4_0 *w, const int nbg, __m512i *V, __m512 
     *dw = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_mask_blend_epi16(0xCCCC, d01, d23)));
 }
 
+/* The same V and dw from a full group in the grouped layout (kernels.h): the scales are one
+ * 32-byte load, the level vectors already in lane order. */
+AI void q4_load_grouped(const g4_block_q4_0 *w, __m512i *V, __m512 *dw) {
+    const char *p = (const char *)w;
+    *dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) V[j] = _mm512_loadu_si512(p + 32 + 64 * j);
+}
+
+/* Full group g of a row in either layout. */
+AI void q4_load_full(const int grouped, const g4_block_q4_0 *w, __m512i *V, __m512 *dw) {
+    if (grouped) q4_load_grouped(w, V, dw);
+    else q4_load_group(w, 16, V, dw);
+}
+
 /* acc + sum over the 4 bytes of each dword of u (u8) * s (s8), exact: vpdpbusd, or without VNNI
  * maddubs and madd (u = true levels there: pairs of at most 2 * 15 * 127, no saturation). */
 AI __m512i dp(const int vnni, __m512i acc, __m512i u, __m512i s) {
@@ -131,11 +146,14 @@ AI __m512 q4_token(const int vnni, const __m512i *W, __m512 dw, const q4_rec *r,
 #ifndef G4_Q4_PREFETCH
 #define G4_Q4_PREFETCH 2304
 #endif
+#ifndef G4_Q4_PF_HINT
+#define G4_Q4_PF_HINT _MM_HINT_NTA
+#endif
 #ifndef Q4_ROW_T
 #define Q4_ROW_T 4
 #endif
-AI void q4_row_direct(const int vnni, const int NT, const g4_block_q4_0 *w, int64_t nb, const q4_rec *r,
-                      float *const *out) {
+AI void q4_row_direct(const int vnni, const int grouped, const int NT, const g4_block_q4_0 *w, int64_t nb,
+                      const q4_rec *r, float *const *out) {
     __m512 acc[Q4_ROW_T];
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
@@ -145,8 +163,8 @@ AI void q4_row_direct(const int vnni, const int NT, const g4_block_q4_0 *w, int6
     for (; g < nb / 16; g++) {
         const char *pf = (const char *)(w + 16 * g) + G4_Q4_PREFETCH;
 #pragma GCC unroll 5
-        for (int l = 0; l < 5; l++) _mm_prefetch(pf + 64 * l, _MM_HINT_NTA);
-        q4_load_group(w + 16 * g, 16, V, &dw);
+        for (int l = 0; l < 5; l++) _mm_prefetch(pf + 64 * l, G4_Q4_PF_HINT);
+        q4_load_full(grouped, w + 16 * g, V, &dw);
         q4_levels(vnni, V, W);
 #pragma GCC unroll 4
         for (int t = 0; t < NT; t++) acc[t] = q4_token(vnni, W, dw, r + t, g, acc[t]);
@@ -184,7 +202,8 @@ static void q4_pre_rows(const g4_mat *W, int64_t r, int mr, int64_t g0, int64_t 
     for (int i = 0; i < mr; i++) {
         const g4_block_q4_0 *w = (const void *)((const char *)W->data + (r + i) * W->ld_bytes);
         for (int64_t g = g0; g < g1; g++) {
-            q4_load_group(w + 16 * g, nb - 16 * g >= 16 ? 16 : (int)(nb - 16 * g), V, &dw);
+            if (nb - 16 * g >= 16) q4_load_full(W->layout == G4_Q4_GROUPED, w + 16 * g, V, &dw);
+            else q4_load_group(w + 16 * g, (int)(nb - 16 * g), V, &dw); /* a partial group: blocks */
             q4_levels(0, V, Wv);
             __m512i *o = (__m512i *)(pre + ((g - g0) * Q4_MR + i) * Q4_PRE_GROUP);
             for (int j = 0; j < 8; j++) _mm512_store_si512(o + j, Wv[j]);
@@ -327,7 +346,7 @@ void g4__q4_prepare_avx512(const g4_mat *W, const float *x, int64_t ldx, int T, 
     }
 }
 
-AI void q4_prepared_dt(const int vnni, const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0,
+AI void q4_prepared_dt(const int vnni, const int grouped, const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0,
                        int64_t r1, void *scratch) {
     const int64_t K = W->cols, nb = K / G4_Q4_BLOCK, stride = g4__q4_act_stride(K);
     q4_rec rec[Q4_ROW_T > 4 ? Q4_ROW_T : 4];
@@ -338,10 +357,10 @@ AI void q4_prepared_dt(const int vnni, const g4_mat *W, const void *act, int T, 
             const g4_block_q4_0 *row = (const void *)((const char *)W->data + r * W->ld_bytes);
             for (int t = 0; t < T; t++) out[t] = y + t * ldy + r;
             switch (T) {
-            case 4: q4_row_direct(vnni, 4, row, nb, rec, out); break;
-            case 3: q4_row_direct(vnni, 3, row, nb, rec, out); break;
-            case 2: q4_row_direct(vnni, 2, row, nb, rec, out); break;
-            default: q4_row_direct(vnni, 1, row, nb, rec, out); break;
+            case 4: q4_row_direct(vnni, grouped, 4, row, nb, rec, out); break;
+            case 3: q4_row_direct(vnni, grouped, 3, row, nb, rec, out); break;
+            case 2: q4_row_direct(vnni, grouped, 2, row, nb, rec, out); break;
+            default: q4_row_direct(vnni, grouped, 1, row, nb, rec, out); break;
             }
         }
         return;
@@ -352,8 +371,11 @@ AI void q4_prepared_dt(const int vnni, const g4_mat *W, const void *act, int T, 
 void g4__q4_matmul_prepared_avx512(const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0,
                                    int64_t r1, void *scratch) {
     if (r1 <= r0 || T <= 0) return;
-    if (g4__avx512_vnni) q4_prepared_dt(1, W, act, T, y, ldy, r0, r1, scratch);
-    else q4_prepared_dt(0, W, act, T, y, ldy, r0, r1, scratch);
+    const int grouped = W->layout == G4_Q4_GROUPED;
+    if (g4__avx512_vnni && grouped) q4_prepared_dt(1, 1, W, act, T, y, ldy, r0, r1, scratch);
+    else if (g4__avx512_vnni) q4_prepared_dt(1, 0, W, act, T, y, ldy, r0, r1, scratch);
+    else if (grouped) q4_prepared_dt(0, 1, W, act, T, y, ldy, r0, r1, scratch);
+    else q4_prepared_dt(0, 0, W, act, T, y, ldy, r0, r1, scratch);
 }
 
 void g4__q4_matmul_avx512(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy, int64_t r0,

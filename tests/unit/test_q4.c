@@ -331,6 +331,90 @@ static void test_q4_prefill_blocking(void **state) {
             }
 }
 
+/* The grouped layout (kernels.h, G4_Q4_GROUPED): g4_q4_0_group_row puts every byte where the
+ * layout says (scales of blk(L) as word L, level bytes 4j..4j+3 of blk(L) at 32 + 64 j + 4 L), leaves
+ * a row's partial last group as blocks, and g4_q4_0_ungroup_row gives the row back; the avx512
+ * matmul on the grouped matrix gives the bits of the plain one for every T (decode and the
+ * prefill path), row range, VNNI on and off, and on column slices grouped as their own rows. */
+static void test_q4_grouped(void **state) {
+    (void)state;
+    assert_int_equal(g4_q4_0_layout_for(&g4_kernels_scalar), 0);
+    const g4_kernels *k = g4_kernels_by_name("avx512");
+    if (k) assert_int_equal(g4_q4_0_layout_for(k), G4_Q4_GROUPED);
+    const int64_t Ks[] = {32, 512, 544, 1056, 5376, 13312}, R = 7;
+    for (int ki = 0; ki < 6; ki++) {
+        const int64_t K = Ks[ki], nb = K / 32, rb = nb * 18;
+        const int T = 9;
+        uint8_t *w = malloc((size_t)(R * rb)), *wg = malloc((size_t)(R * rb));
+        float *x = malloc((size_t)(T * K) * 4), *y = malloc((size_t)(T * R) * 4), *yg = malloc((size_t)(T * R) * 4);
+        for (int64_t i = 0; i < T * K; i++) x[i] = frand();
+        for (int64_t r = 0; r < R; r++) g4_quantize_row_q4_0(x + (r % T) * K, (g4_block_q4_0 *)(w + r * rb), K);
+        memcpy(wg, w, (size_t)(R * rb));
+        for (int64_t r = 0; r < R; r++) g4_q4_0_group_row(wg + r * rb, nb);
+        for (int64_t r = 0; r < R; r++) {
+            const g4_block_q4_0 *b = (const g4_block_q4_0 *)(w + r * rb);
+            const uint8_t *o = wg + r * rb;
+            for (int64_t g = 0; g < nb / 16; g++)
+                for (int L = 0; L < 16; L++) {
+                    const g4_block_q4_0 *s = &b[16 * g + 4 * (L % 4) + L / 4];
+                    assert_memory_equal(o + 288 * g + 2 * L, &s->d, 2);
+                    for (int j = 0; j < 16; j++) assert_int_equal(o[288 * g + 32 + 64 * (j / 4) + 4 * L + j % 4], s->qs[j]);
+                }
+            assert_memory_equal(o + 288 * (nb / 16), w + r * rb + 288 * (nb / 16), (size_t)(18 * (nb % 16) + 0));
+        }
+        if (k) {
+            g4_mat W = {.data = w, .dtype = G4_DT_Q4_0, .rows = R, .cols = K, .ld_bytes = rb}, Wg = W;
+            Wg.data = wg;
+            Wg.layout = G4_Q4_GROUPED;
+            const int saved = g4__avx512_vnni;
+            for (int vnni = 0; vnni <= saved; vnni++) {
+                g4__avx512_vnni = vnni;
+                for (int t = 1; t <= T; t += (t < 5 ? 1 : 4)) {
+                    memset(yg, 0, (size_t)(T * R) * 4);
+                    k->matmul(&W, x, K, t, y, R, 0, R, NULL);
+                    k->matmul(&Wg, x, K, t, yg, R, 1, R, NULL);
+                    k->matmul(&Wg, x, K, t, yg, R, 0, 1, NULL);
+                    for (int i = 0; i < t; i++)
+                        if (memcmp(y + i * R, yg + i * R, (size_t)R * 4))
+                            fail_msg("grouped K=%ld T=%d vnni=%d token %d: bits differ from the blocks", (long)K, t, vnni, i);
+                }
+            }
+            g4__avx512_vnni = saved;
+            if (nb >= 2) { /* two column slices [0, c) and [c, K), each grouped as a row */
+                const int64_t c = (nb / 2) * 32, cb = c / 32 * 18;
+                memcpy(wg, w, (size_t)(R * rb));
+                for (int64_t r = 0; r < R; r++) {
+                    g4_q4_0_group_row(wg + r * rb, c / 32);
+                    g4_q4_0_group_row(wg + r * rb + cb, nb - c / 32);
+                }
+                for (int h = 0; h < 2; h++) {
+                    const int64_t off = h ? cb : 0, cols = h ? K - c : c;
+                    g4_mat S = {.data = w + off, .dtype = G4_DT_Q4_0, .rows = R, .cols = cols, .ld_bytes = rb}, Sg = S;
+                    Sg.data = wg + off;
+                    Sg.layout = G4_Q4_GROUPED;
+                    k->matmul(&S, x + (h ? c : 0), K, 3, y, R, 0, R, NULL);
+                    k->matmul(&Sg, x + (h ? c : 0), K, 3, yg, R, 0, R, NULL);
+                    if (memcmp(y, yg, (size_t)(3 * R) * 4)) fail_msg("grouped slice %d of K=%ld: bits differ", h, (long)K);
+                }
+                for (int64_t r = 0; r < R; r++) {
+                    g4_q4_0_ungroup_row(wg + r * rb, c / 32);
+                    g4_q4_0_ungroup_row(wg + r * rb + cb, nb - c / 32);
+                }
+                assert_memory_equal(wg, w, (size_t)(R * rb));
+            }
+        }
+        for (int64_t r = 0; r < R; r++) {
+            g4_q4_0_group_row(w + r * rb, nb);
+            g4_q4_0_ungroup_row(w + r * rb, nb);
+        }
+        free(w);
+        free(wg);
+        free(x);
+        free(y);
+        free(yg);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_q4_layout),
@@ -340,6 +424,7 @@ int main(void) {
         cmocka_unit_test(test_q4_dequantize),
         cmocka_unit_test(test_q4_matmul_vs_double),
         cmocka_unit_test(test_q4_prefill_blocking),
+        cmocka_unit_test(test_q4_grouped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
