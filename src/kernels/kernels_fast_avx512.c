@@ -37,35 +37,30 @@ static void round_tokens(uint16_t *xb, int64_t kp, const float *x, int64_t ldx, 
     }
 }
 
-/* NR rows x NT tokens over the whole K; w: row r's first byte, ldw: bytes between rows. */
+/* NR rows x NT tokens over the whole K; w: row r's first byte, ldw: bytes between rows. The
+ * loops are unrolled by the pragmas so that the accumulators live in registers. */
+#define UNROLL _Pragma("GCC unroll 8")
 AI void tile(const int NR, const int NT, const int PF, const char *w, int64_t ldw, const uint16_t *xb, int64_t kp,
              int64_t K, float *y, int64_t ldy) {
     __m512 acc[8][6];
-    for (int i = 0; i < NR; i++)
-        for (int j = 0; j < NT; j++) acc[i][j] = _mm512_setzero_ps();
+    UNROLL for (int i = 0; i < NR; i++)
+        UNROLL for (int j = 0; j < NT; j++) acc[i][j] = _mm512_setzero_ps();
     const int64_t kf = K / 32 * 32;
-    for (int64_t k = 0; k < kf; k += 32) {
+    for (int64_t k = 0; k <= kf; k += 32) {
+        if (k == kf && kf == K) break;
+        const __mmask32 m = k < kf ? ~(__mmask32)0 : (__mmask32)((1ull << (K - kf)) - 1);
         __m512i wv[8];
-        for (int i = 0; i < NR; i++) {
-            wv[i] = _mm512_loadu_si512(w + i * ldw + k * 2);
+        UNROLL for (int i = 0; i < NR; i++) {
+            wv[i] = k < kf ? _mm512_loadu_si512(w + i * ldw + k * 2) : _mm512_maskz_loadu_epi16(m, w + i * ldw + k * 2);
             if (PF) _mm_prefetch(w + i * ldw + k * 2 + 1024, _MM_HINT_NTA);
         }
-        for (int j = 0; j < NT; j++) {
+        UNROLL for (int j = 0; j < NT; j++) {
             const __m512i xv = _mm512_load_si512(xb + j * kp + k);
-            for (int i = 0; i < NR; i++) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], (__m512bh)wv[i], (__m512bh)xv);
+            UNROLL for (int i = 0; i < NR; i++) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], (__m512bh)wv[i], (__m512bh)xv);
         }
     }
-    if (kf < K) {
-        const __mmask32 m = (__mmask32)((1ull << (K - kf)) - 1);
-        __m512i wv[8];
-        for (int i = 0; i < NR; i++) wv[i] = _mm512_maskz_loadu_epi16(m, w + i * ldw + kf * 2);
-        for (int j = 0; j < NT; j++) {
-            const __m512i xv = _mm512_load_si512(xb + j * kp + kf);
-            for (int i = 0; i < NR; i++) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], (__m512bh)wv[i], (__m512bh)xv);
-        }
-    }
-    for (int j = 0; j < NT; j++)
-        for (int i = 0; i < NR; i++) y[j * ldy + i] = hsum16(acc[i][j]);
+    UNROLL for (int j = 0; j < NT; j++)
+        UNROLL for (int i = 0; i < NR; i++) y[j * ldy + i] = hsum16(acc[i][j]);
 }
 
 typedef void (*tile_fn)(const char *, int64_t, const uint16_t *, int64_t, int64_t, float *, int64_t);
