@@ -210,6 +210,11 @@ static int rank_init(g4_engine *e, rank_state *rs, int rank, g4_comm *comm, g4_d
     int rc = g4_tp_plan_make(e->cfg, g4_model_source_wdtype(&e->src, dtype), e->tp, rank, &rs->plan, err);
     if (rc) return rc;
     if ((rc = g4_model_source_bind(&e->src, &rs->plan, dtype, e->o.load_copy, &rs->w, err))) return rc;
+    /* q4_0 in the layout the set reads fastest (same bits); G4_Q4_LAYOUT=blocks keeps the map */
+    const char *q4l = getenv("G4_Q4_LAYOUT");
+    if (g4_q4_0_layout_for(e->K) == G4_Q4_GROUPED && !(q4l && !strcmp(q4l, "blocks")) &&
+        (rc = g4_weights_group_q4(&rs->w, e->cfg, &rs->plan, err)))
+        return rc;
     int cpus[64], ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
     const char *fr = getenv("G4_TEST_FAIL_RANK");
     if (fr && atoi(fr) == rank && strchr(fr, ':')) rs->fail_at = atoi(strchr(fr, ':') + 1);

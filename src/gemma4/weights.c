@@ -184,3 +184,43 @@ void g4_weights_free(g4_rank_weights *w) {
     free(w->layers);
     memset(w, 0, sizeof *w);
 }
+
+static int owned_big(const g4_rank_weights *w, const void *p) {
+    for (int i = 0; i < w->n_big; i++)
+        if (w->big[i] == p) return 1;
+    return 0;
+}
+
+/* m in place (copied first unless owned here), each row as rows of seg columns. */
+static int group_q4(g4_rank_weights *w, g4_mat *m, int64_t seg, g4_err *err) {
+    if (!m->data || m->dtype != G4_DT_Q4_0 || m->layout == G4_Q4_GROUPED) return G4_OK;
+    if (seg <= 0 || seg % G4_Q4_BLOCK || m->cols % seg) return G4_OK; /* slices the layout cannot follow: stay blocks */
+    const size_t rb = g4_dtype_row_bytes(G4_DT_Q4_0, m->cols);
+    uint8_t *d = (uint8_t *)m->data;
+    if (!owned_big(w, m->data)) {
+        if (!(d = g4_big_alloc(rb * (size_t)m->rows)))
+            return g4_err_set(err, G4_ENOMEM, "out of memory for a %lldx%lld matrix", (long long)m->rows, (long long)m->cols);
+        for (int64_t r = 0; r < m->rows; r++) memcpy(d + (size_t)r * rb, (const uint8_t *)m->data + r * m->ld_bytes, rb);
+        int rc = own_big(w, d, err);
+        if (rc) { g4_big_free(d); return rc; }
+        m->data = d;
+        m->ld_bytes = (int64_t)rb;
+    }
+    const size_t sb = g4_dtype_row_bytes(G4_DT_Q4_0, seg);
+    for (int64_t r = 0; r < m->rows; r++)
+        for (int64_t c = 0; c < m->cols; c += seg) g4_q4_0_group_row(d + r * m->ld_bytes + (size_t)(c / seg) * sb, seg / G4_Q4_BLOCK);
+    m->layout = G4_Q4_GROUPED;
+    return G4_OK;
+}
+
+int g4_weights_group_q4(g4_rank_weights *w, const g4_config *cfg, const g4_tp_plan *plan, g4_err *err) {
+    int rc = G4_OK;
+    for (int l = 0; l < cfg->n_layers && rc == G4_OK; l++) {
+        g4_layer_weights *L = &w->layers[l];
+        g4_mat *rows[] = {&L->q, &L->k, &L->v, &L->gate, &L->up};
+        for (int i = 0; i < 5 && rc == G4_OK; i++) rc = group_q4(w, rows[i], rows[i]->cols, err);
+        if (rc == G4_OK) rc = group_q4(w, &L->o, g4_tp_attn_slice_cols(cfg, l), err);
+        if (rc == G4_OK) rc = group_q4(w, &L->down, plan->mlp_slice_cols, err);
+    }
+    return rc;
+}

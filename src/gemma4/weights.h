@@ -46,6 +46,12 @@ typedef int (*g4_tensor_getter)(void *src, const g4_tensor_spec *spec, int idx, 
 int g4_weights_bind(const g4_config *cfg, const g4_tp_plan *plan, const g4_tensor_spec *specs, int n_specs,
                     g4_tensor_getter get, void *src, g4_dtype_req convert, int copy, g4_rank_weights *w, g4_err *err);
 void g4_weights_free(g4_rank_weights *w);
+/* Regroups every q4_0 layer matrix to the grouped layout (kernels.h, G4_Q4_GROUPED) that the
+ * avx512 set reads faster with the same bits: by rows, or for o and down by the forward pass's
+ * row-parallel slices (each slice grouped as its own row). A matrix read through the file map is
+ * copied into owned memory first. The embedding (lookup rows, tied head) stays as blocks. Only
+ * call it when the rank's kernel set reads the layout (g4_q4_0_layout_for). */
+int g4_weights_group_q4(g4_rank_weights *w, const g4_config *cfg, const g4_tp_plan *plan, g4_err *err);
 
 /* Converts a view (any kernel dtype, or packed int4) into a new dense matrix of dtype dt
  * (rows × row_bytes(cols)); q8_0 and q4_0 need cols % 32 == 0. Used by the loader and the shard
