@@ -37,15 +37,18 @@ static const char *wide_model(void) {
     }
     assert_int_equal(json_dump_file(c, cfgp, JSON_INDENT(1)), 0);
     json_decref(c);
-    g4_synth_opts o = {.like = cfgp, .seed = 5, .out_dir = dir, .format = G4_SYNTH_BF16};
     g4_err err;
-    if (g4_synth_write(&o, &err)) fail_msg("synth: %s", err.msg);
+    const int rc = g4_synth_write(&(g4_synth_opts){.like = cfgp, .seed = 5, .out_dir = dir, .format = G4_SYNTH_BF16}, &err);
+    if (rc) fail_msg("synth: %s", err.msg);
     return dir;
 }
 
-static void run(g4_engine_opts o, tu_run *r) {
+/* Greedy generation of 4 tokens on the avx512 set (tu_generate), failing with its message. */
+static void gen4(g4_engine_opts o, tu_run *r) {
     g4_err err;
-    if (tu_generate(&o, prompt, NP, 4, r, &err)) fail_msg("%s: %s", o.model_dir, err.msg);
+    o.dtype = "q4_0";
+    o.isa = "avx512";
+    if (tu_generate(&o, prompt, NP, 4, r, &err)) fail_msg("%s (TP %d): %s", o.model_dir, o.tp, err.msg);
 }
 
 static void test_grouped_equals_blocks(void **state) {
@@ -55,13 +58,13 @@ static void test_grouped_equals_blocks(void **state) {
     const struct { int tp, threads, max_batch, copy; } cfgs[] = {{1, 1, 0, 0}, {2, 1, 0, 0}, {2, 2, 3, 1}, {1, 2, 1, 1}};
     tu_run base;
     setenv("G4_Q4_LAYOUT", "blocks", 1);
-    run((g4_engine_opts){.tp = 1, .threads = 1, .model_dir = m, .dtype = "q4_0", .isa = "avx512"}, &base);
+    gen4((g4_engine_opts){.tp = 1, .threads = 1, .model_dir = m}, &base);
     unsetenv("G4_Q4_LAYOUT");
     for (size_t c = 0; c < sizeof cfgs / sizeof *cfgs; c++) {
         tu_run r;
-        run((g4_engine_opts){.tp = cfgs[c].tp, .threads = cfgs[c].threads, .max_batch = cfgs[c].max_batch,
-                             .load_copy = cfgs[c].copy, .model_dir = m, .dtype = "q4_0", .isa = "avx512"},
-            &r);
+        gen4((g4_engine_opts){.tp = cfgs[c].tp, .threads = cfgs[c].threads, .max_batch = cfgs[c].max_batch,
+                              .load_copy = cfgs[c].copy, .model_dir = m},
+             &r);
         if (r.vocab != base.vocab || memcmp(r.logits, base.logits, sizeof(float) * (size_t)r.vocab * 4))
             fail_msg("grouped TP %d x %d threads, max batch %d, copy %d: logits differ from the blocks", cfgs[c].tp,
                      cfgs[c].threads, cfgs[c].max_batch, cfgs[c].copy);
