@@ -13,6 +13,7 @@
  * Which thread computes a row never changes its arithmetic: work is never split over a dot
  * product's K. */
 #include "gemma4/forward.h"
+#include "kernels/kernels_fast.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -29,6 +30,7 @@ struct g4_rank_model {
     const g4_tp_plan *plan;
     const g4_rank_weights *w;
     const g4_kernels *K;
+    int fast;               /* K is a fast-math table (kernels_fast.h): bf16 activations prepared too */
     g4_pool *pool;
     g4_comm *comm;
     g4_rank_model_opts o;
@@ -113,9 +115,12 @@ static int64_t chunk_rows(const g4_rank_model *m, const g4_mat *W) {
     return c < 32 ? 32 : c;
 }
 
-/* Block-quantized matrices (q8_0, q4_0) multiply int8-quantized activations, which can be
- * prepared once per phase (kernels.h matmul_prepare). */
-static int prepared_dt(int dt) { return dt == G4_DT_Q8_0 || dt == G4_DT_Q4_0; }
+/* Block-quantized matrices (q8_0, q4_0) multiply int8-quantized activations, and in fast math
+ * bf16 matrices bf16-rounded ones (kernels_fast.h), which can be prepared once per phase
+ * (kernels.h matmul_prepare). */
+static int prepared_dt(const g4_rank_model *m, int dt) {
+    return dt == G4_DT_Q8_0 || dt == G4_DT_Q4_0 || (dt == G4_DT_BF16 && m->fast);
+}
 
 /* Bytes of one prepared copy of T tokens' activations for dt matrices of width cols, rounded
  * to whole cache lines (so copies can sit side by side). */
@@ -130,7 +135,7 @@ static size_t act_bytes(const g4_rank_model *m, int dt, int64_t cols, int T) {
  * Quantizing in every call cost as much as streaming a 64-row chunk at T = 1 and 0.9 ms per
  * call at T = 512 (5376 columns). */
 static const char *prepare(g4_rank_model *m, int ith, const g4_mat *W, const float *x, int64_t ldx, size_t off) {
-    if (!prepared_dt(W->dtype) || !W->data) return NULL;
+    if (!prepared_dt(m, W->dtype) || !W->data) return NULL;
     char *a = (char *)m->act[ith] + off;
     m->K->matmul_prepare(W, x, ldx, m->b->n, a);
     return a;
@@ -214,7 +219,7 @@ static void ph_qkv(g4_rank_model *m, int ith, int nth) {
     const char *act[3] = {NULL, NULL, NULL}, *xq = NULL;
     int xq_dt = -1;
     for (int j = 0; j < 3; j++)
-        if (prepared_dt(W[j]->dtype) && W[j]->data && (xq_dt < 0 || xq_dt == W[j]->dtype)) {
+        if (prepared_dt(m, W[j]->dtype) && W[j]->data && (xq_dt < 0 || xq_dt == W[j]->dtype)) {
             act[j] = xq ? xq : (xq = prepare(m, ith, W[j], m->xn, m->H, 0));
             xq_dt = W[j]->dtype;
         }
@@ -354,7 +359,7 @@ static void ph_rowpar(g4_rank_model *m, int ith, int nth) {
      * the phase streamed at ~60 % of the head's speed). */
     const int64_t step = m->b->n == 1 ? 8 : per;
     const char *act = NULL;
-    const size_t act_stride = prepared_dt(slice.dtype) ? act_bytes(m, slice.dtype, slice.cols, m->b->n) : 0;
+    const size_t act_stride = prepared_dt(m, slice.dtype) ? act_bytes(m, slice.dtype, slice.cols, m->b->n) : 0;
     for (int i = 0; i < m->rp_nslices && act_stride; i++) {
         g4_mat Ws = rp_slice(m, i);
         const char *a = prepare(m, ith, &Ws, m->rp_x + (int64_t)i * m->rp_slice_cols, m->rp_ldx, (size_t)i * act_stride);
@@ -400,7 +405,7 @@ static void ph_gate_up(g4_rank_model *m, int ith, int nth) {
     const int T = m->b->n;
     const int64_t per = chunk_rows(m, &L->gate);
     const char *ag = prepare(m, ith, &L->gate, m->xn, m->H, 0); /* gate and up: same width, one copy */
-    const char *au = !prepared_dt(L->up.dtype) ? NULL : !ag ? prepare(m, ith, &L->up, m->xn, m->H, 0) : L->up.dtype == L->gate.dtype ? ag : NULL;
+    const char *au = !prepared_dt(m, L->up.dtype) ? NULL : !ag ? prepare(m, ith, &L->up, m->xn, m->H, 0) : L->up.dtype == L->gate.dtype ? ag : NULL;
     int64_t r0, r1;
     const long n = (long)((L->gate.rows + per - 1) / per);
     for (long i = grab(m, ith, n); i >= 0 && chunk_range(L->gate.rows, per, i, &r0, &r1); i = grab(m, ith, n)) {
@@ -542,12 +547,12 @@ static size_t max_act(const g4_rank_model *m) {
         const g4_layer_weights *L = &m->w->layers[l];
         const g4_mat *col[] = {&L->q, &L->k, &L->v, &L->gate, &L->up};
         for (int i = 0; i < 5; i++)
-            if (prepared_dt(col[i]->dtype) && act_bytes(m, col[i]->dtype, m->H, T) > s) s = act_bytes(m, col[i]->dtype, m->H, T);
+            if (prepared_dt(m, col[i]->dtype) && act_bytes(m, col[i]->dtype, m->H, T) > s) s = act_bytes(m, col[i]->dtype, m->H, T);
         const int64_t cols[2] = {g4_tp_attn_slice_cols(m->cfg, l), m->plan->mlp_slice_cols};
         const int ns[2] = {m->plan->p_attn / m->plan->tp, m->plan->p_mlp / m->plan->tp};
         const int dt[2] = {L->o.dtype, L->down.dtype};
         for (int i = 0; i < 2; i++) {
-            size_t x = prepared_dt(dt[i]) ? (size_t)ns[i] * act_bytes(m, dt[i], cols[i], T) : 0;
+            size_t x = prepared_dt(m, dt[i]) ? (size_t)ns[i] * act_bytes(m, dt[i], cols[i], T) : 0;
             if (x > s) s = x;
         }
     }
@@ -562,6 +567,7 @@ int g4_rank_model_create(const g4_config *cfg, const g4_tp_plan *plan, const g4_
     m->plan = plan;
     m->w = w;
     m->K = K;
+    m->fast = g4_kernels_math_of(K) == G4_MATH_FAST;
     m->pool = pool;
     m->comm = comm;
     m->o = *opts;

@@ -54,54 +54,80 @@ static float fast_dot(const uint16_t *w, int64_t K, const uint16_t *xb, int64_t 
     return (b[0] + b[2]) + (b[1] + b[3]);
 }
 
+size_t g4__fast_act_bytes(const g4_mat *W, int T) { return (size_t)(T > 0 ? T : 0) * (size_t)kpad(W->cols) * 2; }
+
+void g4__fast_prepare_ref(const g4_mat *W, const float *x, int64_t ldx, int T, void *act) {
+    const int64_t K = W->cols, kp = kpad(K);
+    for (int t = 0; t < T; t++) {
+        uint16_t *d = (uint16_t *)act + (int64_t)t * kp;
+        const float *s = x + (int64_t)t * ldx;
+        for (int64_t k = 0; k < kp; k++) d[k] = k < K ? g4_f32_to_bf16(s[k]) : 0;
+    }
+}
+
+void g4__fast_prepared_ref(const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0, int64_t r1,
+                           void *scratch) {
+    (void)scratch;
+    const int64_t K = W->cols, kp = kpad(K);
+    for (int64_t r = r0; r < r1; r++) {
+        const uint16_t *w = (const uint16_t *)((const char *)W->data + r * W->ld_bytes);
+        for (int t = 0; t < T; t++) y[(int64_t)t * ldy + r] = fast_dot(w, K, (const uint16_t *)act + (int64_t)t * kp, kp);
+    }
+}
+
 void g4__fast_matmul_bf16_ref(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy,
                               int64_t r0, int64_t r1, void *scratch) {
     if (T <= 0 || r1 <= r0) return;
-    const int64_t K = W->cols, kp = kpad(K);
     void *own = scratch ? NULL : malloc(g4__fast_scratch_bytes(W, T));
     uint16_t *xb = g4__align64(scratch ? scratch : own);
     for (int t0 = 0; t0 < T; t0 += G4_FAST_TB) {
         int nt = T - t0 < G4_FAST_TB ? T - t0 : G4_FAST_TB;
-        for (int t = 0; t < nt; t++) {
-            uint16_t *d = xb + (int64_t)t * kp;
-            const float *s = x + (int64_t)(t0 + t) * ldx;
-            for (int64_t k = 0; k < kp; k++) d[k] = k < K ? g4_f32_to_bf16(s[k]) : 0;
-        }
-        for (int64_t r = r0; r < r1; r++) {
-            const uint16_t *w = (const uint16_t *)((const char *)W->data + r * W->ld_bytes);
-            for (int t = 0; t < nt; t++) y[(int64_t)(t0 + t) * ldy + r] = fast_dot(w, K, xb + (int64_t)t * kp, kp);
-        }
+        g4__fast_prepare_ref(W, x + (int64_t)t0 * ldx, ldx, nt, xb);
+        g4__fast_prepared_ref(W, xb, nt, y + (int64_t)t0 * ldy, ldy, r0, r1, NULL);
     }
     free(own);
 }
 
 /* The fast tables: copies of the sets with the bf16 matmul replaced. */
-#define FAST_WRAPPERS(set, fastfn)                                                                       \
+#define FAST_WRAPPERS(set, mm, prep, prepd)                                                              \
     static void matmul_##set(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy, \
                              int64_t r0, int64_t r1, void *scratch) {                                    \
-        if (W->dtype == G4_DT_BF16) fastfn(W, x, ldx, T, y, ldy, r0, r1, scratch);                       \
+        if (W->dtype == G4_DT_BF16) mm(W, x, ldx, T, y, ldy, r0, r1, scratch);                           \
         else g4_kernels_##set.matmul(W, x, ldx, T, y, ldy, r0, r1, scratch);                             \
     }                                                                                                    \
     static size_t scratch_##set(const g4_mat *W, int T) {                                                \
         return W->dtype == G4_DT_BF16 ? g4__fast_scratch_bytes(W, T) : g4_kernels_##set.matmul_scratch_bytes(W, T); \
+    }                                                                                                    \
+    static size_t act_bytes_##set(const g4_mat *W, int T) {                                              \
+        return W->dtype == G4_DT_BF16 ? g4__fast_act_bytes(W, T) : g4_kernels_##set.matmul_act_bytes(W, T); \
+    }                                                                                                    \
+    static void prepare_##set(const g4_mat *W, const float *x, int64_t ldx, int T, void *act) {          \
+        if (W->dtype == G4_DT_BF16) prep(W, x, ldx, T, act);                                             \
+        else g4_kernels_##set.matmul_prepare(W, x, ldx, T, act);                                         \
+    }                                                                                                    \
+    static void prepared_##set(const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0, \
+                               int64_t r1, void *scratch) {                                              \
+        if (W->dtype == G4_DT_BF16) prepd(W, act, T, y, ldy, r0, r1, scratch);                           \
+        else g4_kernels_##set.matmul_prepared(W, act, T, y, ldy, r0, r1, scratch);                       \
     }
-FAST_WRAPPERS(scalar, g4__fast_matmul_bf16_ref)
-FAST_WRAPPERS(avx2, g4__fast_matmul_bf16_ref)
-FAST_WRAPPERS(avx512, g4__fast_matmul_bf16_avx512)
+FAST_WRAPPERS(scalar, g4__fast_matmul_bf16_ref, g4__fast_prepare_ref, g4__fast_prepared_ref)
+FAST_WRAPPERS(avx2, g4__fast_matmul_bf16_ref, g4__fast_prepare_ref, g4__fast_prepared_ref)
+FAST_WRAPPERS(avx512, g4__fast_matmul_bf16_avx512, g4__fast_prepare_avx512, g4__fast_prepared_avx512)
 
 static g4_kernels fast_tables[3];
 static pthread_once_t fast_once = PTHREAD_ONCE_INIT;
 
+#define FAST_TABLE(i, set)                                    \
+    fast_tables[i] = g4_kernels_##set;                        \
+    fast_tables[i].matmul = matmul_##set;                     \
+    fast_tables[i].matmul_scratch_bytes = scratch_##set;      \
+    fast_tables[i].matmul_act_bytes = act_bytes_##set;        \
+    fast_tables[i].matmul_prepare = prepare_##set;            \
+    fast_tables[i].matmul_prepared = prepared_##set;
 static void fast_init(void) {
-    fast_tables[0] = g4_kernels_scalar;
-    fast_tables[0].matmul = matmul_scalar;
-    fast_tables[0].matmul_scratch_bytes = scratch_scalar;
-    fast_tables[1] = g4_kernels_avx2;
-    fast_tables[1].matmul = matmul_avx2;
-    fast_tables[1].matmul_scratch_bytes = scratch_avx2;
-    fast_tables[2] = g4_kernels_avx512;
-    fast_tables[2].matmul = matmul_avx512;
-    fast_tables[2].matmul_scratch_bytes = scratch_avx512;
+    FAST_TABLE(0, scalar)
+    FAST_TABLE(1, avx2)
+    FAST_TABLE(2, avx512)
 }
 
 const g4_kernels *g4_kernels_math(const g4_kernels *base, int math) {

@@ -14,6 +14,9 @@
  *
  * avx512 computes it with `vdpbf16ps` (AVX512_BF16; the scalar emulation where the CPU lacks
  * it), scalar and avx2 with the emulation below (slow: a reference, not a fast path).
+ * matmul_act_bytes / matmul_prepare / matmul_prepared take bf16 matrices too in a fast table:
+ * the prepared copy is the T rounded rows, each zero-padded to a multiple of 32 (the same bytes in
+ * every set), so a phase rounds its activations once for all its row chunks.
  * Fast mode keeps every invariance of the exact mode (TP degree, threads, batch, prefill ≡
  * decode) because the order above depends on K only. Accuracy: docs/math.md. */
 #ifndef G4_KERNELS_FAST_H
@@ -38,10 +41,18 @@ float g4_bf16dp_step(float acc, uint16_t w, uint16_t x);
 void g4__fast_matmul_bf16_ref(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy,
                               int64_t r0, int64_t r1, void *scratch);
 size_t g4__fast_scratch_bytes(const g4_mat *W, int T);
+/* The prepared copy (T rows of (cols + 31) / 32 * 32 bf16): bytes, rounding, and the matmul on it. */
+size_t g4__fast_act_bytes(const g4_mat *W, int T);
+void g4__fast_prepare_ref(const g4_mat *W, const float *x, int64_t ldx, int T, void *act);
+void g4__fast_prepared_ref(const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0, int64_t r1,
+                           void *scratch);
 
 /* The avx512 version (kernels_fast_avx512.c); only after the set's cpuid check. */
 void g4__fast_matmul_bf16_avx512(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy,
                                  int64_t r0, int64_t r1, void *scratch);
+void g4__fast_prepare_avx512(const g4_mat *W, const float *x, int64_t ldx, int T, void *act);
+void g4__fast_prepared_avx512(const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0, int64_t r1,
+                              void *scratch);
 
 /* Token block of the fast matmuls: activations are rounded to bf16 this many tokens at a time. */
 #define G4_FAST_TB 48

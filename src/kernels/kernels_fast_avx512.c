@@ -73,6 +73,39 @@ TILE(8, 1, 1) TILE(8, 2, 1)
 #define ROW(nr) {tile_##nr##_1, tile_##nr##_2, tile_##nr##_3, tile_##nr##_4, tile_##nr##_5, tile_##nr##_6}
 static const tile_fn tiles[4][6] = {ROW(1), ROW(2), ROW(3), ROW(4)};
 
+void g4__fast_prepare_avx512(const g4_mat *W, const float *x, int64_t ldx, int T, void *act) {
+    round_tokens(act, kpad(W->cols), x, ldx, W->cols, T);
+}
+
+/* Row tiles over a block of nt <= G4_FAST_TB prepared tokens. */
+static void rows_block(const g4_mat *W, const uint16_t *xb, int nt, float *yb, int64_t ldy, int64_t r0, int64_t r1) {
+    const int64_t K = W->cols, kp = kpad(K), ldw = W->ld_bytes;
+    const char *base = (const char *)W->data;
+    int64_t r = r0;
+    if (nt <= 2)
+        for (; r + 8 <= r1; r += 8) (nt == 1 ? tile_8_1 : tile_8_2)(base + r * ldw, ldw, xb, kp, K, yb + r, ldy);
+    for (; r < r1; r += 4) {
+        const int nr = r1 - r < 4 ? (int)(r1 - r) : 4;
+        for (int t = 0; t < nt; t += 6) {
+            const int n = nt - t < 6 ? nt - t : 6;
+            tiles[nr - 1][n - 1](base + r * ldw, ldw, xb + (int64_t)t * kp, kp, K, yb + (int64_t)t * ldy + r, ldy);
+        }
+    }
+}
+
+void g4__fast_prepared_avx512(const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0, int64_t r1,
+                              void *scratch) {
+    if (T <= 0 || r1 <= r0) return;
+    if (!__builtin_cpu_supports("avx512bf16")) {
+        g4__fast_prepared_ref(W, act, T, y, ldy, r0, r1, scratch);
+        return;
+    }
+    const int64_t kp = kpad(W->cols);
+    for (int t0 = 0; t0 < T; t0 += G4_FAST_TB) /* a block's tokens stay in L2 while the rows pass */
+        rows_block(W, (const uint16_t *)act + (int64_t)t0 * kp, T - t0 < G4_FAST_TB ? T - t0 : G4_FAST_TB,
+                   y + (int64_t)t0 * ldy, ldy, r0, r1);
+}
+
 void g4__fast_matmul_bf16_avx512(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy,
                                  int64_t r0, int64_t r1, void *scratch) {
     if (T <= 0 || r1 <= r0) return;
@@ -80,24 +113,12 @@ void g4__fast_matmul_bf16_avx512(const g4_mat *W, const float *x, int64_t ldx, i
         g4__fast_matmul_bf16_ref(W, x, ldx, T, y, ldy, r0, r1, scratch);
         return;
     }
-    const int64_t K = W->cols, kp = kpad(K), ldw = W->ld_bytes;
     void *own = scratch ? NULL : malloc(g4__fast_scratch_bytes(W, T));
     uint16_t *xb = g4__align64(scratch ? scratch : own);
-    const char *base = (const char *)W->data;
     for (int t0 = 0; t0 < T; t0 += G4_FAST_TB) {
         const int nt = T - t0 < G4_FAST_TB ? T - t0 : G4_FAST_TB;
-        round_tokens(xb, kp, x + (int64_t)t0 * ldx, ldx, K, nt);
-        float *yb = y + (int64_t)t0 * ldy;
-        int64_t r = r0;
-        if (nt <= 2)
-            for (; r + 8 <= r1; r += 8) (nt == 1 ? tile_8_1 : tile_8_2)(base + r * ldw, ldw, xb, kp, K, yb + r, ldy);
-        for (; r < r1; r += 4) {
-            const int nr = r1 - r < 4 ? (int)(r1 - r) : 4;
-            for (int t = 0; t < nt; t += 6) {
-                const int n = nt - t < 6 ? nt - t : 6;
-                tiles[nr - 1][n - 1](base + r * ldw, ldw, xb + (int64_t)t * kp, kp, K, yb + (int64_t)t * ldy + r, ldy);
-            }
-        }
+        round_tokens(xb, kpad(W->cols), x + (int64_t)t0 * ldx, ldx, W->cols, nt);
+        rows_block(W, xb, nt, y + (int64_t)t0 * ldy, ldy, r0, r1);
     }
     free(own);
 }

@@ -1,8 +1,8 @@
 /* Unit tests for the fast math mode (src/kernels/kernels_fast*.c): the VDPBF16PS step emulation
  * on vectors the hardware produced, every set's fast bf16 matmul against the scalar emulation
  * bit for bit (the avx512 one runs vdpbf16ps), the invariances per set (T tokens = T single
- * calls, row splits, token blocks, NULL scratch, strides), the accuracy against float64 of the
- * bf16-rounded operands, and the exact mode unchanged (the exact table is the set itself; the fast
+ * calls, row splits, token blocks, NULL scratch, strides, activations prepared once), the
+ * accuracy against float64 of the bf16-rounded operands, and the exact mode unchanged (the exact table is the set itself; the fast
  * table's other dtypes and kernels are the set's own bits). */
 #include "testutil.h"
 #include "kernels/kernels.h"
@@ -132,6 +132,18 @@ static void test_invariance_per_set(void **state) {
             k->matmul(&W, x + t0 * ldx, ldx, n, one + t0 * R, R, 0, R, scr);
         }
         if (!bits_equal(all, one, (size_t)(R * T))) fail_msg("%s: batches of 7 differ", k->name);
+        /* Prepared once, used by three row ranges (x cleared in between): the same bits. */
+        void *act = malloc(k->matmul_act_bytes(&W, T));
+        float *xc = malloc(sizeof(float) * (size_t)(ldx * T));
+        memcpy(xc, x, sizeof(float) * (size_t)(ldx * T));
+        k->matmul_prepare(&W, xc, ldx, T, act);
+        memset(xc, 0, sizeof(float) * (size_t)(ldx * T));
+        memset(one, 0, sizeof(float) * (size_t)(R * T));
+        k->matmul_prepared(&W, act, T, one, R, 0, 5, scr);
+        k->matmul_prepared(&W, act, T, one, R, 5, 13, scr);
+        k->matmul_prepared(&W, act, T, one, R, 13, R, scr);
+        if (!bits_equal(all, one, (size_t)(R * T))) fail_msg("%s: prepared calls differ from matmul", k->name);
+        free(act), free(xc);
         free(scr);
     }
     free(w), free(x), free(all), free(one);
@@ -190,7 +202,17 @@ static void test_exact_unchanged(void **state) {
         assert_int_equal(g4_kernels_math_of(f), G4_MATH_FAST);
         assert_string_equal(f->name, base->name);
         assert_ptr_equal(f->attention, base->attention);
-        assert_ptr_equal(f->matmul_prepared, base->matmul_prepared);
+        assert_ptr_equal(f->rmsnorm, base->rmsnorm);
+        void *act = malloc(base->matmul_act_bytes(&mats[1], T) + 64), *act2 = malloc(f->matmul_act_bytes(&mats[1], T) + 64);
+        assert_int_equal(f->matmul_act_bytes(&mats[1], T), base->matmul_act_bytes(&mats[1], T));
+        void *aa = (void *)(((uintptr_t)act + 63) & ~(uintptr_t)63), *ab = (void *)(((uintptr_t)act2 + 63) & ~(uintptr_t)63);
+        void *scr = malloc(base->matmul_scratch_bytes(&mats[1], T));
+        base->matmul_prepare(&mats[1], x, K, T, aa);
+        f->matmul_prepare(&mats[1], x, K, T, ab);
+        base->matmul_prepared(&mats[1], aa, T, a, R, 0, R, scr);
+        f->matmul_prepared(&mats[1], ab, T, b, R, 0, R, scr);
+        if (!bits_equal(a, b, (size_t)(R * T))) fail_msg("%s: fast table changed the prepared q8_0 matmul", base->name);
+        free(act), free(act2), free(scr);
         for (int m = 0; m < 3; m++) {
             base->matmul(&mats[m], x, K, T, a, R, 0, R, NULL);
             f->matmul(&mats[m], x, K, T, b, R, 0, R, NULL);
