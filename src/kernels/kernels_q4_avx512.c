@@ -179,6 +179,66 @@ AI void q4_row_direct(const int vnni, const int grouped, const int NT, const g4_
     for (int t = 0; t < NT; t++) *out[t] = hsum16(acc[t]);
 }
 
+/* Group g of one token for two rows at once (grouped layout, T >= 2): each activation vector is
+ * loaded once for both rows. True levels in both halves (W from q4_levels(0, ..)), so one integer
+ * chain per row: the same integers as q4_token, then the same float operations per lane. */
+AI void q4_token2(const int vnni, const __m512i *W0, const __m512i *W1, __m512 dw0, __m512 dw1, const q4_rec *r,
+                  int64_t g, __m512 *acc0, __m512 *acc1) {
+    const __m512i *x = r->x + 8 * g;
+    const __m512i s = _mm512_loadu_si512(r->s + 16 * g);
+    __m512i a0 = s, a1 = s;
+#pragma GCC unroll 8
+    for (int v = 0; v < 8; v++) {
+        const __m512i xv = _mm512_load_si512(x + v);
+        a0 = dp(vnni, a0, W0[v], xv);
+        a1 = dp(vnni, a1, W1[v], xv);
+    }
+    const __m512 dx = _mm512_loadu_ps(r->d + 16 * g);
+    *acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0), _mm512_mul_ps(dw0, dx), *acc0);
+    *acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1), _mm512_mul_ps(dw1, dx), *acc1);
+}
+
+/* Two rows of a grouped matrix for NT (2..4) tokens: the full groups two rows at a time, a
+ * partial last group row by row through the block path. */
+AI void q4_rows2_grouped(const int vnni, const int NT, const g4_block_q4_0 *w0, const g4_block_q4_0 *w1, int64_t nb,
+                         const q4_rec *r, float *const *out0, float *const *out1) {
+    __m512 acc0[Q4_ROW_T], acc1[Q4_ROW_T];
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) acc0[t] = acc1[t] = _mm512_setzero_ps();
+    int64_t g = 0;
+    __m512i V[4], W0[8], W1[8];
+    __m512 dw0, dw1;
+    for (; g < nb / 16; g++) {
+        const char *p0 = (const char *)(w0 + 16 * g) + G4_Q4_PREFETCH, *p1 = (const char *)(w1 + 16 * g) + G4_Q4_PREFETCH;
+#pragma GCC unroll 5
+        for (int l = 0; l < 5; l++) {
+            _mm_prefetch(p0 + 64 * l, G4_Q4_PF_HINT);
+            _mm_prefetch(p1 + 64 * l, G4_Q4_PF_HINT);
+        }
+        q4_load_grouped(w0 + 16 * g, V, &dw0);
+        q4_levels(0, V, W0);
+        q4_load_grouped(w1 + 16 * g, V, &dw1);
+        q4_levels(0, V, W1);
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) q4_token2(vnni, W0, W1, dw0, dw1, r + t, g, &acc0[t], &acc1[t]);
+    }
+    if (16 * g < nb) {
+        q4_load_group(w0 + 16 * g, (int)(nb - 16 * g), V, &dw0);
+        q4_levels(vnni, V, W0);
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) acc0[t] = q4_token(vnni, W0, dw0, r + t, g, acc0[t]);
+        q4_load_group(w1 + 16 * g, (int)(nb - 16 * g), V, &dw1);
+        q4_levels(vnni, V, W1);
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) acc1[t] = q4_token(vnni, W1, dw1, r + t, g, acc1[t]);
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) {
+        *out0[t] = hsum16(acc0[t]);
+        *out1[t] = hsum16(acc1[t]);
+    }
+}
+
 /* Prefill (T > Q4_ROW_T): register tiles of Q4_MR rows x Q4_NR tokens. The tile's rows are
  * unpacked into the scratch (per group the 8 level vectors, true levels, and the scales as fp32:
  * 576 bytes), so the hot loop only loads and multiplies: per group and level vector, each of the
@@ -353,7 +413,24 @@ AI void q4_prepared_dt(const int vnni, const int grouped, const g4_mat *W, const
     float *out[Q4_ROW_T > 4 ? Q4_ROW_T : 4];
     if (T <= Q4_ROW_T) {
         for (int t = 0; t < T; t++) rec[t] = q4_record(act, stride, t, K);
-        for (int64_t r = r0; r < r1; r++) {
+        int64_t r = r0;
+#ifndef G4_Q4_NO_ROWS2
+        for (; grouped && T >= 2 && r + 1 < r1; r += 2) {
+            const g4_block_q4_0 *w0 = (const void *)((const char *)W->data + r * W->ld_bytes),
+                                *w1 = (const void *)((const char *)W->data + (r + 1) * W->ld_bytes);
+            float *out1[4];
+            for (int t = 0; t < T; t++) {
+                out[t] = y + t * ldy + r;
+                out1[t] = out[t] + 1;
+            }
+            switch (T) {
+            case 4: q4_rows2_grouped(vnni, 4, w0, w1, nb, rec, out, out1); break;
+            case 3: q4_rows2_grouped(vnni, 3, w0, w1, nb, rec, out, out1); break;
+            default: q4_rows2_grouped(vnni, 2, w0, w1, nb, rec, out, out1); break;
+            }
+        }
+#endif
+        for (; r < r1; r++) {
             const g4_block_q4_0 *row = (const void *)((const char *)W->data + r * W->ld_bytes);
             for (int t = 0; t < T; t++) out[t] = y + t * ldy + r;
             switch (T) {
