@@ -610,6 +610,65 @@ AI void q8_row_vnni(const int NT, const char *pre, int64_t nb, const char *const
     for (int t = 0; t < NT; t++) *out[t] = hsum16(acc[t]);
 }
 
+/* NR prepared rows (pre + i * prow) x NT prepared tokens over all ng groups: register tiles that
+ * serve each weight vector to NT tokens and each activation vector to NR rows (the one-row path
+ * re-read every token's activations for every row). Per lane the integers, the correction and
+ * the fma per group are q8_group_vnni's (integer sums are exact in any order), so the bits are. */
+AI void q8_tile_vnni(const int NR, const int NT, const char *pre, int64_t prow, const char *const *rec, int64_t ng,
+                     int64_t qsb, float *y, int64_t ldy) {
+    __m512 acc[4][2];
+#pragma GCC unroll 4
+    for (int i = 0; i < NR; i++)
+#pragma GCC unroll 2
+        for (int t = 0; t < NT; t++) acc[i][t] = _mm512_setzero_ps();
+    for (int64_t gi = 0; gi < ng; gi++) {
+        __m512i a[4][2];
+#pragma GCC unroll 4
+        for (int i = 0; i < NR; i++)
+#pragma GCC unroll 2
+            for (int t = 0; t < NT; t++) a[i][t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            __m512i xv[2], wv[4];
+#pragma GCC unroll 2
+            for (int t = 0; t < NT; t++) xv[t] = _mm512_load_si512((const __m512i *)(rec[t] + gi * 16 * 32) + j);
+#pragma GCC unroll 4
+            for (int i = 0; i < NR; i++) wv[i] = _mm512_load_si512((const __m512i *)(pre + i * prow + gi * Q8_PRE_GROUP) + j);
+#pragma GCC unroll 4
+            for (int i = 0; i < NR; i++)
+#pragma GCC unroll 2
+                for (int t = 0; t < NT; t++) a[i][t] = _mm512_dpbusd_epi32(a[i][t], xv[t], wv[i]);
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < NR; i++) {
+            const char *pg = pre + i * prow + gi * Q8_PRE_GROUP;
+            const __m512i corr = _mm512_load_si512((const __m512i *)pg + 8);
+            const __m512 dw = _mm512_load_ps((const float *)((const __m512i *)pg + 9));
+#pragma GCC unroll 2
+            for (int t = 0; t < NT; t++) {
+                const __m512 isum = _mm512_cvtepi32_ps(_mm512_sub_epi32(a[i][t], corr));
+                const __m512 d = _mm512_mul_ps(dw, _mm512_loadu_ps((const float *)(rec[t] + qsb) + gi * 16));
+                acc[i][t] = _mm512_fmadd_ps(isum, d, acc[i][t]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < NR; i++)
+#pragma GCC unroll 2
+        for (int t = 0; t < NT; t++) y[t * ldy + i] = hsum16(acc[i][t]);
+}
+
+typedef void (*q8_tile_fn)(const char *, int64_t, const char *const *, int64_t, int64_t, float *, int64_t);
+#define Q8_TILE(nr, nt)                                                                                     \
+    static void q8_tile_##nr##_##nt(const char *pre, int64_t prow, const char *const *rec, int64_t ng, int64_t qsb, \
+                                    float *y, int64_t ldy) { q8_tile_vnni(nr, nt, pre, prow, rec, ng, qsb, y, ldy); }
+Q8_TILE(1, 1) Q8_TILE(1, 2) Q8_TILE(2, 1) Q8_TILE(2, 2) Q8_TILE(3, 1) Q8_TILE(3, 2) Q8_TILE(4, 1) Q8_TILE(4, 2)
+static const q8_tile_fn q8_tiles[4][2] = {{q8_tile_1_1, q8_tile_1_2}, {q8_tile_2_1, q8_tile_2_2},
+                                          {q8_tile_3_1, q8_tile_3_2}, {q8_tile_4_1, q8_tile_4_2}};
+/* Rows per prepared block of the tiled path, and tokens per block (their records stay in L2
+ * while the row blocks pass). */
+enum { Q8_TR = 4, Q8_TB = 96 };
+
 /* Up to this many tokens the VNNI path takes the T = 1 dot once per token and row (the row
  * stays in L1 after the first); beyond, transposing each row once for all tokens pays. */
 #ifndef Q8_ROW_T
@@ -643,7 +702,24 @@ static void matmul_q8_prepared(const g4_mat *W, const void *act, int T, float *y
                 y[t * ldy + r] = dot_q8_t1((const void *)((const char *)W->data + r * W->ld_bytes), xq + t * qstride, qsb, nb);
         return;
     }
-    char *pre = vnni ? g4__align64(scratch) : NULL; /* one prepared weight row */
+    char *pre = vnni ? g4__align64(scratch) : NULL; /* Q8_TR prepared weight rows */
+    if (vnni) {
+        const int64_t ng = (nb + 15) / 16, prow = ng * Q8_PRE_GROUP;
+        for (int t0 = 0; t0 < T; t0 += Q8_TB) {
+            const int tb = T - t0 < Q8_TB ? T - t0 : Q8_TB;
+            for (int64_t r = r0; r < r1; r += Q8_TR) {
+                const int nr = r1 - r < Q8_TR ? (int)(r1 - r) : Q8_TR;
+                for (int i = 0; i < nr; i++)
+                    q8_pre_row((const void *)((const char *)W->data + (r + i) * W->ld_bytes), nb, pre + i * prow);
+                for (int t = t0; t < t0 + tb; t += 2) {
+                    const int nt = t0 + tb - t < 2 ? 1 : 2;
+                    const char *rec[2] = {xq + t * qstride, xq + (t + nt - 1) * qstride};
+                    q8_tiles[nr - 1][nt - 1](pre, prow, rec, ng, qsb, y + t * ldy + r, ldy);
+                }
+            }
+        }
+        return;
+    }
     for (int64_t r = r0; r < r1; r++) {
         const g4_block_q8_0 *row = (const void *)((const char *)W->data + r * W->ld_bytes);
         if (vnni) {
@@ -681,8 +757,8 @@ static void matmul_q8(const g4_mat *W, const float *x, int64_t ldx, int T, float
 
 static size_t matmul_scratch_bytes(const g4_mat *W, int T) {
     if (W->dtype == G4_DT_Q4_0) return g4__q4_scratch_bytes_avx512(W, T);
-    if (W->dtype == G4_DT_Q8_0) /* + one prepared weight row for T > 1 (q8_pre_row) */
-        return q8_act_bytes(W, T) + 64 + (T > 1 ? (size_t)((W->cols / G4_Q8_BLOCK + 15) / 16) * Q8_PRE_GROUP : 0);
+    if (W->dtype == G4_DT_Q8_0) /* + Q8_TR prepared weight rows for T > 1 (q8_pre_row) */
+        return q8_act_bytes(W, T) + 64 + (T > 1 ? (size_t)Q8_TR * (size_t)((W->cols / G4_Q8_BLOCK + 15) / 16) * Q8_PRE_GROUP : 0);
     return T > SMALL_T ? f_scratch_bytes() : 0;
 }
 
