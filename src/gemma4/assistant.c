@@ -748,7 +748,7 @@ static int input(g4_asst *a, int T, const int32_t *tok) {
         float *e = a->emb + t * Ht;
         const int64_t row = (int64_t)tok[t] - a->t.plan->v0;
         if (tok[t] >= 0 && row >= 0 && row < a->t.plan->n_v_local) {
-            a->t.K->row_to_f32(e, (const uint8_t *)E->data + row * E->ld_bytes, E->dtype, Ht);
+            g4_mat_lookup_row(a->t.K, E, row, e);
             for (int64_t i = 0; i < Ht; i++) e[i] = e[i] * a->embed_scale + 0.0f; /* as the target's lookup */
         } else {
             memset(e, 0, sizeof(float) * (size_t)Ht);

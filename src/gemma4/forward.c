@@ -184,7 +184,7 @@ static void ph_embed(g4_rank_model *m, int ith, int nth) {
         float *h = m->h + t * H;
         int64_t row = (int64_t)b->ids[t] - m->plan->v0;
         if (row >= 0 && row < m->plan->n_v_local) {
-            m->K->row_to_f32(h, (const uint8_t *)m->w->embed.data + row * m->w->embed.ld_bytes, m->w->embed.dtype, H);
+            g4_mat_lookup_row(m->K, &m->w->embed, row, h);
             /* "+ 0.0f" turns -0 into +0 so the all-reduce with the other ranks' zeros is exact
              * and TP=1 (which does the same) gives the same bits */
             for (int64_t i = 0; i < H; i++) h[i] = h[i] * m->embed_scale + 0.0f;

@@ -222,5 +222,8 @@ int g4_weights_group_q4(g4_rank_weights *w, const g4_config *cfg, const g4_tp_pl
         if (rc == G4_OK) rc = group_q4(w, &L->o, g4_tp_attn_slice_cols(cfg, l), err);
         if (rc == G4_OK) rc = group_q4(w, &L->down, plan->mlp_slice_cols, err);
     }
+    /* the tied head by rows (each rank holds whole vocabulary rows); its lookups go through
+     * g4_mat_lookup_row (kernels.h), which reads either layout */
+    if (rc == G4_OK) rc = group_q4(w, &w->embed, w->embed.cols, err);
     return rc;
 }

@@ -49,7 +49,8 @@ void g4_weights_free(g4_rank_weights *w);
 /* Regroups every q4_0 layer matrix to the grouped layout (kernels.h, G4_Q4_GROUPED) that the
  * avx512 set reads faster with the same bits: by rows, or for o and down by the forward pass's
  * row-parallel slices (each slice grouped as its own row). A matrix read through the file map is
- * copied into owned memory first. The embedding (lookup rows, tied head) stays as blocks. Only
+ * copied into owned memory first. The embedding (tied head) by rows: its lookup reads it through
+ * g4_mat_lookup_row (kernels.h). Only
  * call it when the rank's kernel set reads the layout (g4_q4_0_layout_for). */
 int g4_weights_group_q4(g4_rank_weights *w, const g4_config *cfg, const g4_tp_plan *plan, g4_err *err);
 

@@ -1,7 +1,7 @@
 /* The grouped q4_0 layout at the model level (engine.c regroups the q4_0 layer matrices when the
  * kernel set is avx512; gemma4/weights.c g4_weights_group_q4): on a checkpoint wide enough for
  * full groups of 16 blocks (hidden 512: q/k/v/gate/up rows of one group; down slices of 768 (a group and a partial one)
- * columns; global layers' o slices of 512), avx512 logits are bitwise those of the block layout
+ * columns; global layers' o slices of 512; the q4_0 tied head, whose lookup ungroups its rows), avx512 logits are bitwise those of the block layout
  * (G4_Q4_LAYOUT=blocks) for TP 1, TP 2 and batch shapes, read from the checkpoint's map or
  * copied (--copy). Skipped where the CPU has no avx512. */
 #include <sys/stat.h>
