@@ -22,6 +22,7 @@ Steps (each caches its result under --cache, default ~/.cache/g4tp-peer, outside
 import argparse
 import datetime
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -340,7 +341,9 @@ class Peer:
     # ---- speed --------------------------------------------------------------------------
     def cell_path(self, m, dt):
         a = self.a
-        return os.path.join(self.results, f"{m}__{dt}__p{a.prompt}_n{a.gen}_d{a.tg_depth}_t{a.threads}.json")
+        extra = re.sub(r"[^A-Za-z0-9]+", "_", a.g4tp_args).strip("_")  # e.g. --math fast: a cell of its own
+        return os.path.join(self.results, f"{m}__{dt}__p{a.prompt}_n{a.gen}_d{a.tg_depth}_t{a.threads}"
+                            + (f"__{extra}" if extra else "") + ".json")
 
     def llama_bench(self, gguf):
         """prefill: -p P -n 0; decode: -p 0 -n G -d DEPTH (g4tp decodes after its P-token prompt)."""
@@ -411,7 +414,8 @@ class Peer:
             lp, gp, lt, gt = col("llama", "pp_tok_s"), col("g4tp", "pp_tok_s"), col("llama", "tg_tok_s"), col("g4tp", "tg_tok_s")
             bw = col("g4tp", "triad_gb_s")
             gb = P[-1]["g4tp"]["weight_bytes"] / 1e9
-            print(f"| {MODELS[m]['desc']} | {dt} | {gb:.2f} | {len(P)} | {lp.mean():.1f} | {gp.mean():.1f} | {fmt_ratio(gp / lp)} | "
+            label = dt + (f" (g4tp {a.g4tp_args})" if a.g4tp_args else "")
+            print(f"| {MODELS[m]['desc']} | {label} | {gb:.2f} | {len(P)} | {lp.mean():.1f} | {gp.mean():.1f} | {fmt_ratio(gp / lp)} | "
                   f"{lt.mean():.2f} | {gt.mean():.2f} | {fmt_ratio(gt / lt)} | {bw.min():.0f}-{bw.max():.0f} | "
                   f"{np.mean([p['load'] for p in P]):.1f} |")
         acc = os.path.join(self.results, "accuracy.json")
