@@ -144,6 +144,11 @@ typedef struct g4_kernels {
     /* dst[i] = (float)src[i] for a row of dtype dt (exact for bf16/f16; dequantized for q8_0 and
      * q4_0: d * q, d * (q - 8), bitwise the same in every set) */
     void (*row_to_f32)(float *dst, const void *src, int dt, int64_t n);
+
+    /* The q4_0 layout this set's matmuls read fastest: G4_Q4_GROUPED (below) or 0 (llama.cpp's
+     * blocks). Every set reads both with the same bits; a field rather than a pointer test so
+     * that code which never runs a kernel (the loaders, the fuzz harnesses) links without them. */
+    int q4_0_layout;
 } g4_kernels;
 
 /* The kernel set in use: chosen on first call from cpuid or $G4_ISA. Thread-safe. */

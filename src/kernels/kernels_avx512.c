@@ -1132,6 +1132,7 @@ const g4_kernels g4_kernels_avx512 = {
     .scale = scale,
     .softcap = softcap,
     .row_to_f32 = row_to_f32,
+    .q4_0_layout = G4_Q4_GROUPED,
 };
 
 double g4__fma_burn_avx512(long iters, float *sink) {

@@ -182,4 +182,4 @@ void g4_mat_lookup_row(const g4_kernels *K, const g4_mat *W, int64_t r, float *d
     }
 }
 
-int g4_q4_0_layout_for(const g4_kernels *k) { return k == &g4_kernels_avx512 ? G4_Q4_GROUPED : 0; }
+int g4_q4_0_layout_for(const g4_kernels *k) { return k ? k->q4_0_layout : 0; }
