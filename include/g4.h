@@ -148,5 +148,9 @@ int g4_engine_draft(g4_engine *e, int n, const int32_t *seq, const int32_t *tok,
 
 /* Weight bytes the kernels read per decoded token, all ranks together (for bandwidth bounds). */
 size_t g4_engine_weight_bytes(const g4_engine *e);
+/* Of the weights of this process's ranks, the bytes held in process memory — converted at load
+ * (--dtype), copied (--load copy) or re-laid out for the kernels — rather than read in place
+ * through the file map (0 for artifacts made for this machine's kernels). */
+size_t g4_engine_copied_weight_bytes(const g4_engine *e);
 
 #endif

@@ -27,7 +27,7 @@ static const char *help =
     "                weight_bytes_per_token, bandwidth_gb_s, decode_bound_fraction,\n"
     "                fma_peak_gflops, prefill_bound_fraction, decode_median_tok_s,\n"
     "                decode_paired_bound_fraction (null when not measured), read_bandwidth_gb_s,\n"
-    "                decode_read_bound_fraction and more\n"
+    "                decode_read_bound_fraction, weights_copied_mb and more\n"
     "  --prompt-kind random|repeat  the prompt: random ids (default), or a random passage given twice\n"
     "                (an input-grounded task: a model that repeats it is predictable from the prompt)\n"
     "  --step-curve N  also the median time of one forward step over t = 1..N tokens of one sequence\n"
@@ -160,6 +160,7 @@ int cmd_bench(int argc, char **argv) {
     const int is_mpi = o.comm && !strcmp(o.comm, "mpi");
     const int tp = g4_engine_tp(e), threads = tp * (o.threads > 0 ? o.threads : 1);
     const double wbytes = (double)g4_engine_weight_bytes(e);
+    const double copied_mb = (double)g4_engine_copied_weight_bytes(e) / 1e6; /* held in memory, not mapped */
     pair = !is_mpi && wbytes >= 256e6 ? g4_bw_probe_new(threads) : NULL;
     pair_frac = pair ? calloc((size_t)gen, sizeof(double)) : NULL;
     double t_pairs = 0;
@@ -218,6 +219,7 @@ int cmd_bench(int argc, char **argv) {
                               "decode_bound_tok_s", bound_tok_s, "decode_median_tok_s", 1.0 / median_step, "isa", isa, "tp", tp,
                               "threads", o.threads, "prompt_len", (json_int_t)plen, "gen", (json_int_t)gen);
         json_object_set_new(j, "warmup_s", json_real(warm_s));
+        json_object_set_new(j, "weights_copied_mb", json_real(copied_mb));
         json_object_set_new(j, "math", json_string(math));
         json_object_set_new(j, "decode_paired_bound_fraction", paired > 0 ? json_real(paired) : json_null());
         json_object_set_new(j, "read_bandwidth_gb_s", rd > 0 ? json_real(rd) : json_null());
@@ -244,7 +246,8 @@ int cmd_bench(int argc, char **argv) {
         json_decref(j);
     } else {
         printf("model        %s (%s, %s math, TP %d x %d threads)\n", model_dir, isa, math, tp, o.threads);
-        printf("load         %.2f s (+ %.2f s first touch of the weights), peak RSS %.0f MB\n", load_s, warm_s, ru.ru_maxrss / 1024.0);
+        printf("load         %.2f s (+ %.2f s first touch of the weights), peak RSS %.0f MB; %.0f MB of weights copied or converted\n", load_s, warm_s,
+               ru.ru_maxrss / 1024.0, copied_mb);
         printf("prefill      %lld tokens: %.1f tok/s, %.1f GFLOP/s = %.0f %% of the fp32 FMA peak (%.1f GFLOP/s); TTFT %.1f ms\n",
                plen, prefill_tok_s, prefill_gflops, 100 * prefill_gflops / peak, peak, ttft * 1e3);
         printf("decode       %lld tokens: %.2f tok/s = %.0f %% of the bandwidth bound (%.2f tok/s: %.1f MB of weights per token at %.1f GB/s)\n",

@@ -12,7 +12,7 @@
 #include "model/compressed.h"
 
 static const char *help =
-    "usage: g4tp shard --model HF_DIR --tp N --out DIR [--dtype D] [--head-dtype D] [--force]\n\n"
+    "usage: g4tp shard --model HF_DIR --tp N --out DIR [--dtype D] [--head-dtype D]\n       [--q4-layout auto|blocks|grouped] [--force]\n\n"
     "Writes DIR/manifest.json and one DIR/rank-RRRRR-of-NNNNN.g4w per rank: each rank's slice of\n"
     "every tensor, laid out for the kernels, mapped in place at load (g4tp generate --model DIR).\n"
     "  --model HF_DIR   Hugging Face checkpoint folder (config.json + safetensors)\n"
@@ -21,6 +21,9 @@ static const char *help =
     "  --dtype D        f32, bf16, f16, q8_0 or q4_0 for the matrices (default: as stored;\n"
     "                   compressed-tensors W4A16 weights become q4_0, exactly)\n"
     "  --head-dtype D   the tied embedding/head (default: follows --dtype; as stored without it)\n"
+    "  --q4-layout L    q4_0 matrices as llama.cpp's blocks (every kernel set reads them) or in\n"
+    "                   the grouped layout the avx512 set reads (loaded elsewhere: ungrouped\n"
+    "                   in memory); auto (default): the layout this machine's kernels read\n"
     "  --force          replace DIR if it is an artifact folder already\n"
     "  --quiet          no progress bar even on a terminal\n"
     "  --verbose        list every quantized tensor, also those converted exactly\n\n"
@@ -84,6 +87,12 @@ int cmd_shard(int argc, char **argv) {
             if (!(v = cli_value(argc, argv, &i))) bad = 1;
             else if (g4_dtype_from_name(v) < 0) { fprintf(stderr, "g4tp shard: unknown head dtype \"%s\" (f32, bf16, f16, q8_0, q4_0)\n", v); bad = 1; }
             else o.head_dtype = v;
+        } else if (!strcmp(a, "--q4-layout")) {
+            if (!(v = cli_value(argc, argv, &i))) bad = 1;
+            else if (!strcmp(v, "auto")) o.q4_layout = G4_SHARD_Q4_AUTO;
+            else if (!strcmp(v, "blocks")) o.q4_layout = G4_SHARD_Q4_BLOCKS;
+            else if (!strcmp(v, "grouped")) o.q4_layout = G4_SHARD_Q4_GROUPED;
+            else { fprintf(stderr, "g4tp shard: --q4-layout must be auto, blocks or grouped (got \"%s\")\n", v); bad = 1; }
         } else if (!strcmp(a, "--force")) o.force = 1;
         else if (!strcmp(a, "--quiet")) quiet = 1;
         else if (!strcmp(a, "--verbose")) verbose = 1;

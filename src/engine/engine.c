@@ -210,11 +210,11 @@ static int rank_init(g4_engine *e, rank_state *rs, int rank, g4_comm *comm, g4_d
     int rc = g4_tp_plan_make(e->cfg, g4_model_source_wdtype(&e->src, dtype), e->tp, rank, &rs->plan, err);
     if (rc) return rc;
     if ((rc = g4_model_source_bind(&e->src, &rs->plan, dtype, e->o.load_copy, &rs->w, err))) return rc;
-    /* q4_0 in the layout the set reads fastest (same bits); G4_Q4_LAYOUT=blocks keeps the map */
+    /* q4_0 in the layout the set reads fastest (same bits); G4_Q4_LAYOUT=blocks keeps blocks.
+     * An artifact sharded in that layout stays in the map. */
     const char *q4l = getenv("G4_Q4_LAYOUT");
-    if (g4_q4_0_layout_for(e->K) == G4_Q4_GROUPED && !(q4l && !strcmp(q4l, "blocks")) &&
-        (rc = g4_weights_group_q4(&rs->w, e->cfg, &rs->plan, err)))
-        return rc;
+    const int q4_layout = q4l && !strcmp(q4l, "blocks") ? 0 : g4_q4_0_layout_for(e->K);
+    if ((rc = g4_weights_set_q4_layout(&rs->w, e->cfg, &rs->plan, q4_layout, err))) return rc;
     int cpus[64], ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
     const char *fr = getenv("G4_TEST_FAIL_RANK");
     if (fr && atoi(fr) == rank && strchr(fr, ':')) rs->fail_at = atoi(strchr(fr, ':') + 1);
@@ -546,6 +546,12 @@ size_t g4_engine_weight_bytes(const g4_engine *e) {
     size_t b = 0;
     for (int r = 0; r < e->n_ranks_here; r++) b += e->ranks[r].w.matrix_bytes;
     return e->mpi ? b * (size_t)e->tp : b;
+}
+
+size_t g4_engine_copied_weight_bytes(const g4_engine *e) {
+    size_t b = 0;
+    for (int r = 0; r < e->n_ranks_here; r++) b += e->ranks[r].w.copied_bytes;
+    return b;
 }
 
 int g4_engine_stop_ids(const g4_engine *e, int32_t *ids, int max) {

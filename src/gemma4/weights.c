@@ -77,6 +77,7 @@ g4_mat g4_mat_rows(const g4_mat *m, int64_t r0, int64_t n) {
 
 void g4_mat_row_to_f32(const g4_mat *m, int64_t r, float *dst) {
     if (m->dtype == G4_DT_CT_INT4) g4_ct_row_to_f32(m, r, dst);
+    else if (m->layout) g4_mat_lookup_row(&g4_kernels_scalar, m, r, dst);
     else g4_kernels_scalar.row_to_f32(dst, (const uint8_t *)m->data + r * m->ld_bytes, m->dtype, m->cols);
 }
 
@@ -105,8 +106,13 @@ static int vec_f32(g4_rank_weights *w, const g4_mat *v, int64_t n, float **out, 
     return own(w, p, err);
 }
 
-static int matrix(g4_rank_weights *w, const g4_mat *v, g4_dtype_req req, g4_mat *out, g4_err *err) {
+/* seg: the q4_0 grouping this rank's forward pass reads the matrix in (g4_q4_0_group_cols) —
+ * a matrix grouped otherwise (an artifact from another build's slice rules) is refused. */
+static int matrix(g4_rank_weights *w, const g4_mat *v, g4_dtype_req req, int64_t seg, g4_mat *out, g4_err *err) {
     *out = *v;
+    if (v->layout == G4_Q4_GROUPED && (v->dtype != G4_DT_Q4_0 || !seg || v->layout_cols != seg))
+        return g4_err_set(err, G4_EFORMAT, "grouped q4_0 in segments of %lld columns, but this engine reads it in segments of %lld (shard it again)",
+                          (long long)v->layout_cols, (long long)seg);
     int convert = g4_tensor_dtype_for(w->binding_kind, v->dtype, req);
     if ((convert >= 0 && convert != v->dtype) || (w->copy && g4_tensor_kind_is_matrix(w->binding_kind))) {
         if (convert < 0) convert = v->dtype;
@@ -116,12 +122,14 @@ static int matrix(g4_rank_weights *w, const g4_mat *v, g4_dtype_req req, g4_mat 
         void *data = g4_big_alloc(bytes);
         if (!data) return g4_err_set(err, G4_ENOMEM, "out of memory for a %lldx%lld matrix", (long long)v->rows, (long long)v->cols);
         if ((rc = convert_into(v, convert, data, err)) || (rc = own_big(w, data, err))) { g4_big_free(data); return rc; }
+        w->copied_bytes += bytes;
         out->data = data;
         out->dtype = convert;
         out->ld_bytes = (int64_t)g4_dtype_row_bytes(convert, v->cols);
         out->scales = NULL;
         out->scales_dtype = 0;
         out->scales_ld = 0;
+        if (out->dtype != v->dtype) out->layout = 0, out->layout_cols = 0; /* dequantized */
     }
     w->matrix_bytes += g4_dtype_row_bytes(out->dtype, out->cols) * (size_t)out->rows;
     return G4_OK;
@@ -146,9 +154,10 @@ int g4_weights_bind(const g4_config *cfg, const g4_tp_plan *plan, const g4_tenso
             break;
         }
         g4_layer_weights *L = s->layer >= 0 ? &w->layers[s->layer] : NULL;
+        const int64_t seg = g4_q4_0_group_cols(cfg, plan, s->kind, s->layer, nc);
         w->binding_kind = s->kind;
         switch (s->kind) {
-        case G4_T_EMBED: rc = matrix(w, &v, convert, &w->embed, err); break;
+        case G4_T_EMBED: rc = matrix(w, &v, convert, seg, &w->embed, err); break;
         case G4_T_FINAL_NORM: rc = vec_f32(w, &v, nr, &w->final_norm, err); break;
         case G4_T_LN_IN: rc = vec_f32(w, &v, nr, &L->ln_in, err); break;
         case G4_T_LN_POST_ATTN: rc = vec_f32(w, &v, nr, &L->ln_post_attn, err); break;
@@ -162,13 +171,13 @@ int g4_weights_bind(const g4_config *cfg, const g4_tp_plan *plan, const g4_tenso
             L->scalar = s1;
             break;
         }
-        case G4_T_Q: rc = matrix(w, &v, convert, &L->q, err); break;
-        case G4_T_K: rc = matrix(w, &v, convert, &L->k, err); break;
-        case G4_T_V: rc = matrix(w, &v, convert, &L->v, err); break;
-        case G4_T_O: rc = matrix(w, &v, convert, &L->o, err); break;
-        case G4_T_GATE: rc = matrix(w, &v, convert, &L->gate, err); break;
-        case G4_T_UP: rc = matrix(w, &v, convert, &L->up, err); break;
-        case G4_T_DOWN: rc = matrix(w, &v, convert, &L->down, err); break;
+        case G4_T_Q: rc = matrix(w, &v, convert, seg, &L->q, err); break;
+        case G4_T_K: rc = matrix(w, &v, convert, seg, &L->k, err); break;
+        case G4_T_V: rc = matrix(w, &v, convert, seg, &L->v, err); break;
+        case G4_T_O: rc = matrix(w, &v, convert, seg, &L->o, err); break;
+        case G4_T_GATE: rc = matrix(w, &v, convert, seg, &L->gate, err); break;
+        case G4_T_UP: rc = matrix(w, &v, convert, seg, &L->up, err); break;
+        case G4_T_DOWN: rc = matrix(w, &v, convert, seg, &L->down, err); break;
         }
         if (rc) g4_err_prefix(err, "%s: ", s->name);
     }
@@ -191,10 +200,23 @@ static int owned_big(const g4_rank_weights *w, const void *p) {
     return 0;
 }
 
-/* m in place (copied first unless owned here), each row as rows of seg columns. */
-static int group_q4(g4_rank_weights *w, g4_mat *m, int64_t seg, g4_err *err) {
-    if (!m->data || m->dtype != G4_DT_Q4_0 || m->layout == G4_Q4_GROUPED) return G4_OK;
-    if (seg <= 0 || seg % G4_Q4_BLOCK || m->cols % seg) return G4_OK; /* slices the layout cannot follow: stay blocks */
+int64_t g4_q4_0_group_cols(const g4_config *cfg, const g4_tp_plan *plan, int kind, int layer, int64_t cols) {
+    int64_t seg;
+    switch (kind) {
+    case G4_T_EMBED: case G4_T_Q: case G4_T_K: case G4_T_V: case G4_T_GATE: case G4_T_UP: seg = cols; break;
+    case G4_T_O: seg = layer >= 0 && layer < cfg->n_layers ? g4_tp_attn_slice_cols(cfg, layer) : 0; break;
+    case G4_T_DOWN: seg = plan->mlp_slice_cols; break;
+    default: return 0;
+    }
+    return seg > 0 && seg % G4_Q4_BLOCK == 0 && cols > 0 && cols % seg == 0 ? seg : 0;
+}
+
+/* m in place (copied first unless owned here) to layout (0 = blocks, G4_Q4_GROUPED: each row as
+ * rows of seg columns). */
+static int relayout_q4(g4_rank_weights *w, g4_mat *m, int layout, int64_t seg, g4_err *err) {
+    if (!m->data || m->dtype != G4_DT_Q4_0 || m->layout == layout) return G4_OK;
+    if (layout == G4_Q4_GROUPED && !seg) return G4_OK; /* slices the layout cannot follow: stay blocks */
+    if (m->layout == G4_Q4_GROUPED) seg = m->layout_cols;
     const size_t rb = g4_dtype_row_bytes(G4_DT_Q4_0, m->cols);
     uint8_t *d = (uint8_t *)m->data;
     if (!owned_big(w, m->data)) {
@@ -203,27 +225,33 @@ static int group_q4(g4_rank_weights *w, g4_mat *m, int64_t seg, g4_err *err) {
         for (int64_t r = 0; r < m->rows; r++) memcpy(d + (size_t)r * rb, (const uint8_t *)m->data + r * m->ld_bytes, rb);
         int rc = own_big(w, d, err);
         if (rc) { g4_big_free(d); return rc; }
+        w->copied_bytes += rb * (size_t)m->rows;
         m->data = d;
         m->ld_bytes = (int64_t)rb;
     }
     const size_t sb = g4_dtype_row_bytes(G4_DT_Q4_0, seg);
     for (int64_t r = 0; r < m->rows; r++)
-        for (int64_t c = 0; c < m->cols; c += seg) g4_q4_0_group_row(d + r * m->ld_bytes + (size_t)(c / seg) * sb, seg / G4_Q4_BLOCK);
-    m->layout = G4_Q4_GROUPED;
+        for (int64_t c = 0; c < m->cols; c += seg) {
+            uint8_t *p = d + r * m->ld_bytes + (size_t)(c / seg) * sb;
+            if (layout == G4_Q4_GROUPED) g4_q4_0_group_row(p, seg / G4_Q4_BLOCK);
+            else g4_q4_0_ungroup_row(p, seg / G4_Q4_BLOCK);
+        }
+    m->layout = layout;
+    m->layout_cols = layout == G4_Q4_GROUPED ? seg : 0;
     return G4_OK;
 }
 
-int g4_weights_group_q4(g4_rank_weights *w, const g4_config *cfg, const g4_tp_plan *plan, g4_err *err) {
+int g4_weights_set_q4_layout(g4_rank_weights *w, const g4_config *cfg, const g4_tp_plan *plan, int layout, g4_err *err) {
     int rc = G4_OK;
     for (int l = 0; l < cfg->n_layers && rc == G4_OK; l++) {
         g4_layer_weights *L = &w->layers[l];
-        g4_mat *rows[] = {&L->q, &L->k, &L->v, &L->gate, &L->up};
-        for (int i = 0; i < 5 && rc == G4_OK; i++) rc = group_q4(w, rows[i], rows[i]->cols, err);
-        if (rc == G4_OK) rc = group_q4(w, &L->o, g4_tp_attn_slice_cols(cfg, l), err);
-        if (rc == G4_OK) rc = group_q4(w, &L->down, plan->mlp_slice_cols, err);
+        const struct { g4_mat *m; int kind; } ms[] = {{&L->q, G4_T_Q}, {&L->k, G4_T_K}, {&L->v, G4_T_V}, {&L->o, G4_T_O},
+                                                      {&L->gate, G4_T_GATE}, {&L->up, G4_T_UP}, {&L->down, G4_T_DOWN}};
+        for (size_t i = 0; i < sizeof ms / sizeof *ms && rc == G4_OK; i++)
+            rc = relayout_q4(w, ms[i].m, layout, g4_q4_0_group_cols(cfg, plan, ms[i].kind, l, ms[i].m->cols), err);
     }
     /* the tied head by rows (each rank holds whole vocabulary rows); its lookups go through
      * g4_mat_lookup_row (kernels.h), which reads either layout */
-    if (rc == G4_OK) rc = group_q4(w, &w->embed, w->embed.cols, err);
+    if (rc == G4_OK) rc = relayout_q4(w, &w->embed, layout, g4_q4_0_group_cols(cfg, plan, G4_T_EMBED, -1, w->embed.cols), err);
     return rc;
 }

@@ -32,6 +32,7 @@ typedef struct g4_rank_weights {
     void **big;              /* matrices copied or converted here (g4_big_alloc) */
     int n_big, cap_big;
     size_t matrix_bytes;     /* bytes of the matrices as the kernels read them */
+    size_t copied_bytes;     /* of those, held in process memory (converted, copied, re-laid out) */
     int binding_kind;        /* while binding: the kind of the tensor being bound */
     int copy;                /* copy matrices into process memory instead of reading the map */
 } g4_rank_weights;
@@ -46,13 +47,18 @@ typedef int (*g4_tensor_getter)(void *src, const g4_tensor_spec *spec, int idx, 
 int g4_weights_bind(const g4_config *cfg, const g4_tp_plan *plan, const g4_tensor_spec *specs, int n_specs,
                     g4_tensor_getter get, void *src, g4_dtype_req convert, int copy, g4_rank_weights *w, g4_err *err);
 void g4_weights_free(g4_rank_weights *w);
-/* Regroups every q4_0 layer matrix to the grouped layout (kernels.h, G4_Q4_GROUPED) that the
- * avx512 set reads faster with the same bits: by rows, or for o and down by the forward pass's
- * row-parallel slices (each slice grouped as its own row). A matrix read through the file map is
- * copied into owned memory first. The embedding (tied head) by rows: its lookup reads it through
- * g4_mat_lookup_row (kernels.h). Only
- * call it when the rank's kernel set reads the layout (g4_q4_0_layout_for). */
-int g4_weights_group_q4(g4_rank_weights *w, const g4_config *cfg, const g4_tp_plan *plan, g4_err *err);
+/* The column segments the q4_0 grouped layout (kernels.h, G4_Q4_GROUPED) groups each row of a
+ * rank's matrix of this kind in: the forward pass's row-parallel slices for o_proj (layer l) and
+ * down_proj (each slice a view that starts at its first column), the whole row otherwise; 0 when
+ * the matrix cannot be grouped (a slice width that does not divide the row, or not a matrix).
+ * The one rule for the loader and the shard step. */
+int64_t g4_q4_0_group_cols(const g4_config *cfg, const g4_tp_plan *plan, int kind, int layer, int64_t cols);
+/* Puts every q4_0 matrix (layers and the tied head) in `layout`: G4_Q4_GROUPED, the layout the
+ * avx512 set reads faster with the same bits (by g4_q4_0_group_cols segments), or 0, llama.cpp's
+ * blocks, which every set reads. A matrix already so (an artifact sharded in that layout) stays
+ * in the map; one read through the file map in the other layout is copied into owned memory
+ * first. The embedding's lookups read either layout (g4_mat_lookup_row). */
+int g4_weights_set_q4_layout(g4_rank_weights *w, const g4_config *cfg, const g4_tp_plan *plan, int layout, g4_err *err);
 
 /* Converts a view (any kernel dtype, or packed int4) into a new dense matrix of dtype dt
  * (rows × row_bytes(cols)); q8_0 and q4_0 need cols % 32 == 0. Used by the loader and the shard

@@ -64,6 +64,9 @@ typedef struct {
     /* q4_0 only: G4_Q4_GROUPED when every row's full groups of 16 blocks are in the grouped
      * layout (g4_q4_0_group_row), which only the avx512 set reads; 0 = llama.cpp's blocks. */
     int layout;
+    /* grouped only: each row was grouped as segments of this many columns (the forward pass's
+     * reduction slices of o_proj / down_proj; the whole row otherwise); 0 = the whole row */
+    int64_t layout_cols;
 } g4_mat;
 
 /* One contiguous run of cached keys and values, in absolute-position order:
@@ -172,8 +175,9 @@ extern const g4_kernels g4_kernels_avx512;
 /* In place: one row (or row segment) of nb llama.cpp blocks to the grouped layout, and back. */
 void g4_q4_0_group_row(void *row, int64_t nb);
 void g4_q4_0_ungroup_row(void *row, int64_t nb);
-/* Row r of W as floats (dst: W->cols), in either q4_0 layout: the embedding lookup of a tied
- * head whose matrix the head's matmul reads grouped. The bits of K->row_to_f32 on the blocks. */
+/* Row r of W as floats (dst: W->cols), in either q4_0 layout (grouped: by its layout_cols
+ * segments): the embedding lookup of a tied head whose matrix the head's matmul reads grouped,
+ * and dequantizing a grouped matrix. The bits of K->row_to_f32 on the blocks. */
 void g4_mat_lookup_row(const struct g4_kernels *K, const g4_mat *W, int64_t r, float *dst);
 /* G4_Q4_GROUPED when the set k reads grouped q4_0 matrices (avx512), else 0. */
 int g4_q4_0_layout_for(const g4_kernels *k);

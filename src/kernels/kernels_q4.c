@@ -172,14 +172,15 @@ void g4_mat_lookup_row(const g4_kernels *K, const g4_mat *W, int64_t r, float *d
         K->row_to_f32(dst, src, W->dtype, W->cols);
         return;
     }
-    const int64_t nb = W->cols / G4_Q4_BLOCK;
-    for (int64_t g = 0; g < nb; g += 16) { /* a group back to blocks, 288 bytes on the stack */
-        uint8_t q[16 * sizeof(g4_block_q4_0)];
-        const int64_t n = nb - g < 16 ? nb - g : 16;
-        memcpy(q, src + (size_t)g * sizeof(g4_block_q4_0), (size_t)n * sizeof(g4_block_q4_0));
-        if (n == 16) g4_q4_0_ungroup_row(q, 16);
-        K->row_to_f32(dst + g * G4_Q4_BLOCK, q, G4_DT_Q4_0, n * G4_Q4_BLOCK);
-    }
+    const int64_t seg = W->layout_cols > 0 ? W->layout_cols : W->cols, sb = seg / G4_Q4_BLOCK;
+    for (int64_t c = 0; c < W->cols; c += seg)
+        for (int64_t g = 0; g < sb; g += 16) { /* a group back to blocks, 288 bytes on the stack */
+            uint8_t q[16 * sizeof(g4_block_q4_0)];
+            const int64_t n = sb - g < 16 ? sb - g : 16, b0 = c / G4_Q4_BLOCK + g;
+            memcpy(q, src + (size_t)b0 * sizeof(g4_block_q4_0), (size_t)n * sizeof(g4_block_q4_0));
+            if (n == 16) g4_q4_0_ungroup_row(q, 16);
+            K->row_to_f32(dst + b0 * G4_Q4_BLOCK, q, G4_DT_Q4_0, n * G4_Q4_BLOCK);
+        }
 }
 
 int g4_q4_0_layout_for(const g4_kernels *k) { return k ? k->q4_0_layout : 0; }

@@ -111,6 +111,7 @@ static void encode_entry(uint8_t *p, const g4_art_entry *e) {
     memset(p, 0, G4_ART_ENTRY_BYTES);
     memcpy(p, e->name, strnlen(e->name, G4_ART_NAME_MAX - 1));
     put32(p + 96, (uint32_t)e->dtype);
+    put32(p + 100, (uint32_t)e->q4_group_cols);
     put64(p + 104, (uint64_t)e->rows);
     put64(p + 112, (uint64_t)e->cols);
     put64(p + 120, e->offset);
@@ -122,6 +123,7 @@ static void decode_entry(const uint8_t *p, g4_art_entry *e) {
     memcpy(e->name, p, G4_ART_NAME_MAX);
     e->name[G4_ART_NAME_MAX - 1] = 0;
     e->dtype = (int)get32(p + 96);
+    e->q4_group_cols = (int64_t)get32(p + 100);
     e->rows = (int64_t)get64(p + 104);
     e->cols = (int64_t)get64(p + 112);
     e->offset = get64(p + 120);
@@ -235,6 +237,15 @@ static int write_slice(shard_ctx *c, int r, int i, g4_err *err) {
             out = conv;
             if (v.dtype != G4_DT_CT_INT4) add_error(c, i, &v, conv, e->dtype);
         }
+        if (e->q4_group_cols) { /* the kernels' layout, row by row (the error was measured on the blocks) */
+            uint8_t *g = conv ? conv : c->buf;
+            if (out != g) memcpy(g, out, bytes);
+            const size_t sb = g4_dtype_row_bytes(G4_DT_Q4_0, e->q4_group_cols);
+            for (int64_t k = 0; k < m; k++)
+                for (int64_t col = 0; col < nc; col += e->q4_group_cols)
+                    g4_q4_0_group_row(g + (size_t)k * dst_rb + (size_t)(col / e->q4_group_cols) * sb, e->q4_group_cols / G4_Q4_BLOCK);
+            out = g;
+        }
         XXH3_64bits_update(&st, out, bytes);
         int w = pwrite_all(c->fds[r], out, bytes, off);
         int en = errno;
@@ -284,6 +295,10 @@ static json_t *build_manifest(shard_ctx *c, json_t *config, json_t *files) {
     json_object_set_new(m, "dtype", json_string(o->dtype >= 0 ? g4_dtype_name(o->dtype) : "as-stored"));
     for (int i = 0; i < c->ck.n_specs; i++) /* informational: what the tied head was made */
         if (c->ck.specs[i].kind == G4_T_EMBED) json_object_set_new(m, "head_dtype", json_string(g4_dtype_name(c->ents[0][i].dtype)));
+    int q4 = 0, grouped = 0; /* informational: how the q4_0 matrices are laid out */
+    for (int r = 0; r < o->tp; r++)
+        for (int i = 0; i < c->ck.n_specs; i++) q4 |= c->ents[r][i].dtype == G4_DT_Q4_0, grouped |= c->ents[r][i].q4_group_cols > 0;
+    if (q4) json_object_set_new(m, "q4_layout", json_string(grouped ? "grouped" : "blocks"));
     json_object_set_new(m, "alignment", json_integer(G4_ART_ALIGN));
     json_object_set_new(m, "n_tensors", json_integer(c->ck.n_specs));
     json_object_set(m, "config", config);
@@ -371,6 +386,9 @@ int g4_artifact_shard(const g4_shard_opts *o, g4_err *err) {
             if (wd < 0 || g4_tp_block_cols(d) > g4_tp_block_cols(wd)) wd = d;
         }
     if ((rc = g4_tp_check_dtype(cfg, wd, err))) goto done;
+    if (o->q4_layout < G4_SHARD_Q4_AUTO || o->q4_layout > G4_SHARD_Q4_GROUPED) { rc = g4_err_set(err, G4_EINVAL, "unknown q4_0 layout %d", o->q4_layout); goto done; }
+    const int grouped = o->q4_layout == G4_SHARD_Q4_GROUPED ||
+                        (o->q4_layout == G4_SHARD_Q4_AUTO && g4_q4_0_layout_for(g4_kernels_get()) == G4_Q4_GROUPED);
     if (!(c.err2 = calloc((size_t)n, sizeof *c.err2)) || !(c.ref2 = calloc((size_t)n, sizeof *c.ref2))) { rc = g4_err_set(err, G4_ENOMEM, "out of memory"); goto done; }
     /* layout of every rank file, before any byte is written */
     for (int r = 0; r < T; r++) {
@@ -388,6 +406,7 @@ int g4_artifact_shard(const g4_shard_opts *o, g4_err *err) {
                 rc = g4_err_set(err, G4_EUNSUPPORTED, "%s: %s has %lld columns on rank %d, not a multiple of 32", g4_dtype_name(e->dtype), s->name, (long long)nc, r);
                 goto done;
             }
+            if (e->dtype == G4_DT_Q4_0 && grouped) e->q4_group_cols = g4_q4_0_group_cols(cfg, &c.plans[r], s->kind, s->layer, nc);
             e->rows = nr;
             e->cols = nc;
             e->nbytes = g4_dtype_row_bytes(e->dtype, nc) * (uint64_t)nr;
@@ -526,7 +545,9 @@ static int open_rank(g4_artifact *a, int r, json_t *jr, uint64_t cfg_hash, int v
                           (long long)json_integer_value(js));
     if (size < G4_ART_HEADER_BYTES || memcmp(d, G4_ART_MAGIC, 8) != 0)
         return g4_err_set(err, G4_EFORMAT, "%s: not a g4tp rank file (bad magic)", fp);
-    if (get32(d + 8) != G4_ART_VERSION) return g4_err_set(err, G4_EUNSUPPORTED, "%s: format version %u (this build reads %d)", fp, get32(d + 8), G4_ART_VERSION);
+    const uint32_t ver = get32(d + 8);
+    if (ver < G4_ART_VERSION_MIN || ver > G4_ART_VERSION)
+        return g4_err_set(err, G4_EUNSUPPORTED, "%s: format version %u (this build reads %d to %d)", fp, ver, G4_ART_VERSION_MIN, G4_ART_VERSION);
     if ((int)get32(d + 12) != a->tp || (int)get32(d + 16) != r)
         return g4_err_set(err, G4_EFORMAT, "%s: header says rank %u of TP %u, expected rank %d of TP %d", fp, get32(d + 16), get32(d + 12), r, a->tp);
     if ((int)get32(d + 20) != n || get64(d + 24) != hb || (uint64_t)json_integer_value(jb) != hb || size < hb)
@@ -551,6 +572,9 @@ static int open_rank(g4_artifact *a, int r, json_t *jr, uint64_t cfg_hash, int v
             rc = g4_err_set(err, G4_EFORMAT, "%s: table entry %d is \"%s\", expected tensor %s", fp, i, e->name, s->name);
         else if (e->dtype < 0 || e->dtype >= G4_DT_COUNT || (!mat && is_block(e->dtype)) || (is_block(e->dtype) && nc % 32))
             rc = g4_err_set(err, G4_EFORMAT, "%s: tensor %s has an invalid dtype %d", fp, s->name, e->dtype);
+        else if (e->q4_group_cols && (ver < 2 || e->dtype != G4_DT_Q4_0 || e->q4_group_cols % 32 || nc % e->q4_group_cols))
+            rc = g4_err_set(err, G4_EFORMAT, "%s: tensor %s: invalid q4_0 grouping (%lld columns, dtype %s)", fp, s->name,
+                            (long long)e->q4_group_cols, g4_dtype_name(e->dtype));
         else if (e->rows != nr || e->cols != nc)
             rc = g4_err_set(err, G4_ESHAPE, "%s: tensor %s is %lldx%lld, rank %d of TP %d holds %lldx%lld", fp, s->name, (long long)e->rows,
                             (long long)e->cols, r, a->tp, (long long)nr, (long long)nc);
@@ -609,8 +633,9 @@ int g4_artifact_open(const char *dir, int only_rank, int tp, int verify, g4_arti
     if (!(m = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je))) { rc = g4_err_set(err, G4_EFORMAT, "%s: malformed JSON at line %d: %s", mp, je.line, je.text); goto done; }
     const char *fmt = json_string_value(json_object_get(m, "format"));
     if (!fmt || strcmp(fmt, "g4tp-artifact")) { rc = g4_err_set(err, G4_EFORMAT, "%s: not a g4tp artifact manifest (\"format\")", mp); goto done; }
-    if (json_integer_value(json_object_get(m, "format_version")) != G4_ART_VERSION) {
-        rc = g4_err_set(err, G4_EUNSUPPORTED, "%s: format_version %lld (this build reads %d)", mp, (long long)json_integer_value(json_object_get(m, "format_version")), G4_ART_VERSION);
+    const json_int_t fv = json_integer_value(json_object_get(m, "format_version"));
+    if (fv < G4_ART_VERSION_MIN || fv > G4_ART_VERSION) {
+        rc = g4_err_set(err, G4_EUNSUPPORTED, "%s: format_version %lld (this build reads %d to %d)", mp, (long long)fv, G4_ART_VERSION_MIN, G4_ART_VERSION);
         goto done;
     }
     uint64_t mh;
@@ -659,7 +684,8 @@ int g4_artifact_view(const g4_artifact *a, int rank, int idx, g4_mat *view, g4_e
     if (idx < 0 || idx >= a->n_specs) return g4_err_set(err, G4_EINVAL, "tensor index %d out of range", idx);
     const g4_art_entry *e = &a->ranks[rank].ents[idx];
     *view = (g4_mat){.data = a->ranks[rank].map.data + e->offset, .dtype = e->dtype, .rows = e->rows, .cols = e->cols,
-                     .ld_bytes = (int64_t)g4_dtype_row_bytes(e->dtype, e->cols)};
+                     .ld_bytes = (int64_t)g4_dtype_row_bytes(e->dtype, e->cols),
+                     .layout = e->q4_group_cols ? G4_Q4_GROUPED : 0, .layout_cols = e->q4_group_cols};
     return G4_OK;
 }
 

@@ -21,16 +21,19 @@
 #include "model/tensors.h"
 
 #define G4_ART_MAGIC "G4TPW001"
-#define G4_ART_VERSION 1
+#define G4_ART_VERSION 2     /* 2: q4_0 entries may be grouped (q4_group_cols); version 1 files still load */
+#define G4_ART_VERSION_MIN 1
 #define G4_ART_ALIGN 4096
 #define G4_ART_HEADER_BYTES 64   /* fixed header, then n_tensors table entries */
-#define G4_ART_ENTRY_BYTES 144   /* name[96] dtype u32, pad u32, rows, cols, offset, nbytes, xxh3 (u64) */
+#define G4_ART_ENTRY_BYTES 144   /* name[96] dtype u32, q4_group_cols u32, rows, cols, offset, nbytes, xxh3 (u64) */
 #define G4_ART_NAME_MAX 96
 
 /* One tensor of a rank file, as in its table. */
 typedef struct g4_art_entry {
     char name[G4_ART_NAME_MAX];
     int dtype;                 /* g4_dtype */
+    int64_t q4_group_cols;     /* q4_0: 0 = llama.cpp's blocks; S > 0 = the grouped layout (kernels.h), each
+                                * row grouped as segments of S columns (gemma4/weights.h g4_q4_0_group_cols) */
     int64_t rows, cols;        /* the rank's rectangle (1-D tensors: rows = length, cols = 1) */
     uint64_t offset, nbytes;   /* in the file; offset % 4096 == 0; nbytes = rows * row_bytes */
     uint64_t xxh3;             /* XXH3_64bits of the nbytes */
@@ -57,6 +60,8 @@ typedef struct g4_shard_opts {
     int tp;
     int dtype;                 /* -1 as stored, else G4_DT_* for every matrix */
     const char *head_dtype;    /* NULL: the default rule (model/tensors.h), else a dtype name */
+    int q4_layout;             /* q4_0 matrices: G4_SHARD_Q4_AUTO (the layout this machine's kernel set
+                                * reads), G4_SHARD_Q4_BLOCKS or G4_SHARD_Q4_GROUPED */
     int force;                 /* replace an existing out_dir (atomically) */
     /* called now and then with bytes written so far / in all (may be NULL) */
     void (*progress)(void *ud, uint64_t done, uint64_t total);
@@ -67,6 +72,8 @@ typedef struct g4_shard_opts {
     void (*report)(void *ud, const char *name, int src_dtype, int dtype, double nmse);
     volatile sig_atomic_t *cancel; /* if it becomes non-zero: stop, remove the temp folder */
 } g4_shard_opts;
+
+enum { G4_SHARD_Q4_AUTO = 0, G4_SHARD_Q4_BLOCKS = 1, G4_SHARD_Q4_GROUPED = 2 };
 
 /* 1 if dir holds a manifest.json (an artifact folder, valid or not). */
 int g4_artifact_is_dir(const char *dir);

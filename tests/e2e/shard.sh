@@ -103,4 +103,14 @@ n=$(echo "$out" | grep -c "^nmse .*(bf16 -> q4_0)$")
 expect_eq "$n" 55 "bf16 -> q4_0: one nmse line per quantized tensor"
 python3 -c "import json,sys; m=json.load(open(sys.argv[1])); sys.exit(0 if m['head_dtype']=='q4_0' else 1)" $tmp/q4art/manifest.json \
   && ok "manifest: the head follows --dtype q4_0" || bad "manifest head_dtype"
+# --q4-layout: written as asked, both load and give the same ids; a bad value is a usage error
+for l in blocks grouped; do
+  $G4TP shard --model "tests/data/golden/tiny_default" --dtype q4_0 --q4-layout $l --tp 2 --out $tmp/q4$l --quiet >/dev/null 2>&1
+  expect_eq "$(python3 -c "import json,sys; print(json.load(open(sys.argv[1])).get('q4_layout'))" $tmp/q4$l/manifest.json)" $l "manifest: q4_layout $l"
+  $G4TP generate --model $tmp/q4$l --tp 2 --prompt-ids 2,105,17 --max-new-tokens 4 > $tmp/q4$l.ids 2>/dev/null || bad "generate from q4_layout $l"
+done
+cmp -s $tmp/q4blocks.ids $tmp/q4grouped.ids && [ -s $tmp/q4blocks.ids ] && ok "q4_0 blocks and grouped artifacts: the same ids" || bad "q4 layouts differ"
+out=$($G4TP shard --model "tests/data/golden/tiny_default" --q4-layout rows --tp 2 --out $tmp/q4bad 2>&1); rc=$?
+expect_eq "$rc" 2 "--q4-layout rows: exit 2"
+echo "$out" | grep -q "must be auto, blocks or grouped" && ok "--q4-layout: the message names the choices" || bad "q4-layout message: $out"
 finish

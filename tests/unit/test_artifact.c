@@ -336,6 +336,97 @@ static void test_cancel_leaves_nothing(void **state) {
     closedir(d);
 }
 
+/* Patches rank file r of a TP 2 folder: the u32 at byte `at` of table entry `ent` (ent < 0: of the
+ * header), then forges the checksums. */
+static void patch_u32(const char *dir, int r, int ent, size_t at, uint32_t value) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/rank-%05d-of-00002.g4w", dir, r);
+    size_t len;
+    uint8_t *f = (uint8_t *)tu_read_file(path, &len);
+    assert_non_null(f);
+    uint32_t n = (uint32_t)f[20] | (uint32_t)f[21] << 8;
+    size_t hb = G4_ART_HEADER_BYTES + (size_t)n * G4_ART_ENTRY_BYTES;
+    memcpy(f + (ent < 0 ? 0 : G4_ART_HEADER_BYTES + (size_t)ent * G4_ART_ENTRY_BYTES) + at, &value, 4);
+    FILE *o = fopen(path, "r+b");
+    assert_int_equal(fwrite(f, 1, hb, o), hb);
+    fclose(o);
+    reseal(dir, r, f, hb);
+    free(f);
+}
+
+static int spec_index(const g4_artifact *a, const char *name) {
+    for (int i = 0; i < a->n_specs; i++)
+        if (!strcmp(a->specs[i].name, name)) return i;
+    fail_msg("no tensor %s", name);
+    return -1;
+}
+
+/* q4_0 artifacts record their layout per tensor: sharded grouped, every q4_0 matrix carries the
+ * segments the loader's rule gives (o and down: the reduction slices); a forged grouping is
+ * refused (on a tensor that is not q4_0 at open, with other segments at load); version 1 files
+ * (blocks only) still load. */
+static void test_q4_grouping(void **state) {
+    (void)state;
+    const char *dir = tmp_sub("q4grouped"), *blocks = tmp_sub("q4blocks");
+    g4_err err = {0};
+    g4_shard_opts o = {.model_dir = tu_path("golden/tiny_default"), .out_dir = dir, .tp = 2, .dtype = G4_DT_Q4_0,
+                       .q4_layout = G4_SHARD_Q4_GROUPED, .force = 1};
+    assert_int_equal(g4_artifact_shard(&o, &err), G4_OK);
+    o.out_dir = blocks;
+    o.q4_layout = G4_SHARD_Q4_BLOCKS;
+    assert_int_equal(g4_artifact_shard(&o, &err), G4_OK);
+    g4_artifact *a;
+    assert_int_equal(g4_artifact_open(dir, -1, 2, 1, &a, &err), G4_OK);
+    g4_tp_plan plan;
+    assert_int_equal(g4_tp_plan_make(&a->cfg, G4_DT_Q4_0, 2, 1, &plan, &err), G4_OK);
+    int n_grouped = 0;
+    for (int i = 0; i < a->n_specs; i++) {
+        const g4_art_entry *e = &a->ranks[1].ents[i];
+        const int64_t want = e->dtype == G4_DT_Q4_0 ? g4_q4_0_group_cols(&a->cfg, &plan, a->specs[i].kind, a->specs[i].layer, e->cols) : 0;
+        if (e->q4_group_cols != want) fail_msg("%s: grouped in %lld columns, the rule says %lld", e->name, (long long)e->q4_group_cols, (long long)want);
+        n_grouped += want > 0;
+    }
+    const int down = spec_index(a, "layers.0.mlp.down_proj.weight"), norm = spec_index(a, "layers.0.input_layernorm.weight");
+    const int64_t down_seg = a->ranks[1].ents[down].q4_group_cols, down_cols = a->ranks[1].ents[down].cols;
+    print_message("%d q4_0 tensors grouped; down_proj rows in segments of %lld of %lld columns\n", n_grouped, (long long)down_seg, (long long)down_cols);
+    assert_true(n_grouped > 8 && down_seg > 0 && down_seg < down_cols);
+    g4_tp_plan_free(&plan);
+    g4_artifact_close(a);
+    int n, n_gen;
+    int32_t *ids, *want;
+    json_t *g = golden("tiny_default", &ids, &n, &want, &n_gen);
+    tu_run ra, rb;
+    assert_int_equal(tu_generate(&(g4_engine_opts){.tp = 2, .threads = 1, .model_dir = dir}, ids, n, n_gen, &ra, &err), G4_OK);
+    /* down_proj forged to whole rows: the header is fine, the loader's rule is not */
+    patch_u32(dir, 1, down, 100, (uint32_t)down_cols);
+    assert_int_equal(g4_artifact_open(dir, -1, 2, 0, &a, &err), G4_OK);
+    g4_artifact_close(a);
+    assert_int_not_equal(tu_generate(&(g4_engine_opts){.tp = 2, .threads = 1, .model_dir = dir}, ids, n, n_gen, &rb, &err), G4_OK);
+    print_message("forged segments: %s\n", err.msg);
+    expect_msg(&err, "down_proj");
+    expect_msg(&err, "segments of");
+    tu_run_free(&rb);
+    patch_u32(dir, 1, norm, 100, 32); /* a grouping on a bf16 norm weight */
+    assert_int_equal(open_err(dir, 2, 0, &err), G4_EFORMAT);
+    print_message("forged grouping: %s\n", err.msg);
+    expect_msg(&err, "input_layernorm");
+    expect_msg(&err, "invalid q4_0 grouping");
+    /* version 1: blocks load, a grouping is refused */
+    for (int r = 0; r < 2; r++) patch_u32(blocks, r, -1, 8, 1);
+    replace_in_file(tmp_sub("q4blocks/manifest.json"), "\"format_version\": 2", "\"format_version\": 1");
+    reseal(blocks, 0, NULL, 0);
+    assert_int_equal(tu_generate(&(g4_engine_opts){.tp = 2, .threads = 1, .model_dir = blocks}, ids, n, n_gen, &rb, &err), G4_OK);
+    assert_memory_equal(ra.logits, rb.logits, sizeof(float) * (size_t)ra.vocab * (size_t)n_gen);
+    patch_u32(blocks, 1, down, 100, (uint32_t)down_seg);
+    assert_int_equal(open_err(blocks, 2, 0, &err), G4_EFORMAT);
+    expect_msg(&err, "invalid q4_0 grouping");
+    tu_run_free(&ra);
+    tu_run_free(&rb);
+    free(ids);
+    free(want);
+    json_decref(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_logits_equal_hf),
@@ -346,6 +437,7 @@ int main(void) {
         cmocka_unit_test(test_forged_tables),
         cmocka_unit_test(test_wrong_tp_and_refusals),
         cmocka_unit_test(test_cancel_leaves_nothing),
+        cmocka_unit_test(test_q4_grouping),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,5 @@
-/* The grouped q4_0 layout at the model level (engine.c regroups the q4_0 layer matrices when the
- * kernel set is avx512; gemma4/weights.c g4_weights_group_q4): on a checkpoint wide enough for
+/* The grouped q4_0 layout at the model level (engine.c puts the q4_0 matrices in the layout the
+ * kernel set reads; gemma4/weights.c g4_weights_set_q4_layout): on a checkpoint wide enough for
  * full groups of 16 blocks (hidden 512: q/k/v/gate/up rows of one group; down slices of 768 (a group and a partial one)
  * columns; global layers' o slices of 512; the q4_0 tied head, whose lookup ungroups its rows), avx512 logits are bitwise those of the block layout
  * (G4_Q4_LAYOUT=blocks) for TP 1, TP 2 and batch shapes, read from the checkpoint's map or
@@ -8,6 +8,7 @@
 
 #include "engine_util.h"
 #include "kernels/kernels.h"
+#include "model/artifact.h"
 #include "model/synth.h"
 
 static const int32_t prompt[] = {2, 105, 17, 300, 41, 7, 19, 88, 240, 3};
@@ -73,7 +74,64 @@ static void test_grouped_equals_blocks(void **state) {
     tu_run_free(&base);
 }
 
+static const char *shard_q4(const char *model, int layout, const char *name) {
+    static char dirs[2][600];
+    char *d = dirs[layout == G4_SHARD_Q4_GROUPED];
+    snprintf(d, 600, "%s/%s", tu_tmpdir(), name);
+    g4_shard_opts so = {.model_dir = model, .out_dir = d, .tp = 2, .dtype = G4_DT_Q4_0, .q4_layout = layout, .force = 1};
+    g4_err err;
+    if (g4_artifact_shard(&so, &err)) fail_msg("shard %s: %s", name, err.msg);
+    return d;
+}
+
+/* Bytes of weights the engine holds in its own memory for these options (0: all read in place). */
+static size_t copied_bytes(g4_engine_opts o) {
+    g4_engine *e;
+    g4_err err;
+    if (g4_engine_open(&o, &e, &err)) fail_msg("%s: %s", o.model_dir, err.msg);
+    const size_t b = g4_engine_copied_weight_bytes(e);
+    g4_engine_close(e);
+    return b;
+}
+
+/* Artifacts sharded in either q4_0 layout give, on every kernel set, the logits of the checkpoint
+ * converted at load, bit for bit; the layout the set reads is mapped in place (nothing copied),
+ * the other one re-laid out in memory. */
+static void test_artifact_layouts(void **state) {
+    (void)state;
+    const char *m = wide_model();
+    const char *grouped = shard_q4(m, G4_SHARD_Q4_GROUPED, "q4wide-grouped"), *blocks = shard_q4(m, G4_SHARD_Q4_BLOCKS, "q4wide-blocks");
+    char mp[700];
+    snprintf(mp, sizeof mp, "%s/manifest.json", grouped);
+    char *man = tu_read_file(mp, NULL);
+    assert_non_null(man);
+    assert_non_null(strstr(man, "\"q4_layout\": \"grouped\""));
+    free(man);
+    const char *isas[] = {"scalar", "avx2", "avx512"};
+    for (int k = 0; k < 3; k++) {
+        const g4_kernels *K = g4_kernels_by_name(isas[k]);
+        if (!K) continue;
+        g4_err err;
+        tu_run ref, r;
+        g4_engine_opts o = {.tp = 2, .threads = 1, .model_dir = m, .dtype = "q4_0", .isa = isas[k]};
+        if (tu_generate(&o, prompt, NP, 4, &ref, &err)) fail_msg("checkpoint, %s: %s", isas[k], err.msg);
+        const char *dirs[] = {grouped, blocks};
+        for (int d = 0; d < 2; d++) {
+            g4_engine_opts a = {.tp = 2, .threads = d + 1, .max_batch = d ? 3 : 0, .model_dir = dirs[d], .isa = isas[k], .verify = 1};
+            if (tu_generate(&a, prompt, NP, 4, &r, &err)) fail_msg("%s, %s: %s", dirs[d], isas[k], err.msg);
+            if (memcmp(r.logits, ref.logits, sizeof(float) * (size_t)r.vocab * 4))
+                fail_msg("%s on %s: logits differ from the checkpoint converted at load", dirs[d], isas[k]);
+            tu_run_free(&r);
+            const int native = (g4_q4_0_layout_for(K) == G4_Q4_GROUPED) == (d == 0);
+            const size_t c = copied_bytes(a);
+            print_message("%s on %s: %zu bytes copied\n", dirs[d], isas[k], c);
+            if (native ? c != 0 : c == 0) fail_msg("%s on %s: %zu weight bytes copied", dirs[d], isas[k], c);
+        }
+        tu_run_free(&ref);
+    }
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_grouped_equals_blocks)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_grouped_equals_blocks), cmocka_unit_test(test_artifact_layouts)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
