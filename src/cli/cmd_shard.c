@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "kernels/kernels.h"
 #include "model/artifact.h"
 #include "model/compressed.h"
 
@@ -73,7 +74,7 @@ int cmd_shard(int argc, char **argv) {
     g4_shard_opts o = {0};
     o.dtype = -1;
     long long tp = 0;
-    int bad = 0, quiet = 0, verbose = 0;
+    int bad = 0, quiet = 0, verbose = 0, q4_auto = 1;
     for (int i = 1; i < argc && !bad; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(help, stdout); return 0; }
@@ -89,9 +90,9 @@ int cmd_shard(int argc, char **argv) {
             else o.head_dtype = v;
         } else if (!strcmp(a, "--q4-layout")) {
             if (!(v = cli_value(argc, argv, &i))) bad = 1;
-            else if (!strcmp(v, "auto")) o.q4_layout = G4_SHARD_Q4_AUTO;
-            else if (!strcmp(v, "blocks")) o.q4_layout = G4_SHARD_Q4_BLOCKS;
-            else if (!strcmp(v, "grouped")) o.q4_layout = G4_SHARD_Q4_GROUPED;
+            else if (!strcmp(v, "auto")) q4_auto = 1;
+            else if (!strcmp(v, "blocks")) { q4_auto = 0; o.q4_layout = G4_SHARD_Q4_BLOCKS; }
+            else if (!strcmp(v, "grouped")) { q4_auto = 0; o.q4_layout = G4_SHARD_Q4_GROUPED; }
             else { fprintf(stderr, "g4tp shard: --q4-layout must be auto, blocks or grouped (got \"%s\")\n", v); bad = 1; }
         } else if (!strcmp(a, "--force")) o.force = 1;
         else if (!strcmp(a, "--quiet")) quiet = 1;
@@ -101,6 +102,8 @@ int cmd_shard(int argc, char **argv) {
     if (bad) return 2;
     if (!o.model_dir || !o.out_dir || !tp) { fprintf(stderr, "g4tp shard: --model, --tp and --out are required (see --help)\n"); return 2; }
     o.tp = (int)tp;
+    /* auto: the layout this machine's kernel set reads, so a reload maps it in place */
+    if (q4_auto) o.q4_layout = g4_q4_0_layout_for(g4_kernels_get()) == G4_Q4_GROUPED ? G4_SHARD_Q4_GROUPED : G4_SHARD_Q4_BLOCKS;
     bar b = {.t0 = now_s(), .verbose = verbose};
     o.progress_ud = &b;
     o.report = report;

@@ -386,9 +386,8 @@ int g4_artifact_shard(const g4_shard_opts *o, g4_err *err) {
             if (wd < 0 || g4_tp_block_cols(d) > g4_tp_block_cols(wd)) wd = d;
         }
     if ((rc = g4_tp_check_dtype(cfg, wd, err))) goto done;
-    if (o->q4_layout < G4_SHARD_Q4_AUTO || o->q4_layout > G4_SHARD_Q4_GROUPED) { rc = g4_err_set(err, G4_EINVAL, "unknown q4_0 layout %d", o->q4_layout); goto done; }
-    const int grouped = o->q4_layout == G4_SHARD_Q4_GROUPED ||
-                        (o->q4_layout == G4_SHARD_Q4_AUTO && g4_q4_0_layout_for(g4_kernels_get()) == G4_Q4_GROUPED);
+    if (o->q4_layout != G4_SHARD_Q4_BLOCKS && o->q4_layout != G4_SHARD_Q4_GROUPED) { rc = g4_err_set(err, G4_EINVAL, "unknown q4_0 layout %d", o->q4_layout); goto done; }
+    const int grouped = o->q4_layout == G4_SHARD_Q4_GROUPED;
     if (!(c.err2 = calloc((size_t)n, sizeof *c.err2)) || !(c.ref2 = calloc((size_t)n, sizeof *c.ref2))) { rc = g4_err_set(err, G4_ENOMEM, "out of memory"); goto done; }
     /* layout of every rank file, before any byte is written */
     for (int r = 0; r < T; r++) {

@@ -60,8 +60,9 @@ typedef struct g4_shard_opts {
     int tp;
     int dtype;                 /* -1 as stored, else G4_DT_* for every matrix */
     const char *head_dtype;    /* NULL: the default rule (model/tensors.h), else a dtype name */
-    int q4_layout;             /* q4_0 matrices: G4_SHARD_Q4_AUTO (the layout this machine's kernel set
-                                * reads), G4_SHARD_Q4_BLOCKS or G4_SHARD_Q4_GROUPED */
+    int q4_layout;             /* q4_0 matrices: G4_SHARD_Q4_BLOCKS (default) or G4_SHARD_Q4_GROUPED;
+                                * the caller picks the layout its kernels read (the CLI's "auto"), so
+                                * this layer does not depend on the kernel dispatcher */
     int force;                 /* replace an existing out_dir (atomically) */
     /* called now and then with bytes written so far / in all (may be NULL) */
     void (*progress)(void *ud, uint64_t done, uint64_t total);
@@ -73,7 +74,7 @@ typedef struct g4_shard_opts {
     volatile sig_atomic_t *cancel; /* if it becomes non-zero: stop, remove the temp folder */
 } g4_shard_opts;
 
-enum { G4_SHARD_Q4_AUTO = 0, G4_SHARD_Q4_BLOCKS = 1, G4_SHARD_Q4_GROUPED = 2 };
+enum { G4_SHARD_Q4_BLOCKS = 0, G4_SHARD_Q4_GROUPED = 1 };
 
 /* 1 if dir holds a manifest.json (an artifact folder, valid or not). */
 int g4_artifact_is_dir(const char *dir);

@@ -103,6 +103,9 @@ n=$(echo "$out" | grep -c "^nmse .*(bf16 -> q4_0)$")
 expect_eq "$n" 55 "bf16 -> q4_0: one nmse line per quantized tensor"
 python3 -c "import json,sys; m=json.load(open(sys.argv[1])); sys.exit(0 if m['head_dtype']=='q4_0' else 1)" $tmp/q4art/manifest.json \
   && ok "manifest: the head follows --dtype q4_0" || bad "manifest head_dtype"
+# the default (--q4-layout auto) is the layout this machine's kernels read: a reload copies nothing
+c=$($G4TP bench --model $tmp/q4art --tp 2 --prompt-len 4 --gen 2 --json 2>/dev/null | python3 -c "import json,sys; print(json.load(sys.stdin)['weights_copied_mb'])")
+expect_eq "$c" 0.0 "q4_0 artifact in the default layout: no weight copied at load"
 # --q4-layout: written as asked, both load and give the same ids; a bad value is a usage error
 for l in blocks grouped; do
   $G4TP shard --model "tests/data/golden/tiny_default" --dtype q4_0 --q4-layout $l --tp 2 --out $tmp/q4$l --quiet >/dev/null 2>&1
