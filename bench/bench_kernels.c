@@ -76,8 +76,8 @@ int main(int argc, char **argv) {
     } else n = g4_kernels_available(names, 3);
 
     double bw[3], rd[3];
-    for (int t = 1; t <= 2; t++) bw[t] = g4_probe_bandwidth_gbs(t);
-    for (int t = 1; t <= 2; t++) rd[t] = g4_probe_read_gbs(t);
+    for (int t = 1; t <= 2; t++) bw[t] = g4_probe_bandwidth_gbs(t, 0);
+    for (int t = 1; t <= 2; t++) rd[t] = g4_probe_read_gbs(t, 0);
     printf("probe: STREAM triad %.1f GB/s (1 thread), %.1f GB/s (2 threads); read-only stream %.1f / %.1f GB/s\n",
            bw[1], bw[2], rd[1], rd[2]);
 

@@ -19,15 +19,16 @@ static const char *help =
     "512), decode tokens/s over G greedy tokens (default 32), peak RSS, and this machine's memory\n"
     "bandwidth (STREAM-triad-like) and fp32 FMA peak; prints decode and prefill as fractions of\n"
     "those bounds, and decode also against a read-only stream (decode reads, never writes).\n"
-    "The probes run after the engine is closed, on as many threads as all its ranks had. Decode is\n"
-    "also given as the median step, and (threaded ranks, models over 256 MB) as the median of each\n"
-    "step against a short bandwidth probe run right after it: on a shared host the bandwidth left\n"
-    "to this machine changes from second to second.\n"
+    "The probes stream a buffer of the weights' size, at most 4 x the last-level cache (a smaller\n"
+    "one would measure the cache, not memory), and run after the engine is closed, on as many\n"
+    "threads as all its ranks had. Decode is also given as the median step, and (threaded ranks,\n"
+    "models over 256 MB) as the median of each step against a short bandwidth probe run right\n"
+    "after it: on a shared host the bandwidth left to this machine changes from second to second.\n"
     "  --json        one JSON object with prefill_tok_s, decode_tok_s, ttft_ms, load_s, peak_rss_mb,\n"
     "                weight_bytes_per_token, bandwidth_gb_s, decode_bound_fraction,\n"
     "                fma_peak_gflops, prefill_bound_fraction, decode_median_tok_s,\n"
     "                decode_paired_bound_fraction (null when not measured), read_bandwidth_gb_s,\n"
-    "                decode_read_bound_fraction, weights_copied_mb and more\n"
+    "                decode_read_bound_fraction, weights_copied_mb, probe_mb, llc_mb and more\n"
     "  --prompt-kind random|repeat  the prompt: random ids (default), or a random passage given twice\n"
     "                (an input-grounded task: a model that repeats it is predictable from the prompt)\n"
     "  --step-curve N  also the median time of one forward step over t = 1..N tokens of one sequence\n"
@@ -43,6 +44,24 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 /* Median of v[0..n) (n >= 1); sorts v. */
+/* Peak RSS so far in kB (VmHWM), and a reset of it to the current RSS (Linux clear_refs 5): the
+ * paired probe's buffer is the bench's, not the engine's, and must not count. 0 / -1 elsewhere. */
+static long long peak_rss_kb(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long long kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmHWM:", 6)) kb = atoll(line + 6);
+    if (f) fclose(f);
+    return kb;
+}
+static int reset_peak_rss(void) {
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f) return -1;
+    int ok = fputs("5", f) >= 0;
+    return fclose(f) == 0 && ok ? 0 : -1;
+}
+
 static double median(double *v, long long n) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
@@ -152,8 +171,8 @@ int cmd_bench(int argc, char **argv) {
     double t_prefill = now_s() - t1;
     int32_t id = g4_sample_greedy(logits, (int)V);
     double ttft = now_s() - t1;
-    /* Paired probe: right after each decode step, a short bandwidth probe (3 triad passes,
-     * ~10 ms) on the same threads, so each step's speed is set against the bandwidth this
+    /* Paired probe: right after each decode step, a short bandwidth probe (3 triad passes
+     * over probe_bytes) on the same threads, so each step's speed is set against the bandwidth this
      * machine gave at that moment (neighbours on a shared host take a varying share). Only for
      * models well beyond the caches (the probe evicts them) and threaded ranks (MPI ranks would
      * compete with it). */
@@ -161,7 +180,13 @@ int cmd_bench(int argc, char **argv) {
     const int tp = g4_engine_tp(e), threads = tp * (o.threads > 0 ? o.threads : 1);
     const double wbytes = (double)g4_engine_weight_bytes(e);
     const double copied_mb = (double)g4_engine_copied_weight_bytes(e) / 1e6; /* held in memory, not mapped */
-    pair = !is_mpi && wbytes >= 256e6 ? g4_bw_probe_new(threads) : NULL;
+    /* the probes stream what a decode step streams: a buffer of the weights' size (a model the
+     * caches hold is bounded by the caches), but no more than 4 x the last-level cache (beyond
+     * that it is memory's bandwidth) */
+    const size_t stream_cap = g4_probe_stream_bytes(), min_probe = (size_t)64 << 20;
+    const size_t probe_bytes = wbytes > (double)stream_cap ? stream_cap : wbytes < (double)min_probe ? min_probe : (size_t)wbytes;
+    const long long rss_before_pair_kb = peak_rss_kb();
+    pair = !is_mpi && wbytes >= 256e6 ? g4_bw_probe_new(threads, probe_bytes) : NULL;
     pair_frac = pair ? calloc((size_t)gen, sizeof(double)) : NULL;
     double t_pairs = 0;
     double t2 = now_s();
@@ -180,6 +205,13 @@ int cmd_bench(int argc, char **argv) {
         }
     }
     double t_decode = now_s() - t2 - t_pairs;
+    /* the engine's peak: before the paired probe, and (the probe freed, the mark reset) after */
+    int peak_exact = !pair;
+    if (pair) {
+        g4_bw_probe_free(pair);
+        pair = NULL;
+        peak_exact = rss_before_pair_kb > 0 && reset_peak_rss() == 0;
+    }
     const double paired = pair && pair_frac ? median(pair_frac, gen) : -1;
     /* the median step: on a shared machine other tenants stretch some steps; the mean (decode_tok_s)
      * counts them, the median shows the engine */
@@ -196,6 +228,9 @@ int cmd_bench(int argc, char **argv) {
             if (bench_served_run(e, ids, (int)plen, (int)gen, streams[k], on, &served[n_served++], &err)) { cli_error("bench", &err); rc = 1; free(curve_s); goto out; }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
+    long long peak_kb = peak_exact ? peak_rss_kb() : 0;
+    if (!peak_exact || peak_kb <= 0) peak_kb = ru.ru_maxrss; /* the probe may be counted: at most probe_mb more */
+    else if (rss_before_pair_kb > peak_kb) peak_kb = rss_before_pair_kb;
     /* The probes run after the engine is closed, with as many threads as all ranks had: while
      * it is open its pool threads (and MPI's progress loop on the other ranks) would compete with
      * the probe for the cores and understate the machine. All ranks on one host is the setup
@@ -206,20 +241,22 @@ int cmd_bench(int argc, char **argv) {
     snprintf(model_dir, sizeof model_dir, "%s", g4_engine_model_dir(e));
     g4_engine_close(e);
     e = NULL;
-    double bw = g4_probe_bandwidth_gbs(threads), peak = g4_probe_fma_gflops_isa(isa, threads);
-    const double rd = g4_probe_read_gbs(threads), rd_bytes_s = rd * 1e9; /* read-only stream */
+    double bw = g4_probe_bandwidth_gbs(threads, probe_bytes), peak = g4_probe_fma_gflops_isa(isa, threads);
+    const double rd = g4_probe_read_gbs(threads, probe_bytes), rd_bytes_s = rd * 1e9; /* read-only stream */
     double prefill_tok_s = (double)plen / t_prefill, decode_tok_s = (double)gen / t_decode;
     double bound_tok_s = bw * 1e9 / wbytes;
     if (json) {
         json_t *j = json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:s,s:i,s:i,s:I,s:I}",
                               "prefill_tok_s", prefill_tok_s, "decode_tok_s", decode_tok_s, "ttft_ms", ttft * 1e3, "load_s", load_s,
-                              "peak_rss_mb", ru.ru_maxrss / 1024.0, "weight_bytes_per_token", wbytes, "bandwidth_gb_s", bw,
+                              "peak_rss_mb", peak_kb / 1024.0, "weight_bytes_per_token", wbytes, "bandwidth_gb_s", bw,
                               "decode_bound_fraction", decode_tok_s / bound_tok_s, "fma_peak_gflops", peak,
                               "prefill_bound_fraction", prefill_gflops / peak, "prefill_gflops", prefill_gflops,
                               "decode_bound_tok_s", bound_tok_s, "decode_median_tok_s", 1.0 / median_step, "isa", isa, "tp", tp,
                               "threads", o.threads, "prompt_len", (json_int_t)plen, "gen", (json_int_t)gen);
         json_object_set_new(j, "warmup_s", json_real(warm_s));
         json_object_set_new(j, "weights_copied_mb", json_real(copied_mb));
+        json_object_set_new(j, "probe_mb", json_real((double)probe_bytes / 1e6));
+        json_object_set_new(j, "llc_mb", json_real((double)g4_probe_llc_bytes() / 1e6));
         json_object_set_new(j, "math", json_string(math));
         json_object_set_new(j, "decode_paired_bound_fraction", paired > 0 ? json_real(paired) : json_null());
         json_object_set_new(j, "read_bandwidth_gb_s", rd > 0 ? json_real(rd) : json_null());
@@ -247,11 +284,13 @@ int cmd_bench(int argc, char **argv) {
     } else {
         printf("model        %s (%s, %s math, TP %d x %d threads)\n", model_dir, isa, math, tp, o.threads);
         printf("load         %.2f s (+ %.2f s first touch of the weights), peak RSS %.0f MB; %.0f MB of weights copied or converted\n", load_s, warm_s,
-               ru.ru_maxrss / 1024.0, copied_mb);
+               peak_kb / 1024.0, copied_mb);
         printf("prefill      %lld tokens: %.1f tok/s, %.1f GFLOP/s = %.0f %% of the fp32 FMA peak (%.1f GFLOP/s); TTFT %.1f ms\n",
                plen, prefill_tok_s, prefill_gflops, 100 * prefill_gflops / peak, peak, ttft * 1e3);
-        printf("decode       %lld tokens: %.2f tok/s = %.0f %% of the bandwidth bound (%.2f tok/s: %.1f MB of weights per token at %.1f GB/s)\n",
-               gen, decode_tok_s, 100 * decode_tok_s / bound_tok_s, bound_tok_s, wbytes / 1e6, bw);
+        printf("decode       %lld tokens: %.2f tok/s = %.0f %% of the bandwidth bound (%.2f tok/s: %.1f MB of weights per token at %.1f GB/s,\n"
+               "             a triad over %.0f MB; last-level cache %.0f MB)\n",
+               gen, decode_tok_s, 100 * decode_tok_s / bound_tok_s, bound_tok_s, wbytes / 1e6, bw, (double)probe_bytes / 1e6,
+               (double)g4_probe_llc_bytes() / 1e6);
         printf("             median step %.1f ms = %.2f tok/s = %.0f %% of the bound\n", median_step * 1e3, 1.0 / median_step,
                100 / median_step / bound_tok_s);
         if (paired > 0)

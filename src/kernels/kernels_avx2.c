@@ -92,8 +92,11 @@ AI __m256 tanh8(__m256 x) {
 
 /* ---- matmul: f32 / bf16 / f16 ---- */
 
-/* A non-temporal prefetch 1 KiB ahead in each of the 8 rows, as in kernels_avx512.c (measured
- * there). Prefetches never fault. */
+/* A prefetch 1 KiB ahead in each of the 8 rows, with the hint of kernels_avx512.c (measured
+ * there: into all cache levels, _MM_HINT_T0). Prefetches never fault. */
+#ifndef G4_MV_PF_HINT
+#define G4_MV_PF_HINT _MM_HINT_T0
+#endif
 #ifndef G4_MV_PREFETCH
 #define G4_MV_PREFETCH 1024
 #endif
@@ -108,7 +111,7 @@ AI void mv_rows_s(const int dt, const int NRW, const char *w, int64_t ldw_b, con
         __m256 xv = _mm256_loadu_ps(x + k);
         if (((k * esz) & 63) == 0) /* once per 64-byte line of each row */
 #pragma GCC unroll 8
-            for (int i = 0; i < NRW; i++) _mm_prefetch(w + i * ldw_b + k * esz + G4_MV_PREFETCH, _MM_HINT_NTA);
+            for (int i = 0; i < NRW; i++) _mm_prefetch(w + i * ldw_b + k * esz + G4_MV_PREFETCH, G4_MV_PF_HINT);
 #pragma GCC unroll 8
         for (int i = 0; i < NRW; i++) acc[i] = _mm256_fmadd_ps(ldw(dt, w + i * ldw_b, k), xv, acc[i]);
     }
@@ -265,7 +268,7 @@ AI void tile_direct(const int dt, const int mr, const int nr, const char *w, int
         __m256 xv[4];
         if (((k * esz) & 63) == 0)
 #pragma GCC unroll 8
-            for (int i = 0; i < mr; i++) _mm_prefetch(w + i * ldw_b + k * esz + G4_MV_PREFETCH, _MM_HINT_NTA);
+            for (int i = 0; i < mr; i++) _mm_prefetch(w + i * ldw_b + k * esz + G4_MV_PREFETCH, G4_MV_PF_HINT);
 #pragma GCC unroll 8
         for (int j = 0; j < nr; j++) xv[j] = _mm256_loadu_ps(x + j * ldx + k);
 #pragma GCC unroll 8
@@ -404,8 +407,8 @@ AI __m256 q4_scales8(const g4_block_q4_0 *w, int nin) {
 
 /* One row times NT (1, 2) tokens, groups of 8 blocks (fewer at the end: zero sums and scales),
  * each block unpacked once for the NT tokens. Block g + i in lane i gets
- * (float)(sum q x - 8 sum x) * (d_w * d_x). A non-temporal prefetch 8 groups ahead keeps the
- * single stream going (as the avx512 q8_0 dot). */
+ * (float)(sum q x - 8 sum x) * (d_w * d_x). A prefetch 8 groups ahead keeps the single stream
+ * going (as the avx512 q8_0 dot, with its hint). */
 #ifndef G4_Q4_PREFETCH2
 #define G4_Q4_PREFETCH2 1152
 #endif
@@ -415,9 +418,9 @@ AI void q4_row(const int NT, const g4_block_q4_0 *w, int64_t nb, const char *con
     for (int64_t g = 0; g < nb; g += 8) {
         const int nin = nb - g < 8 ? (int)(nb - g) : 8;
         const char *pf = (const char *)(w + g) + G4_Q4_PREFETCH2;
-        _mm_prefetch(pf, _MM_HINT_NTA);
-        _mm_prefetch(pf + 64, _MM_HINT_NTA);
-        _mm_prefetch(pf + 128, _MM_HINT_NTA);
+        _mm_prefetch(pf, G4_MV_PF_HINT);
+        _mm_prefetch(pf + 64, G4_MV_PF_HINT);
+        _mm_prefetch(pf + 128, G4_MV_PF_HINT);
         __m256i p[2][8];
 #pragma GCC unroll 8
         for (int i = 0; i < 8; i++) {

@@ -81,10 +81,15 @@ AI __m512 tanh16(__m512 x) {
 
 /* ---- matmul: f32 / bf16 / f16 ---- */
 
-/* The T = 1 matvec streams 8 rows at once; a non-temporal prefetch 1 KiB ahead in each row
- * keeps enough reads in flight (the hardware prefetcher alone left a 2.8 GB bf16 matrix at
- * 42-45 GB/s with 2 threads; with it 50-55 GB/s, against a ~59 GB/s read-only stream; 512 and
- * 1536 bytes, or T0/T1 hints, were slower: bench/README.md). Prefetches never fault. */
+/* The T = 1 matvec streams 8 rows at once; a prefetch 1 KiB ahead in each row keeps enough
+ * reads in flight (the hardware prefetcher alone left a 2.8 GB bf16 matrix at 42-45 GB/s with 2
+ * threads; with it 50-55 GB/s; 512 and 1536 bytes were slower: bench/README.md). The hint is
+ * T0 (G4_MV_PF_HINT, also the q8_0 dot's): a bare-kernel loop had found NTA as fast, but whole
+ * models that stream from memory (8 layers of the 31B, 3-11 GB a token) decoded 1.4-2.5x faster
+ * with T0 than with NTA (bench/README.md, 2026-12-04). Prefetches never fault. */
+#ifndef G4_MV_PF_HINT
+#define G4_MV_PF_HINT _MM_HINT_T0
+#endif
 #ifndef G4_MV_PREFETCH
 #define G4_MV_PREFETCH 1024
 #endif
@@ -100,7 +105,7 @@ AI void mv_rows_s(const int dt, const int NRW, const char *w, int64_t ldw_b, con
         __m512 xv = _mm512_loadu_ps(x + k);
         if (((k * esz) & 63) == 0) /* once per 64-byte line of each row */
 #pragma GCC unroll 8
-            for (int i = 0; i < NRW; i++) _mm_prefetch(w + i * ldw_b + k * esz + G4_MV_PREFETCH, _MM_HINT_NTA);
+            for (int i = 0; i < NRW; i++) _mm_prefetch(w + i * ldw_b + k * esz + G4_MV_PREFETCH, G4_MV_PF_HINT);
 #pragma GCC unroll 8
         for (int i = 0; i < NRW; i++) acc[i] = _mm512_fmadd_ps(ldw(dt, w + i * ldw_b, k), xv, acc[i]);
     }
@@ -270,7 +275,7 @@ AI void tile_direct_s(const int dt, const int mr, const int nr, const char *w, i
         __m512 wv[8];
         if (((k * esz) & 63) == 0)
 #pragma GCC unroll 8
-            for (int i = 0; i < mr; i++) _mm_prefetch(w + i * ldw_b + k * esz + G4_MV_PREFETCH, _MM_HINT_NTA);
+            for (int i = 0; i < mr; i++) _mm_prefetch(w + i * ldw_b + k * esz + G4_MV_PREFETCH, G4_MV_PF_HINT);
 #pragma GCC unroll 8
         for (int i = 0; i < mr; i++) wv[i] = ldw(dt, w + i * ldw_b, k);
 #pragma GCC unroll 8
@@ -527,8 +532,8 @@ AI __m512 q8_group_t1_n(const g4_block_q8_0 *w, const int nb, const __m512i *xp,
 }
 
 /* The T = 1 q8_0 dot walks one row at a time: a single stream per thread, which the hardware
- * prefetcher alone left at ~29 / 49 GB/s (1 / 2 threads, 5376 x 21504); a non-temporal prefetch
- * 8 groups (4352 bytes) ahead: 38 / 68-73 GB/s (3264-8704 bytes measured alike). */
+ * prefetcher alone left at ~29 / 49 GB/s (1 / 2 threads, 5376 x 21504); a prefetch 8 groups
+ * (4352 bytes) ahead: 38 / 68-73 GB/s (3264-8704 bytes measured alike; hint G4_MV_PF_HINT). */
 #ifndef G4_Q8_PREFETCH
 #define G4_Q8_PREFETCH 4352
 #endif
@@ -540,7 +545,7 @@ static float dot_q8_t1(const g4_block_q8_0 *w, const char *rec, int64_t qsb, int
     for (; g + 16 <= nb; g += 16) {
         const char *pf = (const char *)(w + g) + G4_Q8_PREFETCH;
 #pragma GCC unroll 9
-        for (int l = 0; l < 9; l++) _mm_prefetch(pf + 64 * l, _MM_HINT_NTA); /* the 544-byte group 8 ahead */
+        for (int l = 0; l < 9; l++) _mm_prefetch(pf + 64 * l, G4_MV_PF_HINT); /* the 544-byte group 8 ahead */
         acc = q8_group_t1_n(w + g, 16, xp + g / 2, xd + g, acc);
     }
     if (g < nb) acc = q8_group_t1_n(w + g, (int)(nb - g), xp + g / 2, xd + g, acc);

@@ -40,6 +40,9 @@ static void round_tokens(uint16_t *xb, int64_t kp, const float *x, int64_t ldx, 
 /* NR rows x NT tokens over the whole K; w: row r's first byte, ldw: bytes between rows. The
  * loops are unrolled by the pragmas so that the accumulators live in registers. */
 #define UNROLL _Pragma("GCC unroll 8")
+#ifndef G4_FAST_PF_HINT
+#define G4_FAST_PF_HINT _MM_HINT_T0 /* as the exact matvec's (kernels_avx512.c) */
+#endif
 AI void tile(const int NR, const int NT, const int PF, const char *w, int64_t ldw, const uint16_t *xb, int64_t kp,
              int64_t K, float *y, int64_t ldy) {
     __m512 acc[8][6];
@@ -52,7 +55,7 @@ AI void tile(const int NR, const int NT, const int PF, const char *w, int64_t ld
         __m512i wv[8];
         UNROLL for (int i = 0; i < NR; i++) {
             wv[i] = k < kf ? _mm512_loadu_si512(w + i * ldw + k * 2) : _mm512_maskz_loadu_epi16(m, w + i * ldw + k * 2);
-            if (PF) _mm_prefetch(w + i * ldw + k * 2 + 1024, _MM_HINT_NTA);
+            if (PF) _mm_prefetch(w + i * ldw + k * 2 + 1024, G4_FAST_PF_HINT);
         }
         UNROLL for (int j = 0; j < NT; j++) {
             const __m512i xv = _mm512_load_si512(xb + j * kp + k);

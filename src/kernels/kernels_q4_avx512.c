@@ -141,13 +141,14 @@ AI __m512 q4_token(const int vnni, const __m512i *W, __m512 dw, const q4_rec *r,
 }
 
 /* Decode (T <= Q4_ROW_T): one row straight from memory, its weights unpacked once per group for
- * the NT tokens. A non-temporal prefetch Q4_PREFETCH bytes ahead keeps the row's single stream
- * (and, past its end, the next row's) in flight, as the q8_0 T = 1 dot does. */
+ * the NT tokens. A prefetch G4_Q4_PREFETCH bytes ahead keeps the row's single stream (and, past
+ * its end, the next row's) in flight, as the q8_0 T = 1 dot does; hint T0, as there (NTA: the
+ * 60-layer 31B decoded at 0.37-0.39 tok/s, T0 0.48-0.50, alternating runs, 2026-12-04). */
 #ifndef G4_Q4_PREFETCH
 #define G4_Q4_PREFETCH 2304
 #endif
 #ifndef G4_Q4_PF_HINT
-#define G4_Q4_PF_HINT _MM_HINT_NTA
+#define G4_Q4_PF_HINT _MM_HINT_T0
 #endif
 #ifndef Q4_ROW_T
 #define Q4_ROW_T 4

@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -174,29 +175,84 @@ static void read_init(team *t, int tid) {
     for (size_t i = lo; i < hi; i++) t->a[i] = (float)(i & 1023);
 }
 
+/* The last-level cache's size: the largest cache level sysfs lists for cpu0, else glibc's L3
+ * figure, else 32 MiB. The development VM's L3 is 480 MiB: a 120 MiB triad ran from it. */
+size_t g4_probe_llc_bytes(void) {
+    size_t best = 0;
+    int best_level = 0;
+    for (int i = 0; i < 16; i++) {
+        char path[96], buf[32];
+        int level = 0;
+        unsigned long long kb = 0;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        FILE *f = fopen(path, "r");
+        if (!f) break;
+        if (fgets(buf, sizeof buf, f)) level = atoi(buf);
+        fclose(f);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        if (!(f = fopen(path, "r"))) continue;
+        if (fgets(buf, sizeof buf, f)) {
+            char *end;
+            kb = strtoull(buf, &end, 10);
+            if (*end == 'M') kb <<= 10;
+        }
+        fclose(f);
+        if (level > best_level || (level == best_level && kb * 1024 > best)) { best_level = level; best = (size_t)kb * 1024; }
+    }
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    if (!best) {
+        long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+        if (l3 > 0) best = (size_t)l3;
+    }
+#endif
+    return best ? best : (size_t)32 << 20;
+}
+
+size_t g4_probe_stream_bytes(void) {
+    size_t b = 4 * g4_probe_llc_bytes();
+    const long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    const size_t cap = pages > 0 && psz > 0 ? (size_t)pages * (size_t)psz / 8 : (size_t)1 << 30;
+    if (b < ((size_t)256 << 20)) b = (size_t)256 << 20;
+    return b < cap ? b : cap;
+}
+
+/* Passes for a buffer of `bytes`: best of up to 8, fewer for big buffers (~4 GiB streamed in all),
+ * so a probe stays around a second. */
+static int passes_for(size_t bytes, int most) {
+    size_t p = ((size_t)4 << 30) / (bytes ? bytes : 1);
+    return p < 2 ? 2 : p > (size_t)most ? most : (int)p;
+}
+
+static size_t probe_bytes(size_t bytes) {
+    if (!bytes) bytes = g4_probe_stream_bytes();
+    return bytes < ((size_t)1 << 20) ? (size_t)1 << 20 : bytes;
+}
+
 struct g4_bw_probe {
     team t;
 };
 
-g4_bw_probe *g4_bw_probe_new(int threads) {
+g4_bw_probe *g4_bw_probe_new(int threads, size_t bytes) {
     if (threads < 1 || threads > MAXT) return NULL;
     g4_bw_probe *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     team *t = &p->t;
     t->n = threads;
-    t->len = (size_t)10 << 20; /* 10 Mi floats = 40 MiB per array, 120 MiB in all: beyond L3 */
-    const size_t bytes = t->len * 4, huge = (size_t)2 << 20;
-    t->a = aligned_alloc(huge, bytes);
-    t->b = aligned_alloc(huge, bytes);
-    t->c = aligned_alloc(huge, bytes);
+    const size_t huge = (size_t)2 << 20, arr = (probe_bytes(bytes) / 3 + huge - 1) & ~(huge - 1);
+    t->len = arr / 4;
+    t->a = aligned_alloc(huge, arr);
+    t->b = aligned_alloc(huge, arr);
+    t->c = aligned_alloc(huge, arr);
     if (!t->a || !t->b || !t->c) { g4_bw_probe_free(p); return NULL; }
-    /* transparent huge pages make the first touch cheap (the probe must stay < 1 s) */
-    madvise(t->a, bytes, MADV_HUGEPAGE);
-    madvise(t->b, bytes, MADV_HUGEPAGE);
-    madvise(t->c, bytes, MADV_HUGEPAGE);
+    /* transparent huge pages make the first touch cheap */
+    madvise(t->a, arr, MADV_HUGEPAGE);
+    madvise(t->b, arr, MADV_HUGEPAGE);
+    madvise(t->c, arr, MADV_HUGEPAGE);
     if (team_run(t, triad_init, 1) <= 0) { g4_bw_probe_free(p); return NULL; }
     return p;
 }
+
+size_t g4_bw_probe_bytes(const g4_bw_probe *p) { return p ? 3 * 4 * p->t.len : 0; }
 
 double g4_bw_probe_run(g4_bw_probe *p, int passes) {
     double best = p ? team_run(&p->t, triad, passes) : -1;
@@ -211,25 +267,23 @@ void g4_bw_probe_free(g4_bw_probe *p) {
     free(p);
 }
 
-double g4_probe_bandwidth_gbs(int threads) {
-    g4_bw_probe *p = g4_bw_probe_new(threads);
-    double gbs = g4_bw_probe_run(p, 8);
+double g4_probe_bandwidth_gbs(int threads, size_t bytes) {
+    g4_bw_probe *p = g4_bw_probe_new(threads, bytes);
+    double gbs = g4_bw_probe_run(p, passes_for(g4_bw_probe_bytes(p), 8));
     g4_bw_probe_free(p);
     return gbs;
 }
 
-double g4_probe_read_gbs(int threads) {
+double g4_probe_read_gbs(int threads, size_t bytes) {
     if (threads < 1 || threads > MAXT) return -1;
     team t;
     memset(&t, 0, sizeof t);
     t.n = threads;
-    /* 512 MiB: re-read 120 MiB (the triad's arrays) streamed ~20 % faster than this on the
-     * development VM, part of it served by the L3 that keeps some lines across passes */
-    t.len = (size_t)128 << 20;
-    const size_t bytes = t.len * 4;
-    if (!(t.a = aligned_alloc((size_t)2 << 20, bytes))) return -1;
-    madvise(t.a, bytes, MADV_HUGEPAGE);
-    double best = team_run(&t, read_init, 1) > 0 ? team_run(&t, read_pass, 6) : -1;
+    const size_t huge = (size_t)2 << 20, total = (probe_bytes(bytes) + huge - 1) & ~(huge - 1);
+    t.len = total / 4;
+    if (!(t.a = aligned_alloc(huge, total))) return -1;
+    madvise(t.a, total, MADV_HUGEPAGE);
+    double best = team_run(&t, read_init, 1) > 0 ? team_run(&t, read_pass, passes_for(total, 6)) : -1;
     free(t.a);
     return best > 0 ? 4.0 * (double)t.len / best * 1e-9 : -1;
 }

@@ -23,6 +23,10 @@ assert abs(d["decode_bound_tok_s"] - d["bandwidth_gb_s"] * 1e9 / d["weight_bytes
 # and the read-only fraction is decode bytes per second over the read-only stream
 rf = d["decode_tok_s"] * d["weight_bytes_per_token"] / (d["read_bandwidth_gb_s"] * 1e9)
 assert abs(d["decode_read_bound_fraction"] - rf) < 1e-3 * rf
+# the probes stream the weights' bytes (at least 64 MiB), never more than 4 x the last-level cache
+assert d["llc_mb"] > 0
+mib = 1048576 / 1e6
+assert d["probe_mb"] >= 64 * mib - 1e-6 and d["probe_mb"] <= max(64 * mib, 4 * d["llc_mb"], d["weight_bytes_per_token"] / 1e6) + 1e-6, d["probe_mb"]
 PY
 
 out=$($G4TP bench --model $M --prompt-len 8 --gen 4 --tp 2 --threads 1 2>&1)

@@ -1012,15 +1012,26 @@ static void test_probes(void **state) {
     (void)state;
     cpu_set_t orig, one, after; /* taken before any probe runs */
     assert_int_equal(pthread_getaffinity_np(pthread_self(), sizeof orig, &orig), 0);
+    /* the buffers: beyond the last-level cache by default, the size asked for otherwise */
+    const size_t llc = g4_probe_llc_bytes(), dflt = g4_probe_stream_bytes(), mib = (size_t)1 << 20;
+    assert_true(llc >= 64 * 1024 && dflt >= 256 * mib);
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    assert_true(dflt >= 4 * llc || dflt == (size_t)pages * (size_t)psz / 8);
+    g4_bw_probe *p = g4_bw_probe_new(1, 96 * mib);
+    assert_non_null(p);
+    assert_true(g4_bw_probe_bytes(p) >= 96 * mib && g4_bw_probe_bytes(p) <= 96 * mib + 6 * mib);
+    assert_true(g4_bw_probe_run(p, 1) > 0);
+    g4_bw_probe_free(p);
+    assert_true(g4_probe_bandwidth_gbs(2, 0) > 0 && g4_probe_read_gbs(2, 0) > 0); /* untimed: may reclaim page cache first */
     for (int th = 1; th <= 2; th++) {
-        double t0 = mono_s(), bw = g4_probe_bandwidth_gbs(th), t1 = mono_s();
+        double t0 = mono_s(), bw = g4_probe_bandwidth_gbs(th, 256 * mib), t1 = mono_s();
         double fl = g4_probe_fma_gflops(th), t2 = mono_s();
         assert_true(bw > 0.1 && bw < 10000);
         assert_true(fl > 0.1 && fl < 100000);
-        assert_true(t1 - t0 < 3.0); /* < 1 s on a quiet machine; slack for sanitizers and load */
+        assert_true(t1 - t0 < 3.0); /* ~0.1 s on a quiet machine; slack for sanitizers and load */
         assert_true(t2 - t1 < 3.0);
     }
-    double rd = g4_probe_read_gbs(2);
+    double rd = g4_probe_read_gbs(2, 256 * mib);
     assert_true(rd > 0.1 && rd < 10000);
     /* a pinned caller (an engine thread) keeps its own CPU mask after a probe: pinned to its
      * last allowed CPU, which is not the CPU the probe pins its thread 0 to */
@@ -1031,15 +1042,15 @@ static void test_probes(void **state) {
         CPU_ZERO(&one);
         CPU_SET(last, &one);
         assert_int_equal(pthread_setaffinity_np(pthread_self(), sizeof one, &one), 0);
-        assert_true(g4_probe_bandwidth_gbs(2) > 0);
-        assert_true(g4_probe_read_gbs(2) > 0);
+        assert_true(g4_probe_bandwidth_gbs(2, (size_t)64 << 20) > 0);
+        assert_true(g4_probe_read_gbs(2, (size_t)64 << 20) > 0);
         assert_int_equal(pthread_getaffinity_np(pthread_self(), sizeof after, &after), 0);
         assert_true(CPU_EQUAL(&one, &after));
         assert_int_equal(pthread_setaffinity_np(pthread_self(), sizeof orig, &orig), 0);
     }
     assert_int_equal(pthread_getaffinity_np(pthread_self(), sizeof after, &after), 0);
     assert_true(CPU_EQUAL(&orig, &after)); /* and an unpinned caller is left unpinned */
-    assert_true(g4_probe_bandwidth_gbs(0) < 0);
+    assert_true(g4_probe_bandwidth_gbs(0, 0) < 0);
     assert_true(g4_probe_fma_gflops_isa("bogus", 1) < 0);
     assert_true(g4_probe_fma_gflops_isa("scalar", 1) > 0);
 }
