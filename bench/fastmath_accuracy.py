@@ -2,8 +2,8 @@
 """Accuracy of g4tp's fast math mode (docs/math.md): on bf16 checkpoints, the logits of
 `g4tp generate --math fast` against `--math exact` (NMSE per step over the steps where both
 greedy sequences agree, and how many of the greedy ids agree) and, for the golden models, both
-against a float64 forward pass (the oracle in ../shared/oracle, run with --dtype float64; skipped
-if absent).
+against a float64 forward pass (the numpy reference model given by --oracle DIR or $G4TP_ORACLE,
+run with --dtype float64; skipped without one: it is not part of this repository).
 
 usage: bench/fastmath_accuracy.py [--g4tp build/g4tp] [--gen 8] [--oracle DIR] [MODEL_DIR:PROMPT_IDS ...]
 (default: the goldens tiny_default, tiny_wide, tiny_tp8 at their p16/p40 prompts, and the demo)"""
@@ -28,7 +28,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--g4tp", default=os.path.join(REPO, "build/g4tp"))
     ap.add_argument("--gen", type=int, default=8)
-    ap.add_argument("--oracle", default=os.path.join(REPO, "../shared/oracle"))
+    ap.add_argument("--oracle", default=os.environ.get("G4TP_ORACLE", ""))
     ap.add_argument("cases", nargs="*")
     a = ap.parse_args()
     cases = []
@@ -43,7 +43,7 @@ def main():
                 if os.path.exists(gj):
                     cases.append((os.path.join(REPO, "tests/data/golden", g), p, json.load(open(gj))["prompt_ids"], True))
         cases.append((os.path.join(REPO, "models/demo"), "p16", json.load(open(os.path.join(REPO, "tests/data/golden/tiny_default__p16.json")))["prompt_ids"], False))
-    oracle = os.path.join(a.oracle, "run_oracle.py")
+    oracle = os.path.join(a.oracle, "run_oracle.py") if a.oracle else ""  # "": no oracle column
     with tempfile.TemporaryDirectory() as td:
         tmp = os.path.join(td, "logits.bin")
         for model, p, ids, golden in cases:

@@ -14,7 +14,7 @@ Steps (each caches its result under --cache, default ~/.cache/g4tp-peer, outside
             (llama.cpp's gguf-py), quantize with llama-quantize --pure
   check     same function: greedy ids and logits of both engines on the f32 files (and the ids
             on the quantized ones)
-  accuracy  f32 logits of both engines against the float64 numpy oracle (../shared/oracle) on
+  accuracy  f32 logits of both engines against the float64 numpy oracle (--oracle DIR) on
             the golden tiny checkpoints
   bench     llama-bench and g4tp bench alternately, N pairs per (model, dtype) cell
   table     the markdown table of the measured cells
@@ -306,9 +306,9 @@ class Peer:
 
     def accuracy(self):
         """f32 logits of g4tp and llama.cpp against the float64 numpy oracle on the goldens."""
-        oracle = os.path.join(self.a.oracle, "run_oracle.py")
+        oracle = os.path.join(self.a.oracle, "run_oracle.py") if self.a.oracle else ""
         if not os.path.exists(oracle):
-            log(f"accuracy: no oracle at {oracle}; skipped")
+            log(f"accuracy: no oracle ({oracle or 'give --oracle DIR or $G4TP_ORACLE'}); skipped")
             return
         prompts = {"p16": PROMPT, "p40": [2] + [(i * 37 + 11) % 500 for i in range(39)]}
         rows = []
@@ -440,7 +440,8 @@ def main():
     ap.add_argument("--cache", default=os.environ.get("G4TP_PEER_CACHE", "~/.cache/g4tp-peer"))
     ap.add_argument("--g4tp", default=os.path.join(REPO, "build/g4tp"))
     ap.add_argument("--big-model", default="/work/big/w31", help="W4A16 60-layer 31B checkpoint (written if missing)")
-    ap.add_argument("--oracle", default=os.path.join(os.path.dirname(REPO), "shared/oracle"))
+    ap.add_argument("--oracle", default=os.environ.get("G4TP_ORACLE", ""),
+                    help="folder of the numpy reference model (run_oracle.py); the accuracy step is skipped without it")
     ap.add_argument("--models", default="w2048-12l,w31b-8l,w31b-60l-w4a16")
     ap.add_argument("--dtypes", default=",".join(DTYPES))
     ap.add_argument("--steps", default="fetch,build,models,check,accuracy,bench,table")

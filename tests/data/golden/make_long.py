@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """Regenerates tests/data/golden/tiny_long (a tiny checkpoint with room for 64k positions) and
 tiny_long__p33k.json: the fp32 oracle's greedy decode after a 33,000-token prompt, for the
-long-context test (tests/unit/test_long.c). Needs ../shared/oracle and Debian's numpy:
-    /usr/bin/python3 tests/data/golden/make_long.py ../shared/oracle [N]
+long-context test (tests/unit/test_long.c). Needs the numpy reference model's folder (the one
+with run_oracle.py; not part of this repository) and Debian's numpy:
+    /usr/bin/python3 tests/data/golden/make_long.py ORACLE_DIR [N]
 The oracle takes the prompt in chunks (its forward appends to its cache; one 33k x 33k score
 matrix would not fit in memory) with its einsums through BLAS: minutes on two cores."""
 import hashlib, json, os, subprocess, sys, time
 
-oracle = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "../shared/oracle")
+if len(sys.argv) < 2:
+    sys.exit("usage: make_long.py ORACLE_DIR [N]  (the folder with run_oracle.py)")
+oracle = os.path.abspath(sys.argv[1])
 N = int(sys.argv[2]) if len(sys.argv) > 2 else 33000
 NEW, CHUNK = 4, 400
 here = os.path.dirname(os.path.abspath(__file__))
