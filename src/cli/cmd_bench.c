@@ -43,7 +43,6 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Median of v[0..n) (n >= 1); sorts v. */
 /* Peak RSS so far in kB (VmHWM), and a reset of it to the current RSS (Linux clear_refs 5): the
  * paired probe's buffer is the bench's, not the engine's, and must not count. 0 / -1 elsewhere. */
 static long long peak_rss_kb(void) {
@@ -62,6 +61,7 @@ static int reset_peak_rss(void) {
     return fclose(f) == 0 && ok ? 0 : -1;
 }
 
+/* Median of v[0..n) (n >= 1); sorts v. */
 static double median(double *v, long long n) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
@@ -205,6 +205,7 @@ int cmd_bench(int argc, char **argv) {
         }
     }
     double t_decode = now_s() - t2 - t_pairs;
+    const double paired = pair && pair_frac ? median(pair_frac, gen) : -1;
     /* the engine's peak: before the paired probe, and (the probe freed, the mark reset) after */
     int peak_exact = !pair;
     if (pair) {
@@ -212,7 +213,6 @@ int cmd_bench(int argc, char **argv) {
         pair = NULL;
         peak_exact = rss_before_pair_kb > 0 && reset_peak_rss() == 0;
     }
-    const double paired = pair && pair_frac ? median(pair_frac, gen) : -1;
     /* the median step: on a shared machine other tenants stretch some steps; the mean (decode_tok_s)
      * counts them, the median shows the engine */
     const double median_step = median(step_s, gen);

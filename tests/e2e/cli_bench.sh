@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # g4tp bench: the --json object has every documented key with sane values, the text report has
-# its lines, bad options are refused; on a model this small the paired probe is not run (null).
+# its lines, bad options are refused; on a model this small the paired probe is not run (null), on
+# one over 256 MB it is, and the peak RSS leaves its buffer out.
 cd "$(dirname "$0")/../.."
 source tests/e2e/_lib.sh
 M=tests/data/golden/tiny_default
@@ -27,6 +28,24 @@ assert abs(d["decode_read_bound_fraction"] - rf) < 1e-3 * rf
 assert d["llc_mb"] > 0
 mib = 1048576 / 1e6
 assert d["probe_mb"] >= 64 * mib - 1e-6 and d["probe_mb"] <= max(64 * mib, 4 * d["llc_mb"], d["weight_bytes_per_token"] / 1e6) + 1e-6, d["probe_mb"]
+PY
+
+# over 256 MB of weights (a 1-layer model with a 131072 x 1024 head): the paired probe runs
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+python3 - "$M/config.json" "$tmp/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c["text_config"].update(hidden_size=1024, vocab_size=131072)
+json.dump(c, open(sys.argv[2], "w"))
+PY
+$G4TP synth --like $tmp/config.json --layers 1 --out $tmp/big >/dev/null || bad "synth a 268 MB model"
+j=$($G4TP bench --model $tmp/big --tp 2 --prompt-len 4 --gen 4 --json 2>/dev/null | tail -1)
+python3 - "$j" <<'PY' && ok "bench --json over 256 MB: paired probe measured, its buffer not in the peak RSS" || bad "bench paired: $j"
+import json, sys
+d = json.loads(sys.argv[1])
+assert d["weight_bytes_per_token"] > 256e6
+assert isinstance(d["decode_paired_bound_fraction"], float) and d["decode_paired_bound_fraction"] > 0
+assert d["peak_rss_mb"] < d["weight_bytes_per_token"] / 1e6 + 0.5 * d["probe_mb"], (d["peak_rss_mb"], d["probe_mb"])
 PY
 
 out=$($G4TP bench --model $M --prompt-len 8 --gen 4 --tp 2 --threads 1 2>&1)
