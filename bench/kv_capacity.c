@@ -16,7 +16,7 @@
 #include "gemma4/kvpool.h"
 #include "kernels/kernels.h"
 #include "model/config.h"
-#include "tp/split.h"
+#include "model/split.h"
 
 /* bytes the old per-sequence reservation took on this rank */
 static double old_bytes(const g4_config *cfg, const g4_tp_plan *plan, int64_t cap, int max_batch) {

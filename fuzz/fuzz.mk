@@ -19,10 +19,10 @@ FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -g -O1
 # minutes under clang's instrumentation and no parser reaches them); the linker takes only what
 # the harnesses use.
 # (kernels_dispatch.c is left out too: clang 14 does not know all of its cpu feature names).
-FUZZ_LIB_SRCS := $(wildcard src/base/*.c src/model/*.c src/text/*.c) src/tp/split.c src/gemma4/weights.c \
+FUZZ_LIB_SRCS := $(wildcard src/base/*.c src/model/*.c src/text/*.c) \
                  $(filter-out %_avx2.c %_avx512.c src/kernels/kernels_dispatch.c,$(wildcard src/kernels/*.c)) \
                  src/engine/gen_config.c src/engine/sampler.c src/engine/logprobs.c $(wildcard src/server/*.c) \
-                 src/engine/constrain.c $(wildcard src/engine/json_schema*.c) src/engine/grammar_cache.c src/engine/fsa.c src/engine/regex.c
+                 $(wildcard src/grammar/*.c)
 FUZZ_LIB_OBJS := $(FUZZ_LIB_SRCS:%.c=$(FUZZ_BUILD)/obj/%.o)
 FUZZ_NAMES    := $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
 FUZZ_BINS     := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/fuzz_%)

@@ -9,8 +9,8 @@
 
 #include <jansson.h>
 
-#include "engine/constrain.h"
-#include "engine/json_schema.h"
+#include "grammar/constrain.h"
+#include "grammar/json_schema.h"
 #include "fuzz_tok.h"
 #include "server/openai.h"
 #include "text/chat_template.h"

@@ -9,8 +9,8 @@
  * JSON — the grammar never lets through what is not JSON. */
 #include <jansson.h>
 
-#include "engine/constrain.h"
-#include "engine/json_schema.h"
+#include "grammar/constrain.h"
+#include "grammar/json_schema.h"
 #include "fuzz_util.h"
 #include "text/tokenizer.h"
 

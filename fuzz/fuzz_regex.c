@@ -5,8 +5,8 @@
  * otherwise) into a DFA whose moves stay in range; running the candidate never leaves it; and
  * the candidate's letters and digits as an anchored literal pattern give a DFA that takes
  * exactly them. */
-#include "engine/fsa.h"
-#include "engine/regex.h"
+#include "grammar/fsa.h"
+#include "grammar/regex.h"
 #include "fuzz_util.h"
 
 #define NFA_MAX 200000

@@ -10,7 +10,7 @@
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/tensors.h"
-#include "tp/split.h"
+#include "model/split.h"
 
 static const char *help =
     "usage: g4tp inspect --model CONFIG_JSON_OR_DIR [--tp N] [--dtype-bytes B]\n\n"

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "base/mapfile.h"
+#include "model/matconv.h"
 #include "model/safetensors.h"
 
 enum { ATT_GROUP = 4 };

@@ -32,7 +32,7 @@
 #include "kernels/kernels.h"
 #include "model/config.h"
 #include "tp/comm.h"
-#include "tp/split.h"
+#include "model/split.h"
 
 /* Test-only deliberate mistakes (after forward.h's G4_MUT_*), to show the goldens catch them. */
 enum { G4_MUT_ASST_WINDOW_W = 20, /* sliding layers see W rows instead of W+1 */

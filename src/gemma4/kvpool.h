@@ -23,7 +23,7 @@
 #include "base/error.h"
 #include "kernels/kernels.h"
 #include "model/config.h"
-#include "tp/split.h"
+#include "model/split.h"
 
 #define G4_KV_BLOCK 16
 #define G4_KV_OPS_CAP (1 << 16) /* words of ops sent with one command at most */

@@ -6,6 +6,7 @@
 
 #include "base/bigalloc.h"
 #include "model/compressed.h"
+#include "model/matconv.h"
 
 static int own(g4_rank_weights *w, void *p, g4_err *err) {
     if (w->n_owned == w->cap_owned) {
@@ -17,72 +18,6 @@ static int own(g4_rank_weights *w, void *p, g4_err *err) {
     }
     w->owned[w->n_owned++] = p;
     return G4_OK;
-}
-
-static int is_block(int dt) { return dt == G4_DT_Q8_0 || dt == G4_DT_Q4_0; }
-
-static int check_convert(const g4_mat *src, int dt, g4_err *err) {
-    if (is_block(dt) && src->cols % 32)
-        return g4_err_set(err, G4_EUNSUPPORTED, "%s needs rows whose length is a multiple of 32 (got %lld)", g4_dtype_name(dt), (long long)src->cols);
-    if (is_block(src->dtype) && is_block(dt) && dt != src->dtype) /* dequantizing is exact; requantizing is not asked for */
-        return g4_err_set(err, G4_EUNSUPPORTED, "cannot convert %s weights to %s", g4_dtype_name(src->dtype), g4_dtype_name(dt));
-    if (dt < 0 || dt >= G4_DT_COUNT) return g4_err_set(err, G4_EINVAL, "no kernel dtype %d", dt);
-    return G4_OK;
-}
-
-/* dst: rows × row_bytes(dt, cols), dense. A packed int4 source becomes q4_0 exactly (or not at
- * all); to any other dtype it is dequantized first. */
-static int convert_into(const g4_mat *src, int dt, uint8_t *dst, g4_err *err) {
-    size_t rb = g4_dtype_row_bytes(dt, src->cols);
-    float *row = src->dtype == dt ? NULL : malloc(sizeof(float) * (size_t)(src->cols ? src->cols : 1));
-    if (src->dtype != dt && !row) return g4_err_set(err, G4_ENOMEM, "out of memory");
-    int rc = G4_OK;
-    for (int64_t r = 0; r < src->rows && rc == G4_OK; r++) {
-        const void *s = (const uint8_t *)src->data + r * src->ld_bytes;
-        uint8_t *d = dst + (size_t)r * rb;
-        if (src->dtype == dt) { memcpy(d, s, rb); continue; }
-        if (src->dtype == G4_DT_CT_INT4 && dt == G4_DT_Q4_0) { rc = g4_ct_row_to_q4_0(src, r, (g4_block_q4_0 *)d, err); continue; }
-        g4_mat_row_to_f32(src, r, row);
-        switch (dt) {
-        case G4_DT_F32: memcpy(d, row, rb); break;
-        case G4_DT_BF16: for (int64_t i = 0; i < src->cols; i++) ((uint16_t *)d)[i] = g4_f32_to_bf16(row[i]); break;
-        case G4_DT_F16: for (int64_t i = 0; i < src->cols; i++) ((uint16_t *)d)[i] = g4_f32_to_f16(row[i]); break;
-        case G4_DT_Q8_0: g4_quantize_row_q8_0(row, (g4_block_q8_0 *)d, src->cols); break;
-        case G4_DT_Q4_0: g4_quantize_row_q4_0(row, (g4_block_q4_0 *)d, src->cols); break;
-        }
-    }
-    free(row);
-    return rc;
-}
-
-int g4_mat_convert(const g4_mat *src, int dt, void **out, size_t *bytes, g4_err *err) {
-    int rc = check_convert(src, dt, err);
-    if (rc) return rc;
-    size_t total = g4_dtype_row_bytes(dt, src->cols) * (size_t)src->rows;
-    uint8_t *dst = aligned_alloc(64, (total + 63) / 64 * 64 + 64);
-    if (!dst) return g4_err_set(err, G4_ENOMEM, "out of memory converting a %lldx%lld matrix", (long long)src->rows, (long long)src->cols);
-    if ((rc = convert_into(src, dt, dst, err))) { free(dst); return rc; }
-    *out = dst;
-    *bytes = total;
-    return G4_OK;
-}
-
-g4_mat g4_mat_rows(const g4_mat *m, int64_t r0, int64_t n) {
-    g4_mat v = *m;
-    v.data = (const uint8_t *)m->data + r0 * m->ld_bytes;
-    if (m->scales) v.scales = (const uint8_t *)m->scales + r0 * m->scales_ld;
-    v.rows = n;
-    return v;
-}
-
-void g4_mat_row_to_f32(const g4_mat *m, int64_t r, float *dst) {
-    if (m->dtype == G4_DT_CT_INT4) g4_ct_row_to_f32(m, r, dst);
-    else if (m->layout) g4_mat_lookup_row(&g4_kernels_scalar, m, r, dst);
-    else g4_kernels_scalar.row_to_f32(dst, (const uint8_t *)m->data + r * m->ld_bytes, m->dtype, m->cols);
-}
-
-size_t g4_mat_src_row_bytes(const g4_mat *m) {
-    return m->dtype == G4_DT_CT_INT4 ? (size_t)m->cols / 2 : g4_dtype_row_bytes(m->dtype, m->cols);
 }
 
 static int own_big(g4_rank_weights *w, void *p, g4_err *err) {
@@ -116,12 +51,11 @@ static int matrix(g4_rank_weights *w, const g4_mat *v, g4_dtype_req req, int64_t
     int convert = g4_tensor_dtype_for(w->binding_kind, v->dtype, req);
     if ((convert >= 0 && convert != v->dtype) || (w->copy && g4_tensor_kind_is_matrix(w->binding_kind))) {
         if (convert < 0) convert = v->dtype;
-        int rc = check_convert(v, convert, err);
-        if (rc) return rc;
         size_t bytes = g4_dtype_row_bytes(convert, v->cols) * (size_t)v->rows;
         void *data = g4_big_alloc(bytes);
         if (!data) return g4_err_set(err, G4_ENOMEM, "out of memory for a %lldx%lld matrix", (long long)v->rows, (long long)v->cols);
-        if ((rc = convert_into(v, convert, data, err)) || (rc = own_big(w, data, err))) { g4_big_free(data); return rc; }
+        int rc;
+        if ((rc = g4_mat_convert_into(v, convert, data, err)) || (rc = own_big(w, data, err))) { g4_big_free(data); return rc; }
         w->copied_bytes += bytes;
         out->data = data;
         out->dtype = convert;
@@ -198,17 +132,6 @@ static int owned_big(const g4_rank_weights *w, const void *p) {
     for (int i = 0; i < w->n_big; i++)
         if (w->big[i] == p) return 1;
     return 0;
-}
-
-int64_t g4_q4_0_group_cols(const g4_config *cfg, const g4_tp_plan *plan, int kind, int layer, int64_t cols) {
-    int64_t seg;
-    switch (kind) {
-    case G4_T_EMBED: case G4_T_Q: case G4_T_K: case G4_T_V: case G4_T_GATE: case G4_T_UP: seg = cols; break;
-    case G4_T_O: seg = layer >= 0 && layer < cfg->n_layers ? g4_tp_attn_slice_cols(cfg, layer) : 0; break;
-    case G4_T_DOWN: seg = plan->mlp_slice_cols; break;
-    default: return 0;
-    }
-    return seg > 0 && seg % G4_Q4_BLOCK == 0 && cols > 0 && cols % seg == 0 ? seg : 0;
 }
 
 /* m in place (copied first unless owned here) to layout (0 = blocks, G4_Q4_GROUPED: each row as

@@ -11,7 +11,7 @@
 #include "kernels/kernels.h"
 #include "model/config.h"
 #include "model/tensors.h"
-#include "tp/split.h"
+#include "model/split.h"
 
 typedef struct g4_layer_weights {
     g4_mat q, k, v;          /* v.data == NULL on k_eq_v layers */
@@ -47,28 +47,11 @@ typedef int (*g4_tensor_getter)(void *src, const g4_tensor_spec *spec, int idx, 
 int g4_weights_bind(const g4_config *cfg, const g4_tp_plan *plan, const g4_tensor_spec *specs, int n_specs,
                     g4_tensor_getter get, void *src, g4_dtype_req convert, int copy, g4_rank_weights *w, g4_err *err);
 void g4_weights_free(g4_rank_weights *w);
-/* The column segments the q4_0 grouped layout (kernels.h, G4_Q4_GROUPED) groups each row of a
- * rank's matrix of this kind in: the forward pass's row-parallel slices for o_proj (layer l) and
- * down_proj (each slice a view that starts at its first column), the whole row otherwise; 0 when
- * the matrix cannot be grouped (a slice width that does not divide the row, or not a matrix).
- * The one rule for the loader and the shard step. */
-int64_t g4_q4_0_group_cols(const g4_config *cfg, const g4_tp_plan *plan, int kind, int layer, int64_t cols);
 /* Puts every q4_0 matrix (layers and the tied head) in `layout`: G4_Q4_GROUPED, the layout the
  * avx512 set reads faster with the same bits (by g4_q4_0_group_cols segments), or 0, llama.cpp's
  * blocks, which every set reads. A matrix already so (an artifact sharded in that layout) stays
  * in the map; one read through the file map in the other layout is copied into owned memory
  * first. The embedding's lookups read either layout (g4_mat_lookup_row). */
 int g4_weights_set_q4_layout(g4_rank_weights *w, const g4_config *cfg, const g4_tp_plan *plan, int layout, g4_err *err);
-
-/* Converts a view (any kernel dtype, or packed int4) into a new dense matrix of dtype dt
- * (rows × row_bytes(cols)); q8_0 and q4_0 need cols % 32 == 0. Used by the loader and the shard
- * step. */
-int g4_mat_convert(const g4_mat *src, int dt, void **out, size_t *bytes, g4_err *err);
-/* Rows [r0, r0+n) of a view, as a view. */
-g4_mat g4_mat_rows(const g4_mat *m, int64_t r0, int64_t n);
-/* Row r of a view as fp32 (dequantized for q8_0, q4_0 and packed int4). */
-void g4_mat_row_to_f32(const g4_mat *m, int64_t r, float *dst);
-/* Bytes one row of a view spans in its source (packed int4: the nibbles). */
-size_t g4_mat_src_row_bytes(const g4_mat *m);
 
 #endif

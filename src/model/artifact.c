@@ -1,7 +1,7 @@
 /* artifact.c — writes and reads g4tp per-rank artifact folders (see artifact.h and
  * docs/artifacts.md for the byte layout). Owns the rank-file format, the manifest, the atomic
  * publish of a folder and all checks on load. Knows the tensor table and the TP split rules only
- * through model/tensors.h and tp/split.h; knows nothing of the forward pass or the engine. */
+ * through model/tensors.h and model/split.h; knows nothing of the forward pass or the engine. */
 #include "model/artifact.h"
 
 #include <errno.h>
@@ -17,9 +17,9 @@
 #define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
 #include <xxhash.h>
 
-#include "gemma4/weights.h"
+#include "model/matconv.h"
 #include "model/checkpoint.h"
-#include "tp/split.h"
+#include "model/split.h"
 
 #define CHUNK_BYTES ((size_t)8 << 20) /* the bounded streaming buffer */
 

@@ -33,7 +33,7 @@ typedef struct g4_art_entry {
     char name[G4_ART_NAME_MAX];
     int dtype;                 /* g4_dtype */
     int64_t q4_group_cols;     /* q4_0: 0 = llama.cpp's blocks; S > 0 = the grouped layout (kernels.h), each
-                                * row grouped as segments of S columns (gemma4/weights.h g4_q4_0_group_cols) */
+                                * row grouped as segments of S columns (model/matconv.h g4_q4_0_group_cols) */
     int64_t rows, cols;        /* the rank's rectangle (1-D tensors: rows = length, cols = 1) */
     uint64_t offset, nbytes;   /* in the file; offset % 4096 == 0; nbytes = rows * row_bytes */
     uint64_t xxh3;             /* XXH3_64bits of the nbytes */

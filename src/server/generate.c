@@ -15,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/constrain.h"
+#include "grammar/constrain.h"
 #include "server/anthropic.h"
 #include "server/errors.h"
 #include "server/logprob_json.h"

@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "g4.h"
-#include "engine/grammar_cache.h"
-#include "engine/json_schema.h"
+#include "grammar/grammar_cache.h"
+#include "grammar/json_schema.h"
 #include "engine/logprobs.h"
 #include "text/utf8.h"
 

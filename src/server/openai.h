@@ -56,7 +56,7 @@ typedef struct g4_api_request {
     int top_logprobs;         /* ... with this many alternatives (0..20) */
     int echo;                 /* completions: the prompt's text (and with logprobs its tokens') first */
     json_t *extra;            /* Anthropic / Responses: request fields their answers repeat (owned) */
-    /* what the output must be: compiled into a grammar below the server (engine/json_schema.h,
+    /* what the output must be: compiled into a grammar below the server (grammar/json_schema.h,
      * docs/structured-output.md); zero is free text, tools "auto", parallel calls allowed */
     int out_format;           /* g4_out_format: text, json_object, json_schema */
     json_t *out_schema;       /* json_schema: the schema (owned) */

@@ -4,7 +4,7 @@
  * routes.c; nothing here parses requests. */
 #include "server/server_internal.h"
 
-#include "engine/grammar_cache.h"
+#include "grammar/grammar_cache.h"
 
 #include <stdlib.h>
 #include <string.h>

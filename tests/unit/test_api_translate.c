@@ -10,8 +10,8 @@
 
 #include <jansson.h>
 
-#include "engine/constrain.h"
-#include "engine/json_schema.h"
+#include "grammar/constrain.h"
+#include "grammar/json_schema.h"
 #include "server/anthropic.h"
 #include "server/errors.h"
 #include "server/logprob_json.h"

@@ -12,6 +12,7 @@
 #include "engine_util.h"
 #include "engine/model_source.h"
 #include "model/artifact.h"
+#include "model/matconv.h"
 
 static char *tmp_sub(const char *name) {
     static char buf[8][512];

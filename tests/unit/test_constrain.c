@@ -8,9 +8,9 @@
 #include <jansson.h>
 #include <math.h>
 
-#include "engine/grammar_cache.h"
-#include "engine/json_schema.h"
-#include "engine/regex.h"
+#include "grammar/grammar_cache.h"
+#include "grammar/json_schema.h"
+#include "grammar/regex.h"
 #include "engine/sampler.h"
 #include "text/output_parser.h"
 

@@ -14,14 +14,14 @@
  * Threads: a grammar is immutable but for its mask cache (mutex inside) and may be shared; a
  * matcher belongs to one request and is used by one thread at a time. Knows tokens and bytes,
  * never HTTP or JSON Schema (json_schema.h builds grammars). */
-#ifndef G4_ENGINE_CONSTRAIN_H
-#define G4_ENGINE_CONSTRAIN_H
+#ifndef G4_GRAMMAR_CONSTRAIN_H
+#define G4_GRAMMAR_CONSTRAIN_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "base/error.h"
-#include "engine/fsa.h"
+#include "grammar/fsa.h"
 #include "text/tokenizer.h"
 
 /* Limits (see docs/structured-output.md). */

@@ -6,7 +6,7 @@
  * maxItems) become a rule too. Strings are DFAs of their content (encoding x length x pattern x
  * the markers a chat turn must not contain) embedded between the quotes. At the end each rule
  * is determinized and constrain.c builds the grammar. */
-#include "engine/json_schema_int.h"
+#include "grammar/json_schema_int.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -16,8 +16,8 @@
  *
  * `wdtype` below is the dtype of the row-parallel weights (o_proj, down_proj) as they are
  * multiplied: a g4_dtype, or -1 for "as stored in a checkpoint" (f32/bf16/f16). */
-#ifndef G4_TP_SPLIT_H
-#define G4_TP_SPLIT_H
+#ifndef G4_MODEL_SPLIT_H
+#define G4_MODEL_SPLIT_H
 
 #include <stdint.h>
 

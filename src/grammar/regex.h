@@ -11,13 +11,13 @@
  * any text may come before (after) it. Refused with G4_EUNSUPPORTED naming the construct:
  * backreferences, lookaround, \b \B word boundaries, \p{...}, anchors elsewhere, repetition
  * counts above G4_REGEX_MAX_REPEAT. A lone { or } that is no quantifier is a literal. */
-#ifndef G4_ENGINE_REGEX_H
-#define G4_ENGINE_REGEX_H
+#ifndef G4_GRAMMAR_REGEX_H
+#define G4_GRAMMAR_REGEX_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/fsa.h"
+#include "grammar/fsa.h"
 
 #define G4_REGEX_MAX_REPEAT 1000
 

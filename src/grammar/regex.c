@@ -2,7 +2,7 @@
  * code-point sets, concatenations, alternations and repetitions, then Thompson construction
  * where each set becomes the byte paths of its characters' encodings (UTF-8 ranges split the
  * way RE2 does, JSON escapes for the characters a JSON string must escape). */
-#include "engine/regex.h"
+#include "grammar/regex.h"
 
 #include <stdarg.h>
 #include <stdio.h>

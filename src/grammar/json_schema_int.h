@@ -2,16 +2,16 @@
  * merging, objects, arrays, dispatch and the top level; json_schema_emit.c: the NFA building
  * blocks, string bodies, literal values and numbers). Not for other modules: json_schema.h is
  * the interface. */
-#ifndef G4_ENGINE_JSON_SCHEMA_INT_H
-#define G4_ENGINE_JSON_SCHEMA_INT_H
+#ifndef G4_GRAMMAR_JSON_SCHEMA_INT_H
+#define G4_GRAMMAR_JSON_SCHEMA_INT_H
 
 #include <jansson.h>
 #include <stddef.h>
 
-#include "engine/constrain.h"
-#include "engine/fsa.h"
-#include "engine/json_schema.h"
-#include "engine/regex.h"
+#include "grammar/constrain.h"
+#include "grammar/fsa.h"
+#include "grammar/json_schema.h"
+#include "grammar/regex.h"
 
 enum { FMT_JSON = 0, FMT_GEMMA = 1 };
 enum { T_NULL = 1, T_BOOL = 2, T_INT = 4, T_NUM = 8, T_STR = 16, T_ARR = 32, T_OBJ = 64, T_ALL = 127 };

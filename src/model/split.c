@@ -1,5 +1,5 @@
 /* split.c — the TP split rules and the canonical reduction slices (see split.h). */
-#include "tp/split.h"
+#include "model/split.h"
 
 #include <stdio.h>
 #include <stdlib.h>

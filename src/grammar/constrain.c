@@ -5,7 +5,7 @@
  * stack by the top rule's DFA, by calls (push the return state, enter the callee) and, where the
  * top may end, by returns (pop). Most tops can neither call nor return: then a step is one
  * table lookup, which is what the trie walk does nearly always. */
-#include "engine/constrain.h"
+#include "grammar/constrain.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -2,7 +2,7 @@
  * and schema paths, NFA helpers, rules, string bodies (DFAs of their content: encoding x length
  * x pattern x the markers a chat turn must not contain), literal values and numbers (digit
  * automata for bounded ranges). json_schema.c walks the schema and calls these. */
-#include "engine/json_schema_int.h"
+#include "grammar/json_schema_int.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -7,8 +7,8 @@
  * Symbols: 0..255 are bytes; G4_SYM_SPECIAL + k (k < G4_SYM_NSPECIAL) stand for whole special
  * tokens (e.g. Gemma's <|"|>), so a grammar can ask for the token itself rather than its text.
  * Knows nothing about JSON, tokens or requests. */
-#ifndef G4_ENGINE_FSA_H
-#define G4_ENGINE_FSA_H
+#ifndef G4_GRAMMAR_FSA_H
+#define G4_GRAMMAR_FSA_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -4,14 +4,14 @@
  * in their own key order, which the generated text follows, tool mode, name, parallel / strict
  * calls, chat and thinking mode); least recently used entries go first. Refusals are not cached.
  * Thread-safe (one mutex; compiling happens outside it). */
-#ifndef G4_ENGINE_GRAMMAR_CACHE_H
-#define G4_ENGINE_GRAMMAR_CACHE_H
+#ifndef G4_GRAMMAR_GRAMMAR_CACHE_H
+#define G4_GRAMMAR_GRAMMAR_CACHE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/constrain.h"
-#include "engine/json_schema.h"
+#include "grammar/constrain.h"
+#include "grammar/json_schema.h"
 
 typedef struct g4_grammar_cache g4_grammar_cache;
 

@@ -1,6 +1,6 @@
 /* grammar_cache.c — an LRU of compiled grammars keyed by the output spec's canonical text (see
  * grammar_cache.h). Few entries (tens), so a linear scan with a last-use stamp is enough. */
-#include "engine/grammar_cache.h"
+#include "grammar/grammar_cache.h"
 
 #include <jansson.h>
 #include <pthread.h>

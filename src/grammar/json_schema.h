@@ -21,13 +21,13 @@
  * Gemma-4's format: <|tool_call>call:NAME{key:value,...}<tool_call|>, keys sorted as the chat
  * template writes them, strings between <|"|> tokens. In a chat turn no string holds the byte
  * pair "<|" or the texts "<turn|>" and "<eos>", which the output parser would take for markup. */
-#ifndef G4_ENGINE_JSON_SCHEMA_H
-#define G4_ENGINE_JSON_SCHEMA_H
+#ifndef G4_GRAMMAR_JSON_SCHEMA_H
+#define G4_GRAMMAR_JSON_SCHEMA_H
 
 #include <jansson.h>
 #include <stddef.h>
 
-#include "engine/constrain.h"
+#include "grammar/constrain.h"
 
 typedef enum { G4_FMT_TEXT = 0, G4_FMT_JSON_OBJECT, G4_FMT_JSON_SCHEMA } g4_out_format;
 typedef enum { G4_TOOLS_AUTO = 0, G4_TOOLS_NONE, G4_TOOLS_REQUIRED, G4_TOOLS_NAMED } g4_tool_mode;

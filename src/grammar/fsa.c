@@ -1,7 +1,7 @@
 /* fsa.c — NFA building, subset construction, trimming, reduction, intersection, complement
  * and embedding (see fsa.h). Every set-like thing (DFA states as NFA-state sets, product pairs,
  * row signatures, class columns) goes through one interning table of int sequences. */
-#include "engine/fsa.h"
+#include "grammar/fsa.h"
 
 #include <stdlib.h>
 #include <string.h>
