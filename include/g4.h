@@ -41,10 +41,18 @@ typedef struct g4_engine_opts {
 /* One forward step: n tokens, each with its absolute position and sequence. */
 typedef struct g4_batch {
     int n;
-    const int32_t *ids;      /* [n] */
+    const int32_t *ids;      /* [n]; a negative id is a token whose input embedding is given in
+                              * embd (an image's soft token); the id is its key in the prefix
+                              * cache (derived from the image's pixel hash, g4_engine_image_key) */
     const int32_t *pos;      /* [n] */
     const int32_t *seq;      /* [n] */
     const uint8_t *logits;   /* [n] 1: produce this token's logits */
+    const float *const *embd;/* NULL, or [n]: for each negative id, its input embedding row
+                              * [hidden_size], used as is (not scaled like looked-up rows) */
+    const int32_t *span_end; /* NULL, or [n]: 0 for a causal token; else the end (exclusive) of the
+                              * token's image block: in sliding-window layers it also attends to the
+                              * block's later positions (Gemma-4's bidirectional image blocks; full
+                              * layers stay causal). The whole block must be in this batch. */
 } g4_batch;
 
 int g4_engine_open(const g4_engine_opts *opts, g4_engine **out, g4_err *err);

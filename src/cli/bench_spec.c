@@ -34,7 +34,7 @@ int bench_step_curve(g4_engine *e, const int32_t *prompt, int plen, int max_t, i
     for (int s0 = 0; s0 < plen && !rc; s0 += mb) {
         const int n = plen - s0 < mb ? plen - s0 : mb;
         for (int i = 0; i < n; i++) { pos[i] = s0 + i; sq[i] = seq; want[i] = s0 + i == plen - 1; }
-        g4_batch b = {n, prompt + s0, pos, sq, want};
+        g4_batch b = {.n = n, .ids = prompt + s0, .pos = pos, .seq = sq, .logits = want};
         rc = g4_engine_forward(e, &b, lg, err);
         len += n;
     }
@@ -42,7 +42,7 @@ int bench_step_curve(g4_engine *e, const int32_t *prompt, int plen, int max_t, i
     for (int T = 1; T <= max_t && !rc; T++) {
         for (int r = 0; r < reps && !rc; r++) {
             for (int i = 0; i < T; i++) { ids[i] = prompt[(len + i) % plen]; pos[i] = (int32_t)(len + i); sq[i] = seq; want[i] = 1; }
-            g4_batch b = {T, ids, pos, sq, want};
+            g4_batch b = {.n = T, .ids = ids, .pos = pos, .seq = sq, .logits = want};
             const double t0 = now_s();
             rc = g4_engine_forward(e, &b, lg, err);
             t[r] = now_s() - t0;

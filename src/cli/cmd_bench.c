@@ -154,7 +154,7 @@ int cmd_bench(int argc, char **argv) {
         if (g4_engine_seq_open(e, 2, &seq, &err)) { cli_error("bench", &err); rc = 1; goto out; }
         int32_t p0 = 0;
         uint8_t one = 1;
-        g4_batch b = {1, ids, &p0, &seq, &one};
+        g4_batch b = {.n = 1, .ids = ids, .pos = &p0, .seq = &seq, .logits = &one};
         int r = g4_engine_forward(e, &b, logits, &err);
         g4_engine_seq_close(e, seq);
         if (r) { cli_error("bench", &err); rc = 1; goto out; }
@@ -165,7 +165,7 @@ int cmd_bench(int argc, char **argv) {
     for (long long s = 0; s < plen; s += mb) {
         int n = (int)(plen - s < mb ? plen - s : mb);
         for (int k = 0; k < n; k++) { pos[k] = (int32_t)(s + k); sq[k] = seq; want[k] = s + k == plen - 1; }
-        g4_batch b = {n, ids + s, pos, sq, want};
+        g4_batch b = {.n = n, .ids = ids + s, .pos = pos, .seq = sq, .logits = want};
         if (g4_engine_forward(e, &b, logits, &err)) { cli_error("bench", &err); rc = 1; goto out; }
     }
     double t_prefill = now_s() - t1;
@@ -193,7 +193,7 @@ int cmd_bench(int argc, char **argv) {
     for (long long g = 0; g < gen; g++) {
         int32_t p = (int32_t)(plen + g);
         uint8_t one = 1;
-        g4_batch b = {1, &id, &p, &seq, &one};
+        g4_batch b = {.n = 1, .ids = &id, .pos = &p, .seq = &seq, .logits = &one};
         double ts = now_s();
         if (g4_engine_forward(e, &b, logits, &err)) { cli_error("bench", &err); rc = 1; goto out; }
         id = g4_sample_greedy(logits, (int)V);

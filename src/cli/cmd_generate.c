@@ -151,7 +151,7 @@ int cmd_generate(int argc, char **argv) {
     for (int s = 0; s < n_ids; s += mb) {
         int n = n_ids - s < mb ? n_ids - s : mb;
         for (int k = 0; k < n; k++) { pos[k] = s + k; sq[k] = seq; want[k] = s + k == n_ids - 1; }
-        g4_batch b = {n, ids + s, pos, sq, want};
+        g4_batch b = {.n = n, .ids = ids + s, .pos = pos, .seq = sq, .logits = want};
         if (g4_engine_forward(e, &b, logits, &err)) { cli_error("generate", &err); rc = 1; goto done; }
     }
     t_first = now_s() - t1;
@@ -165,7 +165,7 @@ int cmd_generate(int argc, char **argv) {
         if (stop_now || step == max_new - 1) break;
         int32_t p = n_ids + step;
         uint8_t one = 1;
-        g4_batch b = {1, &id, &p, &seq, &one};
+        g4_batch b = {.n = 1, .ids = &id, .pos = &p, .seq = &seq, .logits = &one};
         if (g4_engine_forward(e, &b, logits, &err)) { cli_error("generate", &err); rc = 1; goto done; }
     }
 finished:;

@@ -40,7 +40,7 @@ typedef struct rank_state {
     g4_comm *comm;
     g4_rank_model *m;
     float *logits_local;   /* [max_batch][n_v_local] */
-    int32_t *payload;      /* [4 * max_batch] */
+    int32_t *payload;      /* [5 * max_batch]: ids, positions, sequences, logits flags, image block ends */
     int32_t *ops;          /* followers: [G4_KV_OPS_CAP] KV ops received */
     g4_asst *asst;         /* the MTP drafter (speculative "mtp:"), else NULL */
     int32_t *dpay;         /* [3 * max_seqs] draft requests: sequence, position, token */
@@ -75,6 +75,7 @@ struct g4_engine {
     g4_spec_cfg spec;      /* the drafter */
     int64_t kv_keep;       /* sliding positions kept below each window for it */
     float *draft_logits;   /* leader: where CMD_DRAFT writes logits (NULL: none wanted) */
+    const float *const *embd; /* leader: the running forward's given embeddings (g4_batch.embd) */
     int32_t stop_ids[16];
     int n_stop;
     int closed;
@@ -104,12 +105,14 @@ static int rank_exec(rank_state *rs, const cmd_hdr *h, g4_err *err) {
         if (rc0) return rc0;
         if (rs->fail_at > 0 && ++rs->n_forward == rs->fail_at)
             return g4_err_set(err, G4_EIO, "injected failure (G4_TEST_FAIL_RANK) at forward %d", rs->fail_at);
-        int rc = g4_comm_broadcast(rs->comm, rs->payload, sizeof(int32_t) * 4 * (size_t)n, 0);
+        int rc = g4_comm_broadcast(rs->comm, rs->payload, sizeof(int32_t) * 5 * (size_t)n, 0);
         if (rc) return g4_err_set(err, G4_ECOMM, "broadcast of the batch failed");
         uint8_t flags[n > 0 ? n : 1];
-        int n_logits = 0;
-        for (int i = 0; i < n; i++) { flags[i] = (uint8_t)rs->payload[3 * n + i]; n_logits += flags[i]; }
-        g4_batch b = {n, rs->payload, rs->payload + n, rs->payload + 2 * n, flags};
+        int n_logits = 0, spans = 0;
+        for (int i = 0; i < n; i++) { flags[i] = (uint8_t)rs->payload[3 * n + i]; n_logits += flags[i]; spans |= rs->payload[4 * n + i]; }
+        /* given embeddings enter on the leader's rank 0 only (forward.c ph_embed) */
+        g4_batch b = {n, rs->payload, rs->payload + n, rs->payload + 2 * n, flags, e->my_rank == 0 && rs->rank == 0 ? e->embd : NULL,
+                      spans ? rs->payload + 4 * n : NULL};
         if ((rc = g4_rank_forward(rs->m, &b, rs->logits_local, err))) return rc;
         if (n_logits > 0 && e->tp > 1) {
             /* pad each rank's block to max_nv columns so the gather has equal sizes */
@@ -226,7 +229,7 @@ static int rank_init(g4_engine *e, rank_state *rs, int rank, g4_comm *comm, g4_d
     if ((rc = g4_rank_model_create(e->cfg, &rs->plan, &rs->w, g4_kernels_math(e->K, e->math), rs->pool, comm, &mo, &rs->m, err))) return rc;
     size_t nlog = (size_t)e->o.max_batch * (size_t)e->max_nv;
     rs->logits_local = malloc(sizeof(float) * nlog + 64);
-    rs->payload = malloc(sizeof(int32_t) * 4 * (size_t)e->o.max_batch + 64);
+    rs->payload = malloc(sizeof(int32_t) * 5 * (size_t)e->o.max_batch + 64);
     rs->ops = malloc(sizeof(int32_t) * G4_KV_OPS_CAP);
     if (!rs->logits_local || !rs->payload || !rs->ops) return g4_err_set(err, G4_ENOMEM, "out of memory");
     if (e->spec.method == G4_SPEC_MTP) {
@@ -610,21 +613,39 @@ void g4_engine_seq_close(g4_engine *e, int seq) {
     e->seq_used[seq] = 0;
 }
 
+/* Every image block in the batch is whole in it: a token with span_end > 0 ends its block
+ * there, and its sequence's tokens in the batch reach that far (a sequence's tokens in a step
+ * are its next positions, in order). */
+static int check_spans(const g4_batch *b, g4_err *err) {
+    for (int i = 0; i < b->n; i++) {
+        if (!b->span_end[i]) continue;
+        int32_t last = -1;
+        for (int j = 0; j < b->n; j++)
+            if (b->seq[j] == b->seq[i] && b->pos[j] > last) last = b->pos[j];
+        if (b->span_end[i] <= b->pos[i] || b->span_end[i] - 1 > last)
+            return g4_err_set(err, G4_EINVAL, "token %d (position %d) names an image block ending at %d, which is not whole in the batch", i,
+                              b->pos[i], b->span_end[i]);
+    }
+    return G4_OK;
+}
+
 int g4_engine_forward(g4_engine *e, const g4_batch *b, float *logits, g4_err *err) { return g4_engine_forward_ex(e, b, logits, NULL, err); }
 
 int g4_engine_forward_ex(g4_engine *e, const g4_batch *b, float *logits, float *hidden, g4_err *err) {
     if (b->n < 1 || b->n > e->o.max_batch) return g4_err_set(err, G4_EINVAL, "batch of %d tokens (1..%d)", b->n, e->o.max_batch);
     rank_state *rs = &e->ranks[0];
-    int n = b->n, n_logits = 0;
+    int n = b->n, n_logits = 0, rc0;
     for (int i = 0; i < n; i++) {
         if (b->seq[i] < 0 || b->seq[i] >= e->o.max_seqs || !e->seq_used[b->seq[i]])
             return g4_err_set(err, G4_EINVAL, "token %d names sequence %d, which is not open", i, b->seq[i]);
         if (b->pos[i] < 0 || b->pos[i] >= e->seq_cap[b->seq[i]])
             return g4_err_set(err, G4_ECONTEXT, "position %d is beyond the %lld positions of sequence %d", b->pos[i], (long long)e->seq_cap[b->seq[i]], b->seq[i]);
-        if (b->ids[i] < 0 || b->ids[i] >= e->cfg->vocab_size)
-            return g4_err_set(err, G4_EINVAL, "token id %d is outside the vocabulary (0..%lld)", b->ids[i], (long long)e->cfg->vocab_size - 1);
+        if (b->ids[i] >= e->cfg->vocab_size || (b->ids[i] < 0 && !(b->embd && b->embd[i])))
+            return g4_err_set(err, G4_EINVAL, "token id %d is outside the vocabulary (0..%lld)%s", b->ids[i], (long long)e->cfg->vocab_size - 1,
+                              b->ids[i] < 0 ? " and has no embedding" : "");
         n_logits += b->logits[i] ? 1 : 0;
     }
+    if (b->span_end && (rc0 = check_spans(b, err))) return rc0;
     /* blocks for the new positions (nothing changes when they are not there) */
     int rc = g4_kvmgr_prepare(e->kv, b, err);
     if (rc) return rc;
@@ -632,9 +653,12 @@ int g4_engine_forward_ex(g4_engine *e, const g4_batch *b, float *logits, float *
     memcpy(rs->payload + n, b->pos, sizeof(int32_t) * (size_t)n);
     memcpy(rs->payload + 2 * n, b->seq, sizeof(int32_t) * (size_t)n);
     for (int i = 0; i < n; i++) rs->payload[3 * n + i] = b->logits[i] ? 1 : 0;
+    for (int i = 0; i < n; i++) rs->payload[4 * n + i] = b->span_end ? b->span_end[i] : 0;
     int64_t n_ops;
     g4_kvmgr_ops(e->kv, &n_ops);
+    e->embd = b->embd;
     rc = g4_kvmgr_failed(e->kv) ? g4_err_set(err, G4_ECOMM, "sending KV ops to the ranks failed") : lead(e, (cmd_hdr){CMD_FORWARD, n, n_ops, 0}, err);
+    e->embd = NULL;
     g4_kvmgr_ops_clear(e->kv);
     if (rc) return rc;
     g4_kvmgr_commit(e->kv, b);

@@ -632,7 +632,7 @@ static void *loop(void *arg) {
             s->take[np++] = take;
         }
         if (n == 0) continue;
-        g4_batch b = {n, s->ids, s->pos, s->seqs, s->want};
+        g4_batch b = {.n = n, .ids = s->ids, .pos = s->pos, .seq = s->seqs, .logits = s->want};
         g4_err err = {0};
         const double t0 = wall_s();
         int rc = g4_engine_forward_ex(s->e, &b, s->logits, s->hidden, &err);

@@ -75,8 +75,12 @@ int g4_spec_ngram(const int32_t *t, int64_t len, int n, int k, int32_t *out) {
         for (int64_t i = len - m - 1; i >= 0; i--) {
             if (t[i] != suf[0] || memcmp(t + i, suf, sizeof(int32_t) * (size_t)m)) continue;
             const int64_t p = len - m - i; /* the period of the repeat */
-            for (int j = 0; j < k; j++) out[j] = len + j - p < len ? t[len + j - p] : out[j - p];
-            return k;
+            int j = 0;
+            for (; j < k; j++) {
+                out[j] = len + j - p < len ? t[len + j - p] : out[j - p];
+                if (out[j] < 0) break; /* an image's token (g4_batch): not a token to propose */
+            }
+            if (j > 0) return j;
         }
     }
     return 0;
@@ -214,7 +218,7 @@ int g4_spec_generate(g4_engine *e, const int32_t *prompt, int np, int max_new, c
     for (int s0 = 0; s0 < np && !rc; s0 += mb) {
         const int n = np - s0 < mb ? np - s0 : mb;
         for (int i = 0; i < n; i++) { pos[i] = s0 + i; sq[i] = seq; want[i] = s0 + i == np - 1; }
-        g4_batch b = {n, toks + s0, pos, sq, want};
+        g4_batch b = {.n = n, .ids = toks + s0, .pos = pos, .seq = sq, .logits = want};
         rc = g4_engine_forward_ex(e, &b, lg, c->method == G4_SPEC_MTP ? hid : NULL, err);
         st->steps++;
     }
@@ -239,7 +243,7 @@ int g4_spec_generate(g4_engine *e, const int32_t *prompt, int np, int max_new, c
         }
         ids[0] = id;
         for (int i = 0; i <= m; i++) { pos[i] = len + i; sq[i] = seq; want[i] = 1; }
-        g4_batch b = {m + 1, ids, pos, sq, want};
+        g4_batch b = {.n = m + 1, .ids = ids, .pos = pos, .seq = sq, .logits = want};
         if ((rc = g4_engine_forward_ex(e, &b, lg, c->method == G4_SPEC_MTP ? hid : NULL, err))) break;
         st->steps++;
         st->proposed += m;

@@ -183,7 +183,12 @@ static void ph_embed(g4_rank_model *m, int ith, int nth) {
     for (long t = t0; t < t1; t++) {
         float *h = m->h + t * H;
         int64_t row = (int64_t)b->ids[t] - m->plan->v0;
-        if (row >= 0 && row < m->plan->n_v_local) {
+        if (b->ids[t] < 0) {
+            /* a given embedding (an image's soft token), unscaled: rank 0 contributes it, the
+             * others zeros, so the all-reduce gives it whole at every TP degree ("+ 0.0f" as below) */
+            const float *x = m->plan->rank == 0 ? b->embd[t] : NULL;
+            for (int64_t i = 0; i < H; i++) h[i] = x ? x[i] + 0.0f : 0.0f;
+        } else if (row >= 0 && row < m->plan->n_v_local) {
             g4_mat_lookup_row(m->K, &m->w->embed, row, h);
             /* "+ 0.0f" turns -0 into +0 so the all-reduce with the other ranks' zeros is exact
              * and TP=1 (which does the same) gives the same bits */
@@ -287,9 +292,13 @@ static void ph_qk_post(g4_rank_model *m, int ith, int nth) {
 /* The keys and values a query at position p of sequence seq reads on layer l (KV head kvh):
  * one segment per block, in position order; g4_kv_seg records (stride in floats) for an f32
  * cache, g4_kvq_seg (stride in bytes) for the others. */
-static int kv_segments(const g4_rank_model *m, int l, int seq, int64_t p, int kvh, void *out) {
-    const int64_t w = m->cfg->layers[l].window, first = m->kv.g.kind[l] == G4_KV_FULL || p - w + 1 < 0 ? 0 : p - w + 1;
-    return g4_kv_segments(&m->kv, l, seq, first, p, kvh, out);
+static int kv_segments(const g4_rank_model *m, int l, int seq, int64_t p, int64_t span_end, int kvh, void *out) {
+    const int full = m->kv.g.kind[l] == G4_KV_FULL;
+    const int64_t w = m->cfg->layers[l].window, first = full || p - w + 1 < 0 ? 0 : p - w + 1;
+    /* an image block's token sees the block's later keys too, in sliding layers only (the
+     * text mask of Gemma-4 since transformers 1f3294c8: AND(window, OR(causal, same block))) */
+    const int64_t last = !full && span_end > p + 1 ? span_end - 1 : p;
+    return g4_kv_segments(&m->kv, l, seq, first, last, kvh, out);
 }
 
 static void ph_attention(g4_rank_model *m, int ith, int nth) {
@@ -312,7 +321,7 @@ static void ph_attention(g4_rank_model *m, int ith, int nth) {
         if (h < 0) h = 0;
         if (he > nq) he = nq;
         if (h >= he) continue; /* a cut of this KV head's heads that lies on another rank */
-        const int nseg = kv_segments(m, l, b->seq[t], b->pos[t], kvg - kv0, m->segs[ith]);
+        const int nseg = kv_segments(m, l, b->seq[t], b->pos[t], b->span_end ? b->span_end[t] : 0, kvg - kv0, m->segs[ith]);
         float *out = m->attn + (int64_t)t * m->q_dim_max + (int64_t)h * hd;
         const float *q = m->q + (int64_t)t * m->q_dim_max + (int64_t)h * hd;
         if (m->kv.g.dtype == G4_DT_F32) m->K->attention(out, q, he - h, hd, m->segs[ith], nseg, m->scores[ith]);
@@ -464,8 +473,10 @@ int g4_rank_forward(g4_rank_model *m, const g4_batch *b, float *logits_local, g4
         return g4_err_set(err, G4_EINVAL, "batch of %d tokens (1..%d allowed)", b->n, m->o.max_batch);
     int n_logits = 0;
     for (int t = 0; t < b->n; t++) {
-        if (b->ids[t] < 0 || b->ids[t] >= m->cfg->vocab_size)
+        if (b->ids[t] >= m->cfg->vocab_size)
             return g4_err_set(err, G4_EINVAL, "token id %d out of range (vocab %lld)", b->ids[t], (long long)m->cfg->vocab_size);
+        if (b->ids[t] < 0 && m->plan->rank == 0 && !(b->embd && b->embd[t]))
+            return g4_err_set(err, G4_EINVAL, "token %d has no id and no embedding", t);
         if (b->seq[t] < 0 || b->seq[t] >= m->o.max_seqs || !m->kv.cap[b->seq[t]])
             return g4_err_set(err, G4_EINVAL, "token %d names sequence %d, which is not open", t, b->seq[t]);
         if (b->pos[t] < 0 || b->pos[t] >= m->kv.cap[b->seq[t]])
@@ -475,7 +486,8 @@ int g4_rank_forward(g4_rank_model *m, const g4_batch *b, float *logits_local, g4
         for (int k = 0; k < 2; k++) {
             if (!m->kv.g.ng[k]) continue;
             const int64_t w = m->kv.g.window, p = b->pos[t], j0 = k == G4_KV_FULL || p - w + 1 < 0 ? 0 : (p - w + 1) / m->kv.g.bs;
-            for (int64_t j = j0; j <= p / m->kv.g.bs; j++)
+            const int64_t last = k == G4_KV_SLIDE && b->span_end && b->span_end[t] > p + 1 ? b->span_end[t] - 1 : p;
+            for (int64_t j = j0; j <= last / m->kv.g.bs; j++)
                 if (g4_kv_block(&m->kv, b->seq[t], k, j) < 0)
                     return g4_err_set(err, G4_EINVAL, "token %d (sequence %d, position %d): no KV block for positions %lld..", t, b->seq[t],
                                       b->pos[t], (long long)(j * m->kv.g.bs));

@@ -39,7 +39,7 @@ int main(int argc, char **argv) {
     float *logits = malloc(sizeof(float) * (size_t)g4_engine_vocab(e));
     int32_t id = 2, pos = 0;
     uint8_t want = 1;
-    g4_batch b = {1, &id, &pos, &seq, &want};
+    g4_batch b = {.n = 1, .ids = &id, .pos = &pos, .seq = &seq, .logits = &want};
     if (g4_engine_forward(e, &b, logits, &err)) { fprintf(stderr, "hello: %s\n", err.msg); return 1; }
     int best = 0;
     for (int i = 1; i < (int)g4_engine_vocab(e); i++) if (logits[i] > logits[best]) best = i;

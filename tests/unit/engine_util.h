@@ -32,7 +32,7 @@ static inline int tu_generate(const g4_engine_opts *o, const int32_t *ids, int n
     for (int s = 0; rc == G4_OK && s < n; s += mb) {
         int m = n - s < mb ? n - s : mb;
         for (int k = 0; k < m; k++) { pos[k] = s + k; sq[k] = seq; want[k] = s + k == n - 1; }
-        g4_batch b = {m, ids + s, pos, sq, want};
+        g4_batch b = {.n = m, .ids = ids + s, .pos = pos, .seq = sq, .logits = want};
         rc = g4_engine_forward(e, &b, r->logits, err);
     }
     for (int step = 0; rc == G4_OK && step < n_new; step++) {
@@ -42,7 +42,7 @@ static inline int tu_generate(const g4_engine_opts *o, const int32_t *ids, int n
         if (step == n_new - 1) break;
         int32_t p = n + step;
         uint8_t one = 1;
-        g4_batch b = {1, &id, &p, &seq, &one};
+        g4_batch b = {.n = 1, .ids = &id, .pos = &p, .seq = &seq, .logits = &one};
         rc = g4_engine_forward(e, &b, l + r->vocab, err);
     }
     g4_engine_close(e);

@@ -53,7 +53,7 @@ static void run_cases(int tp) {
         int mb = g4_engine_max_batch(e);
         for (size_t s = 0; s < n; s += (size_t)mb) {
             int m = (int)(n - s < (size_t)mb ? n - s : (size_t)mb);
-            g4_batch b = {m, ids + s, pos + s, sq + s, want + s};
+            g4_batch b = {.n = m, .ids = ids + s, .pos = pos + s, .seq = sq + s, .logits = want + s};
             if (g4_engine_forward(e, &b, logits, &err)) fail_msg("%s", err.msg);
         }
         int32_t gen[64];
@@ -72,7 +72,7 @@ static void run_cases(int tp) {
             if (id == 1 || id == 106 || id == 50) break;
             int32_t p = (int32_t)(n + (size_t)step);
             uint8_t one = 1;
-            g4_batch b = {1, &id, &p, &seq, &one};
+            g4_batch b = {.n = 1, .ids = &id, .pos = &p, .seq = &seq, .logits = &one};
             if (g4_engine_forward(e, &b, logits, &err)) fail_msg("%s", err.msg);
         }
         g4_engine_seq_close(e, seq);

@@ -40,7 +40,7 @@ static void feed(kt *k, int seq, const int32_t *tok, int64_t from, int64_t to, f
     for (int64_t s = from; s < to; s += mb) {
         const int m = (int)(to - s < mb ? to - s : mb);
         for (int i = 0; i < m; i++) { pos[i] = (int32_t)(s + i); sq[i] = seq; want[i] = out != NULL; }
-        g4_batch b = {m, tok + s, pos, sq, want};
+        g4_batch b = {.n = m, .ids = tok + s, .pos = pos, .seq = sq, .logits = want};
         g4_err err = {0};
         if (g4_engine_forward(k->e, &b, k->lg, &err)) fail_msg("forward at %lld: %s", (long long)s, err.msg);
         if (out) memcpy(out + (size_t)(s - from) * (size_t)k->V, k->lg, sizeof(float) * (size_t)m * (size_t)k->V);
@@ -134,7 +134,7 @@ static void exact_on(const char *dir, int tp, int threads, const char *kvd) {
         int m = 0;
         for (int64_t p = s0; p < s0 + mb / 2 && p < 60; p++)
             for (int w = 0; w < 2; w++) { ids[m] = t[p]; pos[m] = (int32_t)p; sq[m] = w ? b : a; m++; }
-        g4_batch bt = {m, ids, pos, sq, want};
+        g4_batch bt = {.n = m, .ids = ids, .pos = pos, .seq = sq, .logits = want};
         assert_int_equal(g4_engine_forward(k.e, &bt, k.lg, &err), 0);
     }
     g4_kv_stats st;
@@ -182,7 +182,7 @@ static void test_sliding_released(void **state) {
     /* out of order: refused, nothing changes */
     int32_t id = 5, p = 402;
     uint8_t one = 1;
-    g4_batch b = {1, &id, &p, &seq, &one};
+    g4_batch b = {.n = 1, .ids = &id, .pos = &p, .seq = &seq, .logits = &one};
     assert_int_equal(g4_engine_forward(k.e, &b, k.lg, &err), G4_EINVAL);
     assert_non_null(strstr(err.msg, "position 400"));
     g4_engine_seq_close(k.e, seq);
@@ -213,7 +213,7 @@ static void test_pool_exhaustion(void **state) {
     int32_t pos[16], sq[16];
     uint8_t want[16] = {0};
     for (int i = 0; i < 16; i++) { pos[i] = i; sq[i] = b; }
-    g4_batch bt = {16, t, pos, sq, want};
+    g4_batch bt = {.n = 16, .ids = t, .pos = pos, .seq = sq, .logits = want};
     int rc = 0;
     for (int i = 0; i < 8 && rc == 0; i++) {
         for (int j = 0; j < 16; j++) pos[j] = i * 16 + j;

@@ -15,7 +15,7 @@ static void feed(g4_engine *e, int seq, const int32_t *ids, int64_t from, int64_
     for (int64_t s = from; s < to; s += mb) {
         const int m = (int)(to - s < mb ? to - s : mb);
         for (int i = 0; i < m; i++) { pos[i] = (int32_t)(s + i); sq[i] = seq; want[i] = s + i == to - 1 && last; }
-        g4_batch b = {m, ids + s, pos, sq, want};
+        g4_batch b = {.n = m, .ids = ids + s, .pos = pos, .seq = sq, .logits = want};
         g4_err err = {0};
         if (g4_engine_forward(e, &b, last, &err)) fail_msg("forward at %lld: %s", (long long)s, err.msg);
     }
@@ -75,7 +75,7 @@ static void test_33k_positions(void **state) {
         if (k == n_gen - 1) break;
         int32_t p = n + k;
         uint8_t one = 1;
-        g4_batch d = {1, &id, &p, &b, &one};
+        g4_batch d = {.n = 1, .ids = &id, .pos = &p, .seq = &b, .logits = &one};
         assert_int_equal(g4_engine_forward(e, &d, lg, &err), 0);
     }
     g4_engine_seq_close(e, b);

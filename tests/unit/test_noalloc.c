@@ -45,11 +45,11 @@ static void test_decode_allocates_nothing(void **state) {
         int32_t ids[8] = {2, 105, 17, 33, 44, 55, 66, 77}, pos[8], sq[8];
         uint8_t want[8] = {0, 0, 0, 0, 0, 0, 0, 1};
         for (int i = 0; i < 8; i++) { pos[i] = i; sq[i] = seq; }
-        g4_batch b = {8, ids, pos, sq, want};
+        g4_batch b = {.n = 8, .ids = ids, .pos = pos, .seq = sq, .logits = want};
         assert_int_equal(g4_engine_forward(e, &b, logits, &err), 0);
         int32_t id = g4_sample_greedy(logits, (int)V), p = 8;
         uint8_t one = 1;
-        g4_batch d = {1, &id, &p, &seq, &one};
+        g4_batch d = {.n = 1, .ids = &id, .pos = &p, .seq = &seq, .logits = &one};
         assert_int_equal(g4_engine_forward(e, &d, logits, &err), 0); /* warm-up step */
         long a0 = atomic_load(&n_alloc), t0 = g4_pool_threads_created();
         for (int step = 0; step < 40; step++) {

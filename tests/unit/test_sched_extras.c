@@ -45,7 +45,7 @@ static float *all_logits(g4_engine *e, const int32_t *ids, size_t n) {
     for (size_t s = 0; s < n; s += (size_t)mb) {
         int m = n - s < (size_t)mb ? (int)(n - s) : mb;
         for (int k = 0; k < m; k++) { pos[k] = (int32_t)(s + (size_t)k); sq[k] = seq; want[k] = 1; }
-        g4_batch b = {m, ids + s, pos, sq, want};
+        g4_batch b = {.n = m, .ids = ids + s, .pos = pos, .seq = sq, .logits = want};
         if (g4_engine_forward(e, &b, out + s * (size_t)V, &err)) fail_msg("%s", err.msg);
     }
     g4_engine_seq_close(e, seq);

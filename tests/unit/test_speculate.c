@@ -35,7 +35,7 @@ static int prefill(eng *x, const int32_t *tok, int n, float *logits, float *hidd
     int32_t pos[256], sq[256];
     uint8_t want[256];
     for (int i = 0; i < n; i++) { pos[i] = i; sq[i] = seq; want[i] = i == n - 1; }
-    g4_batch b = {n, tok, pos, sq, want};
+    g4_batch b = {.n = n, .ids = tok, .pos = pos, .seq = sq, .logits = want};
     if (g4_engine_forward_ex(x->e, &b, logits, hidden, &err)) fail_msg("forward: %s", err.msg);
     return seq;
 }
@@ -216,7 +216,7 @@ static void test_assistant_rounds(void **state) {
                 uint8_t fl[G4_SPEC_MAX_K + 1];
                 ids[0] = toks[len];
                 for (int i = 0; i <= k; i++) { if (i) ids[i] = d[i - 1]; pos[i] = len + i; sq[i] = seq; fl[i] = 1; }
-                g4_batch b = {k + 1, ids, pos, sq, fl};
+                g4_batch b = {.n = k + 1, .ids = ids, .pos = pos, .seq = sq, .logits = fl};
                 if (g4_engine_forward_ex(x.e, &b, lg, hid, &err)) fail_msg("%s", err.msg);
                 int acc = 0;
                 while (acc < k && g4_sample_greedy(lg + (size_t)acc * (size_t)x.V, (int)x.V) == d[acc]) acc++;
@@ -473,13 +473,13 @@ static void test_rollback_leaves_no_trace(void **state) {
     int32_t pos[64], sq[64];
     uint8_t want[64];
     for (int i = 0; i < 64; i++) { pos[i] = i; sq[i] = seq; want[i] = 0; }
-    g4_batch b = {20, toks, pos, sq, want};
+    g4_batch b = {.n = 20, .ids = toks, .pos = pos, .seq = sq, .logits = want};
     assert_int_equal(g4_engine_forward(e, &b, lg, &err), G4_OK);
     g4_engine_seq_tentative(e, seq, 1);
     int32_t drafts[15];
     for (int i = 0; i < 15; i++) drafts[i] = 7 + i;
     want[20] = 1;
-    g4_batch v = {15, drafts, pos + 20, sq, want + 20};
+    g4_batch v = {.n = 15, .ids = drafts, .pos = pos + 20, .seq = sq, .logits = want + 20};
     assert_int_equal(g4_engine_forward(e, &v, lg, &err), G4_OK);
     int32_t kept[64];
     memcpy(kept, toks, sizeof(int32_t) * 20);
@@ -494,7 +494,7 @@ static void test_rollback_leaves_no_trace(void **state) {
     for (int i = 22; i < 40; i++) kept[i] = toks[i];
     want[20] = 0;
     for (int i = 22; i < 40; i++) want[i] = 1;
-    g4_batch r = {18, kept + 22, pos + 22, sq, want + 22};
+    g4_batch r = {.n = 18, .ids = kept + 22, .pos = pos + 22, .seq = sq, .logits = want + 22};
     assert_int_equal(g4_engine_forward(e, &r, lg, &err), G4_OK);
     assert_int_equal(g4_engine_seq_truncate(e, seq, 40, kept, &err), G4_OK); /* confirms: registers blocks 1 */
     g4_engine_seq_close(e, seq);
@@ -511,7 +511,7 @@ static void test_rollback_leaves_no_trace(void **state) {
     int nr = 40 - (int)hit;
     float *lc = malloc(sizeof(float) * 64 * (size_t)V);
     for (int i = 0; i < nr; i++) sq[i] = seq;
-    g4_batch c = {nr, kept + hit, pos + hit, sq, want + hit};
+    g4_batch c = {.n = nr, .ids = kept + hit, .pos = pos + hit, .seq = sq, .logits = want + hit};
     assert_int_equal(g4_engine_forward(e, &c, lc, &err), G4_OK);
     assert_memory_equal(lc, lg + (size_t)(hit - 22) * (size_t)V, sizeof(float) * (size_t)nr * (size_t)V);
     g4_engine_seq_close(e, seq);

@@ -87,7 +87,7 @@ static void test_engine_open_leaves_caller_unpinned(void **state) {
     assert_int_equal(g4_engine_seq_open(e, 4, &seq, &err), 0);
     int32_t id = 2, pos = 0;
     uint8_t want = 1;
-    g4_batch b = {1, &id, &pos, &seq, &want};
+    g4_batch b = {.n = 1, .ids = &id, .pos = &pos, .seq = &seq, .logits = &want};
     float *logits = malloc(sizeof(float) * (size_t)g4_engine_vocab(e));
     assert_int_equal(g4_engine_forward(e, &b, logits, &err), 0);
     assert_int_equal(pthread_getaffinity_np(pthread_self(), sizeof now, &now), 0);

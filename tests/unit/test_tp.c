@@ -179,7 +179,7 @@ static void test_batch_composition(void **state) {
     int32_t pos[17], sq[17];
     uint8_t want[17];
     for (int i = 0; i < 12; i++) { pos[i] = i; sq[i] = sa; want[i] = 1; }
-    g4_batch b1 = {12, a_ids, pos, sq, want};
+    g4_batch b1 = {.n = 12, .ids = a_ids, .pos = pos, .seq = sq, .logits = want};
     assert_int_equal(g4_engine_forward(e, &b1, alone, &err), 0);
     g4_engine_seq_close(e, sa);
     /* A interleaved with B in one batch */
@@ -192,7 +192,7 @@ static void test_batch_composition(void **state) {
         else { ids[k] = a_ids[ia]; pos[k] = ia++; sq[k] = sa; want[k] = 1; }
         k++;
     }
-    g4_batch b2 = {17, ids, pos, sq, want};
+    g4_batch b2 = {.n = 17, .ids = ids, .pos = pos, .seq = sq, .logits = want};
     assert_int_equal(g4_engine_forward(e, &b2, mixed, &err), 0);
     assert_memory_equal(alone, mixed, sizeof(float) * (size_t)V * 12);
     g4_engine_seq_close(e, sa);
