@@ -154,6 +154,16 @@ int g4_engine_seq_truncate(g4_engine *e, int seq, int64_t len, const int32_t *to
 int g4_engine_draft(g4_engine *e, int n, const int32_t *seq, const int32_t *tok, const float *hidden, int k, int32_t *drafts,
                     float *logits, g4_err *err);
 
+/* ---- images (docs/vision.md) -------------------------------------------------------------- */
+
+/* 1 when the model has a vision tower (images can be encoded). */
+int g4_engine_has_vision(const g4_engine *e);
+/* Encodes one preprocessed image on the leader's threads: patches pixels [ph * pw][patch_dim]
+ * at positions pos [ph * pw][2] (x, y) into its soft tokens soft [ph * pw / pooling^2][hidden_size]
+ * (what replaces its image tokens' embeddings, g4_batch.embd). The same bits at every TP degree
+ * and thread count. */
+int g4_engine_encode_image(g4_engine *e, const float *pixels, const int32_t *pos, int ph, int pw, float *soft, g4_err *err);
+
 /* Weight bytes the kernels read per decoded token, all ranks together (for bandwidth bounds). */
 size_t g4_engine_weight_bytes(const g4_engine *e);
 /* Of the weights of this process's ranks, the bytes held in process memory — converted at load

@@ -678,6 +678,14 @@ int g4_engine_forward_ex(g4_engine *e, const g4_batch *b, float *logits, float *
     return G4_OK;
 }
 
+/* ---- images -------------------------------------------------------------------------------- */
+
+int g4_engine_has_vision(const g4_engine *e) { return 0; }
+
+int g4_engine_encode_image(g4_engine *e, const float *pixels, const int32_t *pos, int ph, int pw, float *soft, g4_err *err) {
+    return g4_err_set(err, G4_EUNSUPPORTED, "the model in %s has no vision tower: it cannot take images", e->model_dir);
+}
+
 /* ---- speculative decoding ------------------------------------------------------------------ */
 
 const g4_spec_cfg *g4_engine_spec(const g4_engine *e) { return &e->spec; }

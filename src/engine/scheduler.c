@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/images.h"
 #include "engine/speculate.h"
 #include "grammar/constrain.h"
 #include "text/stop_strings.h"
@@ -21,6 +22,17 @@
 enum { ST_WAITING, ST_PREFILL, ST_DECODE, ST_DONE };
 
 typedef struct ev_node { g4_sched_event ev; struct ev_node *next; } ev_node;
+
+/* An image of a request's prompt (g4_prompt_image): its block, and its soft tokens once given
+ * or encoded (kept until the request ends: a preempted request resumes without encoding again). */
+typedef struct req_image {
+    int64_t pos;
+    int n_tok;
+    float *pixels;            /* [ph * pw][patch_dim] (NULL when soft tokens were given) */
+    int32_t *ppos;            /* [ph * pw][2] */
+    int ph, pw, patch_dim;
+    float *soft;              /* [n_tok][H] */
+} req_image;
 
 struct g4_sched_req {
     pthread_mutex_t mu;
@@ -64,6 +76,8 @@ struct g4_sched_req {
     int has_hid, tentative;
     g4_spec_stat st;
     int st_seeded;            /* st started from the scheduler's estimate */
+    req_image *img;           /* [n_img] the prompt's images, in position order */
+    int n_img;
 };
 
 struct g4_sched {
@@ -83,6 +97,9 @@ struct g4_sched {
     /* step buffers */
     int32_t *ids, *pos, *seqs;
     uint8_t *want;
+    const float **embd;       /* [max_batch] image tokens' soft token rows (g4_batch.embd) */
+    int32_t *span;            /* [max_batch] image tokens' block ends (g4_batch.span_end) */
+    g4_sched_req *image_wait; /* its next image block did not fit a step: goes first, without drafts */
     g4_sched_req **owner;     /* [max_batch] request of each logits row */
     int32_t *rowpos;          /* [max_batch] position of each logits row */
     g4_sched_req **pre;       /* [max_running] requests prefilling in this step */
@@ -216,6 +233,8 @@ static void req_unref(g4_sched_req *r) {
     free(r->lps);
     free(r->plp);
     free(r->hid);
+    for (int i = 0; i < r->n_img; i++) { free(r->img[i].pixels); free(r->img[i].ppos); free(r->img[i].soft); }
+    free(r->img);
     for (size_t i = 0; i < r->p.n_stop_strings; i++) free(r->stops[i]);
     free(r->stops);
     free(r->toks);
@@ -367,7 +386,11 @@ static void admit(g4_sched *s) {
             s->rows_cap = s->max_batch;
         }
         int64_t taken = 0;
-        const int64_t n = (int64_t)r->n_target, hit = use_cache ? g4_engine_prefix_peek(s->e, r->toks, n, &taken) : 0;
+        const int64_t n = (int64_t)r->n_target;
+        /* a cached prefix may end inside an image block: its positions there are exact (they
+         * were computed with the whole block, the same pixels), and the block's rest goes into
+         * one step (prefill_take), seeing them */
+        const int64_t hit = use_cache ? g4_engine_prefix_peek(s->e, r->toks, n, &taken) : 0;
         const int64_t need = g4_engine_kv_pages_to_grow(s->e, hit, n - hit) + taken +
                              (int64_t)(s->n_running + 1) * g4_engine_kv_pages_to_grow(s->e, 0, 1);
         if (s->n_running > 0 && need > g4_engine_kv_avail_pages(s->e)) break; /* wait until running sequences free pages */
@@ -547,6 +570,56 @@ static void spec_settle(g4_sched *s) {
     }
 }
 
+/* Soft tokens for the image blocks that admitted requests still have to compute (a block the
+ * prefix cache gave whole needs none): the vision tower runs on the leader's threads, outside
+ * the lock. A request whose image fails ends with the error. */
+static void encode_images(g4_sched *s) {
+    for (int i = 0; i < s->n_running; i++) {
+        g4_sched_req *r = s->running[i];
+        for (int k = 0; r->state == ST_PREFILL && k < r->n_img; k++) {
+            req_image *im = &r->img[k];
+            if (im->soft || im->pos + im->n_tok <= (int64_t)r->n_prefilled) continue;
+            g4_err err = {0};
+            float *soft = malloc(sizeof(float) * (size_t)im->n_tok * (size_t)s->H);
+            const double t0 = wall_s();
+            int rc = soft ? g4_engine_encode_image(s->e, im->pixels, im->ppos, im->ph, im->pw, soft, &err)
+                          : g4_err_set(&err, G4_ENOMEM, "out of memory for an image's %d soft tokens", im->n_tok);
+            if (rc) {
+                free(soft);
+                pthread_mutex_lock(&s->mu);
+                fail_req(r, &err);
+                g4_engine_seq_close(s->e, r->seq);
+                r->seq = -1;
+                pthread_mutex_unlock(&s->mu);
+                break;
+            }
+            im->soft = soft;
+            s->stats.images_encoded++;
+            s->stats.image_encode_s += wall_s() - t0;
+        }
+    }
+}
+
+/* How many of r's next prompt positions (at most take) go into a step with room tokens left:
+ * an image block is never cut, so a chunk ends before a block it cannot hold whole, and a block
+ * at the chunk's start is taken whole (past the chunk size) when the step has room; 0 when it
+ * has not (the block waits for a step with room). */
+static size_t prefill_take(const g4_sched_req *r, size_t take, size_t room) {
+    const int64_t p0 = (int64_t)r->n_prefilled;
+    for (int i = 0; i < r->n_img; i++) {
+        const int64_t b0 = r->img[i].pos, b1 = b0 + r->img[i].n_tok;
+        if (b1 <= p0) continue;
+        if (b0 >= p0 + (int64_t)take) break;
+        if (b0 > p0) {
+            if (b1 > p0 + (int64_t)take) take = (size_t)(b0 - p0);
+            break;
+        }
+        if ((size_t)(b1 - p0) > room) return 0;
+        if ((size_t)(b1 - p0) > take) take = (size_t)(b1 - p0);
+    }
+    return take;
+}
+
 static void *loop(void *arg) {
     g4_sched *s = arg;
     for (;;) {
@@ -556,6 +629,7 @@ static void *loop(void *arg) {
         for (int i = 0; i < s->n_running; i++) {
             g4_sched_req *r = s->running[i];
             if (r->state != ST_DONE && atomic_load(&r->cancelled)) finish(s, r, "cancelled");
+            if (r->state == ST_DONE && r == s->image_wait) s->image_wait = NULL;
             if (r->state == ST_DONE) req_unref(r);
             else s->running[k++] = r;
         }
@@ -586,10 +660,14 @@ static void *loop(void *arg) {
         s->stats.running = s->n_running;
         s->stats.waiting = s->n_waiting;
         pthread_mutex_unlock(&s->mu);
+        encode_images(s);
 
         /* build the batch: decode tokens first (running streams keep flowing), each with its
          * drafts, then prefill */
-        if (s->spec->method != G4_SPEC_NONE) spec_plan(s);
+        /* an image block that found no room last step gets it now: no drafts in this step */
+        if (s->image_wait && (s->image_wait->state != ST_PREFILL || s->image_wait->seq < 0)) s->image_wait = NULL;
+        if (s->spec->method != G4_SPEC_NONE && !s->image_wait) spec_plan(s);
+        else for (int i = 0; i < s->n_running; i++) s->running[i]->n_draft = 0;
         int n = 0, nl = 0, drafted = 0;
         for (int i = 0; i < s->n_running; i++) {
             g4_sched_req *r = s->running[i];
@@ -598,6 +676,8 @@ static void *loop(void *arg) {
             s->pos[n] = (int32_t)(r->n_prompt + r->n_gen - 1);
             s->seqs[n] = r->seq;
             s->want[n] = 1;
+            s->embd[n] = NULL;
+            s->span[n] = 0;
             s->rowpos[nl] = s->pos[n];
             s->owner[nl++] = r;
             n++;
@@ -607,24 +687,38 @@ static void *loop(void *arg) {
                 s->pos[n] = s->pos[n - 1] + 1;
                 s->seqs[n] = r->seq;
                 s->want[n] = 1;
+                s->embd[n] = NULL;
+                s->span[n] = 0;
                 s->rowpos[nl] = s->pos[n];
                 s->owner[nl++] = r;
             }
         }
-        int np = 0;
-        for (int i = 0; i < s->n_running && n < s->max_batch; i++) {
-            g4_sched_req *r = s->running[i];
-            if (r->state != ST_PREFILL) continue;
+        int np = 0, images = 0;
+        g4_sched_req *first = s->image_wait;
+        s->image_wait = NULL;
+        for (int i = -1; i < s->n_running && n < s->max_batch; i++) {
+            g4_sched_req *r = i < 0 ? first : s->running[i];
+            if (!r || r->state != ST_PREFILL || (i >= 0 && r == first)) continue;
             size_t left = r->n_target - r->n_prefilled, take = (size_t)(s->max_batch - n);
             if (take > (size_t)s->o.prefill_chunk) take = (size_t)s->o.prefill_chunk;
             if (take > left) take = left;
+            if (r->n_img && !(take = prefill_take(r, take, (size_t)(s->max_batch - n)))) {
+                if (!s->image_wait) s->image_wait = r;
+                continue;
+            }
             const int all = r->plp && !r->plp_done; /* prompt logprobs: a logits row per position */
+            int k = 0; /* the image that position p is in or before */
             for (size_t j = 0; j < take; j++) {
                 size_t p = r->n_prefilled + j;
+                while (k < r->n_img && r->img[k].pos + r->img[k].n_tok <= (int64_t)p) k++;
+                const int in_img = k < r->n_img && r->img[k].pos <= (int64_t)p;
                 s->ids[n] = r->toks[p];
                 s->pos[n] = (int32_t)p;
                 s->seqs[n] = r->seq;
                 s->want[n] = all || p == r->n_target - 1;
+                s->embd[n] = in_img ? r->img[k].soft + ((int64_t)p - r->img[k].pos) * s->H : NULL;
+                s->span[n] = in_img ? (int32_t)(r->img[k].pos + r->img[k].n_tok) : 0;
+                images |= in_img;
                 if (s->want[n]) { s->rowpos[nl] = (int32_t)p; s->owner[nl++] = r; }
                 n++;
             }
@@ -632,7 +726,8 @@ static void *loop(void *arg) {
             s->take[np++] = take;
         }
         if (n == 0) continue;
-        g4_batch b = {.n = n, .ids = s->ids, .pos = s->pos, .seq = s->seqs, .logits = s->want};
+        g4_batch b = {.n = n, .ids = s->ids, .pos = s->pos, .seq = s->seqs, .logits = s->want, .embd = images ? s->embd : NULL,
+                      .span_end = images ? s->span : NULL};
         g4_err err = {0};
         const double t0 = wall_s();
         int rc = g4_engine_forward_ex(s->e, &b, s->logits, s->hidden, &err);
@@ -719,6 +814,8 @@ int g4_sched_create(g4_textgen *tg, const g4_sched_opts *opts, g4_sched **out, g
     s->pos = malloc(sizeof(int32_t) * (size_t)s->max_batch);
     s->seqs = malloc(sizeof(int32_t) * (size_t)s->max_batch);
     s->want = malloc((size_t)s->max_batch);
+    s->embd = calloc((size_t)s->max_batch, sizeof *s->embd);
+    s->span = calloc((size_t)s->max_batch, sizeof *s->span);
     s->owner = calloc((size_t)s->max_batch, sizeof *s->owner);
     s->rowpos = calloc((size_t)s->max_batch, sizeof *s->rowpos);
     s->pre = calloc((size_t)s->max_running, sizeof *s->pre);
@@ -738,7 +835,7 @@ int g4_sched_create(g4_textgen *tg, const g4_sched_opts *opts, g4_sched **out, g
     }
     s->logits = malloc(sizeof(float) * (size_t)s->V * (size_t)s->rows_cap);
     s->stats.kv_budget = g4_engine_kv_budget(s->e);
-    if (!s->running || !s->ids || !s->pos || !s->seqs || !s->want || !s->owner || !s->rowpos || !s->pre || !s->take || !s->logits) {
+    if (!s->running || !s->ids || !s->pos || !s->seqs || !s->want || !s->embd || !s->span || !s->owner || !s->rowpos || !s->pre || !s->take || !s->logits) {
         g4_sched_free(s);
         return g4_err_set(err, G4_ENOMEM, "out of memory for the scheduler");
     }
@@ -771,7 +868,7 @@ void g4_sched_free(g4_sched *s) {
         pthread_mutex_destroy(&s->mu);
         pthread_cond_destroy(&s->cv);
     }
-    free(s->running); free(s->ids); free(s->pos); free(s->seqs); free(s->want); free(s->owner); free(s->rowpos); free(s->pre); free(s->take); free(s->logits);
+    free(s->running); free(s->ids); free(s->pos); free(s->seqs); free(s->want); free(s->embd); free(s->span); free(s->owner); free(s->rowpos); free(s->pre); free(s->take); free(s->logits);
     free(s->hidden);
     g4_spec_costs_free(&s->costs);
     g4_vocab_free(s->vocab);
@@ -781,6 +878,55 @@ void g4_sched_free(g4_sched *s) {
 
 int g4_sched_submit(g4_sched *s, const int32_t *prompt, size_t n_prompt, const g4_gen_params *p, g4_sched_req **out, g4_err *err) {
     return g4_sched_submit_ex(s, prompt, n_prompt, p, NULL, out, err);
+}
+
+/* The prompt's images: checked, copied, their tokens given their prefix-cache keys. */
+static int check_images(const g4_sched *s, size_t n_prompt, const g4_gen_params *p, const g4_sched_sub_opts *x, g4_err *err) {
+    if (p->n_images < 0 || (p->n_images && !p->images)) return g4_err_set(err, G4_EINVAL, "bad image list");
+    if (p->n_images && x->prompt_logprobs) return g4_err_set(err, G4_EINVAL, "prompt logprobs are not available for prompts with images");
+    for (int i = 0; i < p->n_images; i++) {
+        const g4_prompt_image *im = &p->images[i];
+        if (im->n_tok < 1 || im->pos < 0 || im->pos + im->n_tok > (int64_t)n_prompt || (i && im->pos < p->images[i - 1].pos + p->images[i - 1].n_tok))
+            return g4_err_set(err, G4_EINVAL, "image %d: its %d tokens at position %lld are not inside the prompt, after the previous image", i + 1,
+                              im->n_tok, (long long)im->pos);
+        if (!im->soft && !(im->pixels && im->ppos && im->ph > 0 && im->pw > 0 && im->patch_dim > 0))
+            return g4_err_set(err, G4_EINVAL, "image %d has neither patches nor soft tokens", i + 1);
+        if (!im->soft && !g4_engine_has_vision(s->e))
+            return g4_err_set(err, G4_EUNSUPPORTED, "the model in %s has no vision tower: it cannot take images", g4_engine_model_dir(s->e));
+        /* its block goes into one step, beside a decode token of every other sequence */
+        if (im->n_tok + s->max_running > s->max_batch)
+            return g4_err_set(err, G4_EINVAL, "image %d has %d tokens: with %d sequences a step of %d tokens cannot hold it (raise --max-batch)",
+                              i + 1, im->n_tok, s->max_running, s->max_batch);
+    }
+    return G4_OK;
+}
+
+static int take_images(g4_sched *s, g4_sched_req *r, const g4_gen_params *p, g4_err *err) {
+    r->p.images = NULL;
+    r->p.n_images = 0;
+    if (!p->n_images) return G4_OK;
+    if (!(r->img = calloc((size_t)p->n_images, sizeof *r->img))) return g4_err_set(err, G4_ENOMEM, "out of memory");
+    r->n_img = p->n_images;
+    for (int i = 0; i < p->n_images; i++) {
+        const g4_prompt_image *im = &p->images[i];
+        req_image *d = &r->img[i];
+        d->pos = im->pos;
+        d->n_tok = im->n_tok;
+        const size_t np = (size_t)im->ph * (size_t)im->pw, ns = (size_t)im->n_tok * (size_t)s->H;
+        if (im->soft) {
+            if (!(d->soft = malloc(sizeof(float) * ns))) return g4_err_set(err, G4_ENOMEM, "out of memory for an image's soft tokens");
+            memcpy(d->soft, im->soft, sizeof(float) * ns);
+        } else {
+            d->ph = im->ph, d->pw = im->pw, d->patch_dim = im->patch_dim;
+            d->pixels = malloc(sizeof(float) * np * (size_t)im->patch_dim);
+            d->ppos = malloc(sizeof(int32_t) * 2 * np);
+            if (!d->pixels || !d->ppos) return g4_err_set(err, G4_ENOMEM, "out of memory for an image's %zu patches", np);
+            memcpy(d->pixels, im->pixels, sizeof(float) * np * (size_t)im->patch_dim);
+            memcpy(d->ppos, im->ppos, sizeof(int32_t) * 2 * np);
+        }
+        for (int j = 0; j < im->n_tok; j++) r->toks[im->pos + j] = g4_image_key(im->hash, im->n_tok, j);
+    }
+    return G4_OK;
 }
 
 int g4_sched_submit_ex(g4_sched *s, const int32_t *prompt, size_t n_prompt, const g4_gen_params *p, const g4_sched_sub_opts *x,
@@ -803,6 +949,7 @@ int g4_sched_submit_ex(g4_sched *s, const int32_t *prompt, size_t n_prompt, cons
                           n_prompt, (long long)p->max_new_tokens, (long long)ctx);
     for (size_t i = 0; i < n_prompt; i++)
         if (prompt[i] < 0 || prompt[i] >= s->V) return g4_err_set(err, G4_EINVAL, "token id %d is outside the vocabulary", prompt[i]);
+    if ((rc = check_images(s, n_prompt, p, x, err))) return rc;
     size_t need = g4_engine_seq_bytes(s->e, (int64_t)n_prompt + p->max_new_tokens);
     if (need > g4_engine_kv_budget(s->e))
         return g4_err_set(err, G4_ENOMEM, "the request needs %zu bytes of KV cache, more than the whole budget of %zu", need, g4_engine_kv_budget(s->e));
@@ -834,6 +981,9 @@ int g4_sched_submit_ex(g4_sched *s, const int32_t *prompt, size_t n_prompt, cons
     if (rc == G4_OK) {
         memcpy(r->toks, prompt, sizeof(int32_t) * n_prompt);
         r->n_prompt = r->n_target = n_prompt;
+        rc = take_images(s, r, p, err);
+    }
+    if (rc == G4_OK) {
         rc = g4_sampler_create((int)s->V, &p->sampling, &r->smp, err);
     }
     if (rc == G4_OK && s->tg->tok) rc = g4_detok_create(s->tg->tok, p->skip_special, &r->dt, err); /* no tokenizer: ids only (bench) */

@@ -58,6 +58,8 @@ typedef struct g4_sched_stats {
     uint64_t draft_proposed;  /* speculative decoding: drafts verified, */
     uint64_t draft_accepted;  /* ... accepted, */
     uint64_t spec_steps;      /* ... and steps that verified some */
+    uint64_t images_encoded;  /* images run through the vision tower */
+    double image_encode_s;    /* ... and the seconds it took */
     g4_kv_stats kv;           /* the engine's pool and prefix cache */
 } g4_sched_stats;
 

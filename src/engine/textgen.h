@@ -27,6 +27,20 @@ void g4_textgen_close(g4_textgen *tg);
 /* Renders an OpenAI-style chat request with the model's template. */
 int g4_textgen_render(const g4_textgen *tg, const json_t *request, char **text, size_t *len, g4_err *err);
 
+/* An image of the prompt (docs/vision.md): its block of n_tok image tokens starts at position
+ * pos of the expanded prompt (engine/images.h; the prompt holds the model's image token id
+ * there). Either its preprocessed patches, encoded by the model's vision tower when the prefix
+ * cache does not hold the block, or its soft tokens, given. Submitting copies what is needed. */
+typedef struct g4_prompt_image {
+    int64_t pos;
+    int n_tok;
+    uint64_t hash[2];         /* of its pixels: the image tokens' prefix-cache keys (g4_image_key) */
+    const float *pixels;      /* [ph * pw][patch_dim], or NULL when soft is given */
+    const int32_t *ppos;      /* [ph * pw][2]: (x = column, y = row) */
+    int ph, pw, patch_dim;
+    const float *soft;        /* NULL, or [n_tok][hidden_size] */
+} g4_prompt_image;
+
 typedef struct g4_gen_params {
     int64_t max_new_tokens;
     g4_sampling_params sampling;
@@ -38,6 +52,8 @@ typedef struct g4_gen_params {
                                * at most that many drafts per round (docs/speculative.md) */
     struct g4_grammar *grammar; /* constrained decoding (grammar/json_schema.h): what the output must be, or NULL;
                                * the request keeps its own reference (docs/structured-output.md) */
+    const g4_prompt_image *images; /* the prompt's images, in position order */
+    int n_images;
 } g4_gen_params;
 
 /* Called with each newly decoded piece of text; return non-zero to cancel. */
