@@ -65,4 +65,27 @@ static inline int32_t *tu_json_ids(json_t *arr, int *n) {
     return v;
 }
 
+/* A float32 .npy file (version 1/2, C order): data and shape [rows][cols]. */
+static inline float *tu_read_npy_f32(const char *path, int *rows, int *cols) {
+    size_t n;
+    char *buf = tu_read_file(path, &n);
+    if (!buf) fail_msg("cannot read %s", path);
+    assert_memory_equal(buf, "\x93NUMPY", 6);
+    const int v1 = buf[6] == 1;
+    const size_t hl = v1 ? (size_t)(uint8_t)buf[8] | (size_t)(uint8_t)buf[9] << 8 : (size_t)(uint8_t)buf[8] | (size_t)(uint8_t)buf[9] << 8 | (size_t)(uint8_t)buf[10] << 16;
+    const size_t off = (v1 ? 10 : 12) + hl;
+    char *hdr = strndup(buf + (v1 ? 10 : 12), hl);
+    assert_non_null(strstr(hdr, "'<f4'"));
+    assert_non_null(strstr(hdr, "'fortran_order': False"));
+    char *sh = strstr(hdr, "'shape': (");
+    assert_non_null(sh);
+    assert_int_equal(sscanf(sh, "'shape': (%d, %d)", rows, cols), 2);
+    free(hdr);
+    assert_int_equal(n - off, sizeof(float) * (size_t)*rows * (size_t)*cols);
+    float *d = malloc(n - off);
+    memcpy(d, buf + off, n - off);
+    free(buf);
+    return d;
+}
+
 #endif

@@ -7,29 +7,6 @@
  * with the text before an image in an earlier step, and refusals of split blocks. */
 #include "engine_util.h"
 
-/* A float32 .npy file (version 1/2, C order): data and shape [rows][cols]. */
-static float *read_npy_f32(const char *path, int *rows, int *cols) {
-    size_t n;
-    char *buf = tu_read_file(path, &n);
-    if (!buf) fail_msg("cannot read %s", path);
-    assert_memory_equal(buf, "\x93NUMPY", 6);
-    const int v1 = buf[6] == 1;
-    const size_t hl = v1 ? (size_t)(uint8_t)buf[8] | (size_t)(uint8_t)buf[9] << 8 : (size_t)(uint8_t)buf[8] | (size_t)(uint8_t)buf[9] << 8 | (size_t)(uint8_t)buf[10] << 16;
-    const size_t off = (v1 ? 10 : 12) + hl;
-    char *hdr = strndup(buf + (v1 ? 10 : 12), hl);
-    assert_non_null(strstr(hdr, "'<f4'"));
-    assert_non_null(strstr(hdr, "'fortran_order': False"));
-    char *sh = strstr(hdr, "'shape': (");
-    assert_non_null(sh);
-    assert_int_equal(sscanf(sh, "'shape': (%d, %d)", rows, cols), 2);
-    free(hdr);
-    assert_int_equal(n - off, sizeof(float) * (size_t)*rows * (size_t)*cols);
-    float *d = malloc(n - off);
-    memcpy(d, buf + off, n - off);
-    free(buf);
-    return d;
-}
-
 typedef struct {
     int32_t *ids;      /* expanded prompt, image tokens as negative keys */
     int32_t *span;     /* [n] 0 or the end of the token's image block */
@@ -59,7 +36,7 @@ static void prompt_load(prompt *p, const char *golden, int image_id) {
     float *parts[2];
     int rows[2];
     for (int i = 0; i < nf; i++) {
-        parts[i] = read_npy_f32(tu_path("vision/%s", files[i]), &rows[i], &cols);
+        parts[i] = tu_read_npy_f32(tu_path("vision/%s", files[i]), &rows[i], &cols);
         rows_total += rows[i];
     }
     p->soft = malloc(sizeof(float) * (size_t)rows_total * (size_t)cols);

@@ -10,20 +10,6 @@
 #include "engine/scheduler.h"
 #include "engine/textgen.h"
 
-static float *read_npy_f32(const char *path, int *rows, int *cols) {
-    size_t n;
-    char *buf = tu_read_file(path, &n);
-    if (!buf) fail_msg("cannot read %s", path);
-    const size_t hl = (size_t)(uint8_t)buf[8] | (size_t)(uint8_t)buf[9] << 8, off = 10 + hl;
-    char *sh = strstr(buf + 10, "'shape': (");
-    assert_non_null(sh);
-    assert_int_equal(sscanf(sh, "'shape': (%d, %d)", rows, cols), 2);
-    float *d = malloc(n - off);
-    memcpy(d, buf + off, n - off);
-    free(buf);
-    return d;
-}
-
 typedef struct {
     int32_t *ids;
     size_t n;
@@ -40,7 +26,7 @@ static void load(img_prompt *p, const char *golden, uint64_t h0) {
     int nu;
     int32_t *raw = tu_json_ids(json_object_get(g, "prompt_ids_unexpanded"), &nu);
     int rows, cols;
-    p->soft = read_npy_f32(tu_path("vision/%s/soft_tokens.npy", golden), &rows, &cols);
+    p->soft = tu_read_npy_f32(tu_path("vision/%s/soft_tokens.npy", golden), &rows, &cols);
     g4_err err;
     assert_int_equal(g4_images_expand(raw, (size_t)nu, 501, 500, 502, &rows, 1, &p->ids, &p->n, &p->im.pos, &err), 0);
     int ne;
