@@ -17,8 +17,10 @@ static const char *help =
     "usage: g4tp bench [--model DIR] [--prompt-len P] [--gen G] [--json] [options]\n\n"
     "Measures load time, prefill tokens/s and time to first token for a P-token prompt (default\n"
     "512), decode tokens/s over G greedy tokens (default 32), peak RSS, and this machine's memory\n"
-    "bandwidth (STREAM-triad-like) and fp32 FMA peak; prints decode and prefill as fractions of\n"
-    "those bounds, and decode also against a read-only stream (decode reads, never writes).\n"
+    "bandwidth (STREAM-triad-like), fp32 FMA peak and (AVX-512) int8 and bf16 dot-product peaks;\n"
+    "prints decode and prefill as fractions of those bounds (prefill against the peak of the\n"
+    "weights' own arithmetic: int8 for q8_0/q4_0, bf16 in --math fast, else fp32 FMA), and decode\n"
+    "also against a read-only stream (decode reads, never writes).\n"
     "The probes stream a buffer of the weights' size, at most 4 x the last-level cache (a smaller\n"
     "one would measure the cache, not memory), and run after the engine is closed, on as many\n"
     "threads as all its ranks had. Decode is also given as the median step, and (threaded ranks,\n"
@@ -28,7 +30,8 @@ static const char *help =
     "                weight_bytes_per_token, bandwidth_gb_s, decode_bound_fraction,\n"
     "                fma_peak_gflops, prefill_bound_fraction, decode_median_tok_s,\n"
     "                decode_paired_bound_fraction (null when not measured), read_bandwidth_gb_s,\n"
-    "                decode_read_bound_fraction, weights_copied_mb, probe_mb, llc_mb and more\n"
+    "                decode_read_bound_fraction, weights_copied_mb, probe_mb, llc_mb, weight_dtype,\n"
+    "                int8_peak_gops, bf16_peak_gflops, prefill_peak_kind, prefill_peak_fraction and more\n"
     "  --prompt-kind random|repeat  the prompt: random ids (default), or a random passage given twice\n"
     "                (an input-grounded task: a model that repeats it is predictable from the prompt)\n"
     "  --step-curve N  also the median time of one forward step over t = 1..N tokens of one sequence\n"
@@ -235,13 +238,20 @@ int cmd_bench(int argc, char **argv) {
      * it is open its pool threads (and MPI's progress loop on the other ranks) would compete with
      * the probe for the cores and understate the machine. All ranks on one host is the setup
      * this measures; across hosts it reports rank 0's host. */
-    const char *isa = g4_engine_isa(e), *math = g4_engine_math(e);
+    const char *isa = g4_engine_isa(e), *math = g4_engine_math(e), *wdt = g4_engine_weight_dtype(e);
     const double prefill_gflops = forward_flops(cfg, 0, plen, 1) / t_prefill / 1e9;
     char model_dir[1024];
     snprintf(model_dir, sizeof model_dir, "%s", g4_engine_model_dir(e));
     g4_engine_close(e);
     e = NULL;
     double bw = g4_probe_bandwidth_gbs(threads, probe_bytes), peak = g4_probe_fma_gflops_isa(isa, threads);
+    /* the prefill's own bound: int8 products for q8_0/q4_0 (their matmuls quantize the
+     * activations), bf16 products in fast math, else fp32 FMAs */
+    const int quant = !strcmp(wdt, "q8_0") || !strcmp(wdt, "q4_0"), fastbf = !strcmp(wdt, "bf16") && !strcmp(math, "fast");
+    const double int8_peak = strcmp(isa, "avx512") ? -1 : g4_probe_int8_gops(threads);
+    const double bf16_peak = strcmp(isa, "avx512") ? -1 : g4_probe_bf16_gflops(threads);
+    const char *pk_kind = quant && int8_peak > 0 ? "int8 dot product" : fastbf && bf16_peak > 0 ? "bf16 dot product" : "fp32 FMA";
+    const double pk = quant && int8_peak > 0 ? int8_peak : fastbf && bf16_peak > 0 ? bf16_peak : peak;
     const double rd = g4_probe_read_gbs(threads, probe_bytes), rd_bytes_s = rd * 1e9; /* read-only stream */
     double prefill_tok_s = (double)plen / t_prefill, decode_tok_s = (double)gen / t_decode;
     double bound_tok_s = bw * 1e9 / wbytes;
@@ -254,6 +264,11 @@ int cmd_bench(int argc, char **argv) {
                               "decode_bound_tok_s", bound_tok_s, "decode_median_tok_s", 1.0 / median_step, "isa", isa, "tp", tp,
                               "threads", o.threads, "prompt_len", (json_int_t)plen, "gen", (json_int_t)gen);
         json_object_set_new(j, "warmup_s", json_real(warm_s));
+        json_object_set_new(j, "weight_dtype", json_string(wdt));
+        json_object_set_new(j, "int8_peak_gops", int8_peak > 0 ? json_real(int8_peak) : json_null());
+        json_object_set_new(j, "bf16_peak_gflops", bf16_peak > 0 ? json_real(bf16_peak) : json_null());
+        json_object_set_new(j, "prefill_peak_kind", json_string(pk_kind));
+        json_object_set_new(j, "prefill_peak_fraction", json_real(prefill_gflops / pk));
         json_object_set_new(j, "weights_copied_mb", json_real(copied_mb));
         json_object_set_new(j, "probe_mb", json_real((double)probe_bytes / 1e6));
         json_object_set_new(j, "llc_mb", json_real((double)g4_probe_llc_bytes() / 1e6));
@@ -287,6 +302,8 @@ int cmd_bench(int argc, char **argv) {
                peak_kb / 1024.0, copied_mb);
         printf("prefill      %lld tokens: %.1f tok/s, %.1f GFLOP/s = %.0f %% of the fp32 FMA peak (%.1f GFLOP/s); TTFT %.1f ms\n",
                plen, prefill_tok_s, prefill_gflops, 100 * prefill_gflops / peak, peak, ttft * 1e3);
+        if (pk != peak)
+            printf("             %s weights: %.0f %% of the %s peak (%.1f G/s)\n", wdt, 100 * prefill_gflops / pk, pk_kind, pk);
         printf("decode       %lld tokens: %.2f tok/s = %.0f %% of the bandwidth bound (%.2f tok/s: %.1f MB of weights per token at %.1f GB/s,\n"
                "             a triad over %.0f MB; last-level cache %.0f MB)\n",
                gen, decode_tok_s, 100 * decode_tok_s / bound_tok_s, bound_tok_s, wbytes / 1e6, bw, (double)probe_bytes / 1e6,

@@ -678,6 +678,11 @@ int g4_engine_forward_ex(g4_engine *e, const g4_batch *b, float *logits, float *
     return G4_OK;
 }
 
+const char *g4_engine_weight_dtype(const g4_engine *e) {
+    const g4_rank_weights *w = &e->ranks[0].w;
+    return w->layers ? g4_dtype_name(w->layers[0].gate.dtype) : "none";
+}
+
 /* ---- images -------------------------------------------------------------------------------- */
 
 int g4_engine_has_vision(const g4_engine *e) { return 0; }

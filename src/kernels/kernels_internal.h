@@ -64,5 +64,9 @@ extern int g4__avx512_vnni;
  * elimination. Only call after the cpuid check for that set. */
 double g4__fma_burn_avx512(long iters, float *sink);
 double g4__fma_burn_avx2(long iters, float *sink);
+/* The same for the dot-product instructions (probe_avx512.c): int8 vpdpbusd (needs VNNI) and
+ * bf16 vdpbf16ps (needs AVX512-BF16); ops = 2 per byte or bf16 product. */
+double g4__vnni_burn_avx512(long iters, float *sink);
+double g4__bf16_burn_avx512(long iters, float *sink);
 
 #endif

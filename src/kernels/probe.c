@@ -33,9 +33,10 @@ struct team {
     /* triad */
     float *a, *b, *c;
     size_t len;
-    /* fma */
+    /* fma and dot products */
     long iters;
     const char *isa;
+    int dot;                /* 1 int8 VNNI, 2 bf16 */
     float sink[MAXT];
     double flops[MAXT];
 };
@@ -318,6 +319,30 @@ double g4_probe_fma_gflops_isa(const char *isa, int threads) {
     for (int i = 0; i < threads; i++) flops += t.flops[i];
     return flops / best * 1e-9;
 }
+
+/* The dot-product probes (avx512 only). */
+static void dot_pass(team *t, int tid) {
+    t->flops[tid] = t->dot == 1 ? g4__vnni_burn_avx512(t->iters, &t->sink[tid]) : g4__bf16_burn_avx512(t->iters, &t->sink[tid]);
+}
+
+static double dot_peak(int dot, int threads) {
+    if (threads < 1 || threads > MAXT || !g4_kernels_by_name("avx512")) return -1;
+    __builtin_cpu_init();
+    if (dot == 1 ? !__builtin_cpu_supports("avx512vnni") : !__builtin_cpu_supports("avx512bf16")) return -1;
+    team t;
+    memset(&t, 0, sizeof t);
+    t.dot = dot;
+    t.n = threads;
+    t.iters = 2000000;
+    double best = team_run(&t, dot_pass, 5);
+    if (best <= 0) return -1;
+    double ops = 0;
+    for (int i = 0; i < threads; i++) ops += t.flops[i];
+    return ops / best * 1e-9;
+}
+
+double g4_probe_int8_gops(int threads) { return dot_peak(1, threads); }
+double g4_probe_bf16_gflops(int threads) { return dot_peak(2, threads); }
 
 double g4_probe_fma_gflops(int threads) {
     return g4_probe_fma_gflops_isa(g4_kernels_get()->name, threads);

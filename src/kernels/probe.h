@@ -38,5 +38,10 @@ void g4_bw_probe_free(g4_bw_probe *p);
 double g4_probe_fma_gflops(int threads);
 /* The same for a named set ("scalar", "avx2", "avx512"); -1 if this CPU cannot run it. */
 double g4_probe_fma_gflops_isa(const char *isa, int threads);
+/* The dot-product peaks the prefill of quantized and fast-math models is bounded by: int8
+ * products (vpdpbusd, AVX512-VNNI; the q8_0/q4_0 matmuls) in GOP/s and bf16 products
+ * (vdpbf16ps, AVX512-BF16; --math fast) in GFLOP/s, 2 ops per product; -1 without the feature. */
+double g4_probe_int8_gops(int threads);
+double g4_probe_bf16_gflops(int threads);
 
 #endif

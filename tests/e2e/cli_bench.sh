@@ -28,6 +28,24 @@ assert abs(d["decode_read_bound_fraction"] - rf) < 1e-3 * rf
 assert d["llc_mb"] > 0
 mib = 1048576 / 1e6
 assert d["probe_mb"] >= 64 * mib - 1e-6 and d["probe_mb"] <= max(64 * mib, 4 * d["llc_mb"], d["weight_bytes_per_token"] / 1e6) + 1e-6, d["probe_mb"]
+# the prefill's own bound: the demo's bf16 weights in exact math against the fp32 FMA peak
+assert d["weight_dtype"] == "bf16" and d["prefill_peak_kind"] == "fp32 FMA"
+assert abs(d["prefill_peak_fraction"] - d["prefill_bound_fraction"]) < 1e-9
+PY
+
+# q8_0 weights: against the int8 dot-product peak where the CPU has AVX512-VNNI
+j=$($G4TP bench --model $M --dtype q8_0 --prompt-len 8 --gen 2 --json 2>/dev/null | tail -1)
+vnni=0; grep -qw avx512_vnni /proc/cpuinfo && [ "${G4_ISA:-}" = "" ] && vnni=1
+python3 - "$j" "$vnni" <<'PY' && ok "bench --json: q8_0 prefill against the int8 peak" || bad "bench q8_0 peak: $j"
+import json, sys
+d = json.loads(sys.argv[1])
+assert d["weight_dtype"] == "q8_0"
+if sys.argv[2] == "1" and d["isa"] == "avx512":
+    assert d["int8_peak_gops"] > d["fma_peak_gflops"], d          # 64 byte products vs 16 FMAs per instruction
+    assert d["prefill_peak_kind"] == "int8 dot product"
+    assert abs(d["prefill_peak_fraction"] - d["prefill_gflops"] / d["int8_peak_gops"]) < 1e-4 * d["prefill_peak_fraction"]
+else:
+    assert d["prefill_peak_kind"] == "fp32 FMA"
 PY
 
 # over 256 MB of weights (a 1-layer model with a 131072 x 1024 head): the paired probe runs
