@@ -18,6 +18,7 @@ COPY Makefile ./
 COPY fuzz/fuzz.mk fuzz/
 COPY include include
 COPY src src
+COPY scripts/embed-files.sh scripts/
 COPY packaging packaging
 COPY models/demo models/demo
 # the server without MPI (no libmpi at run time), and with it for the MPI variant

@@ -42,6 +42,11 @@ CLI_SRCS := $(wildcard src/cli/*.c)
 TEST_SRCS := $(wildcard tests/unit/test_*.c)
 
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o)
+# The chat page's files (src/server/ui/) become byte arrays in a generated C file, so that the
+# binary carries them (src/server/ui.h; scripts/embed-files.sh).
+UI_FILES := $(sort $(wildcard src/server/ui/*))
+UI_GEN   := $(BUILD)/gen/ui_files.c
+LIB_OBJS += $(BUILD)/gen/ui_files.o
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/%.o)
 TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 BENCH_SRCS := $(wildcard bench/*.c)
@@ -65,6 +70,14 @@ $(BUILD)/%_avx512.o: %_avx512.c $(CONFIG_STAMP)
 $(BUILD)/%.o: %.c $(CONFIG_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(MPI_CFLAGS) -MMD -MP -c $< -o $@
+
+$(UI_GEN): scripts/embed-files.sh $(UI_FILES)
+	@mkdir -p $(dir $@)
+	sh scripts/embed-files.sh $@ $(UI_FILES)
+
+$(BUILD)/gen/ui_files.o $(BUILD)/pic/gen/ui_files.o: $(UI_GEN) $(CONFIG_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(if $(findstring /pic/,$@),-fPIC) -MMD -MP -c $< -o $@
 
 $(BUILD)/libg4.a: $(LIB_OBJS)
 	@rm -f $@
@@ -116,7 +129,7 @@ $(PIC_OBJS): $(BUILD)/pic/%.o: %.c $(CONFIG_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(MPI_CFLAGS) $(call isa_flags,$<) -fPIC -MMD -MP -c $< -o $@
 
-$(BUILD)/libg4.so.$(VERSION): $(PIC_OBJS)
+$(BUILD)/libg4.so.$(VERSION): $(PIC_OBJS) $(BUILD)/pic/gen/ui_files.o
 	$(CC) -shared $(LDSAN) -pthread -Wl,-soname,$(SONAME) -o $@ $^ $(LIBS)
 
 shared: $(BUILD)/libg4.so.$(VERSION)
@@ -148,7 +161,7 @@ uninstall:
 	-rmdir $(DESTDIR)$(INCLUDEDIR)/g4tp/base $(DESTDIR)$(INCLUDEDIR)/g4tp $(DESTDIR)$(DATADIR)/models/demo \
 	       $(DESTDIR)$(DATADIR)/models $(DESTDIR)$(DATADIR) 2>/dev/null
 
--include $(PIC_OBJS:.o=.d)
+-include $(PIC_OBJS:.o=.d) $(BUILD)/pic/gen/ui_files.d
 
 # Fuzzing (libFuzzer harnesses in fuzz/, docs/fuzzing.md): make fuzz-bins, make fuzz, make fuzz-NAME.
 include fuzz/fuzz.mk

@@ -10,7 +10,7 @@ need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 for p in build-essential libjansson-dev libxxhash-dev libmicrohttpd-dev; do have_pkg "$p" || need+=("$p"); done
 if [ "$mode" != "--build" ]; then
-  for p in libcmocka-dev openmpi-bin libopenmpi-dev python3 python3-numpy python3-jinja2 curl time pkg-config clang libclang-rt-14-dev; do
+  for p in libcmocka-dev openmpi-bin libopenmpi-dev python3 python3-numpy python3-jinja2 curl time pkg-config clang libclang-rt-14-dev chromium; do
     have_pkg "$p" || need+=("$p")
   done
   # node and npm may come from outside Debian's packages (they are preinstalled here)
@@ -24,7 +24,9 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq "${need[@]}" >/dev/null
 fi
-# Node packages used by the tests (reference tokenizer data, the OpenAI SDK client).
-if [ "$mode" != "--build" ] && [ -f tests/node/package.json ] && [ ! -d tests/node/node_modules ]; then
+# Node packages used by the tests (reference tokenizer data, the SDK clients, playwright-core),
+# again when the lock file changed since the last install.
+if [ "$mode" != "--build" ] && [ -f tests/node/package.json ] &&
+   { [ ! -f tests/node/node_modules/.package-lock.json ] || [ tests/node/package-lock.json -nt tests/node/node_modules/.package-lock.json ]; }; then
   (cd tests/node && npm ci --no-audit --no-fund --silent)
 fi

@@ -20,7 +20,7 @@ static const char *help =
     "usage: g4tp serve [--model DIR] [--host 127.0.0.1] [--port 8080] [options]\n\n"
     "Serves the model over HTTP: /v1/chat/completions, /v1/completions, /v1/responses (OpenAI),\n"
     "/v1/messages, /v1/messages/count_tokens (Anthropic), /generate, /v1/models, /tokenize,\n"
-    "/detokenize, /health, /metrics (see docs/server.md).\n"
+    "/detokenize, /health, /metrics, and a chat page at / (see docs/server.md).\n"
     "  --host ADDR             address to bind (default 127.0.0.1; env HOST)\n"
     "  --port N                port (default 8080; 0 = any free port; env PORT)\n"
     "  --api-key KEY           require Authorization: Bearer KEY or x-api-key: KEY (env API_KEY)\n"

@@ -1,7 +1,7 @@
 /* routes.c — request handling: routing, authentication (Authorization: Bearer or x-api-key),
- * and the small endpoints (/health, /metrics, /v1/models, /tokenize, /detokenize); the
- * generation routes (/generate, /v1/completions, /v1/chat/completions, /v1/messages,
- * /v1/responses) go to generate.c. Errors go through errors.c only, in the route's API shape
+ * and the small endpoints (/health, /metrics, /v1/models, /tokenize, /detokenize, the chat
+ * page's files through ui.c); the generation routes (/generate, /v1/completions,
+ * /v1/chat/completions, /v1/messages, /v1/responses) go to generate.c. Errors go through errors.c only, in the route's API shape
  * (Anthropic's for /v1/messages*). Knows the HTTP adapter's interface, never MHD. */
 #include "server/server_internal.h"
 
@@ -15,6 +15,7 @@
 #include "server/errors.h"
 #include "server/openai.h"
 #include "server/sse.h"
+#include "server/ui.h"
 #include "text/output_parser.h"
 
 /* ---- answers --------------------------------------------------------------------------------- */
@@ -228,6 +229,19 @@ static void route_detokenize(g4_server *s, g4_http_req *r, const char *ep) {
     free(text);
 }
 
+/* The chat page: "/" and "/ui/NAME" (ui.c), without API key (the page asks for it). */
+static void route_ui(g4_server *s, g4_http_req *r, const char *ep) {
+    const g4_ui_file *f = g4_ui_find(g4_http_path(r));
+    int status;
+    if (!f) {
+        g4_api_err ae;
+        g4_api_err_refuse(&ae, G4_API_NO_ROUTE, NULL, "no route %s %s", g4_http_method(r), g4_http_path(r));
+        g4_srv_answer_error(s, r, ep, &ae);
+    } else if (g4_ui_answer(r, f, g4_http_header(r, "If-None-Match"), &status) == G4_OK) {
+        g4_metrics_request(s->metrics, ep, status);
+    }
+}
+
 /* ---- routing ------------------------------------------------------------------------------------ */
 
 static int key_match(const g4_server *s, const char *k) {
@@ -245,7 +259,7 @@ static int key_ok(const g4_server *s, const g4_http_req *r) {
     return (auth && !strncmp(auth, "Bearer ", 7) && key_match(s, auth + 7)) || key_match(s, x);
 }
 
-typedef enum { R_HEALTH, R_METRICS, R_MODELS, R_TOKENIZE, R_DETOKENIZE, R_GENERATE, R_COMPLETIONS, R_CHAT, R_MESSAGES, R_COUNT_TOKENS, R_RESPONSES } route_id;
+typedef enum { R_HEALTH, R_METRICS, R_MODELS, R_TOKENIZE, R_DETOKENIZE, R_GENERATE, R_COMPLETIONS, R_CHAT, R_MESSAGES, R_COUNT_TOKENS, R_RESPONSES, R_UI } route_id;
 static const struct { const char *path, *method; route_id id; int auth, needs_model; } routes[] = {
     {"/health", "GET", R_HEALTH, 0, 0},
     {"/metrics", "GET", R_METRICS, 0, 0},
@@ -258,6 +272,8 @@ static const struct { const char *path, *method; route_id id; int auth, needs_mo
     {"/v1/messages", "POST", R_MESSAGES, 1, 1},
     {"/v1/messages/count_tokens", "POST", R_COUNT_TOKENS, 1, 1},
     {"/v1/responses", "POST", R_RESPONSES, 1, 1},
+    {"/", "GET", R_UI, 0, 0},
+    {"/ui/{file}", "GET", R_UI, 0, 0}, /* every /ui/NAME (one metrics label); stays the last row */
 };
 
 void g4_srv_handle(void *user, g4_http_req *r) {
@@ -272,6 +288,7 @@ void g4_srv_handle(void *user, g4_http_req *r) {
     }
     size_t k, nr = sizeof routes / sizeof *routes;
     for (k = 0; k < nr; k++) if (!strcmp(path, routes[k].path)) break;
+    if (k == nr && !strncmp(path, "/ui/", 4)) k = nr - 1; /* the /ui/{file} row */
     const char *ep = k < nr ? routes[k].path : "other";
     if (k == nr && !strncmp(path, "/v1/models/", 11)) { /* GET /v1/models/{id} */
         ep = "/v1/models/{id}";
@@ -316,5 +333,6 @@ void g4_srv_handle(void *user, g4_http_req *r) {
     case R_MESSAGES: g4_srv_generate(s, r, ep, G4_API_ANTHROPIC); break;
     case R_COUNT_TOKENS: g4_srv_count_tokens(s, r, ep); break;
     case R_RESPONSES: g4_srv_generate(s, r, ep, G4_API_RESPONSES); break;
+    case R_UI: route_ui(s, r, ep); break;
     }
 }
