@@ -119,6 +119,9 @@ void g4_engine_kv_stats(const g4_engine *e, g4_kv_stats *st);
 const char *g4_engine_kv_dtype(const g4_engine *e);
 /* "exact" or "fast" (g4_engine_opts.math). */
 const char *g4_engine_math(const g4_engine *e);
+/* The dtype of the layers' matrices as multiplied ("bf16", "q8_0", "q4_0", ...): what bounds the
+ * prefill (the fp32 FMA, the bf16 or the int8 dot product peak). */
+const char *g4_engine_weight_dtype(const g4_engine *e);
 
 /* Runs the batch on all ranks; logits [k][vocab] for the flagged tokens in order. */
 int g4_engine_forward(g4_engine *e, const g4_batch *b, float *logits, g4_err *err);
