@@ -26,9 +26,10 @@ int g4_kv_geom_make(const g4_config *cfg, const g4_tp_plan *plan, int dtype, g4_
     }
     for (int l = 0; l < L; l++) {
         const g4_layer_cfg *lc = &cfg->layers[l];
-        if ((dtype == G4_DT_Q8_0 && lc->head_dim % G4_Q8_BLOCK) || (dtype != G4_DT_F32 && dtype != G4_DT_BF16 && dtype != G4_DT_Q8_0)) {
+        const g4_dtype_traits *t = g4_dtype_info(dtype);
+        if (!t || !t->kv || lc->head_dim % t->block) {
             int rc = g4_err_set(err, G4_EUNSUPPORTED, "--kv-dtype %s needs head dims that are multiples of %d (layer %d has %d)",
-                                g4_dtype_name(dtype), G4_Q8_BLOCK, l, lc->head_dim);
+                                g4_dtype_name(dtype), t ? t->block : 1, l, lc->head_dim);
             g4_kv_geom_free(g);
             return rc;
         }

@@ -468,9 +468,17 @@ static void matmul_q4(const g4_mat *W, const float *x, int64_t ldx, int T, float
     matmul_q4_prepared(W, xq, T, y, ldy, r0, r1, xq + ab);
 }
 
+static size_t q8_scratch_bytes(const g4_mat *W, int T) { return (size_t)T * (size_t)g4__q8_act_stride(W->cols) + 64; }
+static size_t q4_scratch_bytes(const g4_mat *W, int T) { return g4__q4_act_bytes(W, T) + 64; }
+
+/* the quantized dtypes' matmuls (kernels_internal.h g4__qmm), plain activation records */
+static const g4__qmm qmm[G4_DT_COUNT] = {
+    [G4_DT_Q8_0] = {matmul_q8, q8_scratch_bytes, g4__q8_act_bytes_plain, g4__q8_prepare_plain, matmul_q8_prepared},
+    [G4_DT_Q4_0] = {matmul_q4, q4_scratch_bytes, g4__q4_act_bytes, g4__q4_prepare_plain, matmul_q4_prepared},
+};
+
 static size_t matmul_scratch_bytes(const g4_mat *W, int T) {
-    if (W->dtype == G4_DT_Q4_0) return g4__q4_act_bytes(W, T) + 64;
-    if (W->dtype == G4_DT_Q8_0) return (size_t)T * (size_t)g4__q8_act_stride(W->cols) + 64;
+    if (qmm[W->dtype].matmul) return qmm[W->dtype].scratch_bytes(W, T);
     return T > SMALL_T ? f_scratch_bytes() : 0;
 }
 
@@ -482,10 +490,8 @@ static void matmul(const g4_mat *W, const float *x, int64_t ldx, int T, float *y
     if (need && !scratch) {
         if (!(scratch = owned = malloc(need))) return;
     }
-    switch (W->dtype) {
-    case G4_DT_Q8_0: matmul_q8(W, x, ldx, T, y, ldy, r0, r1, scratch); break;
-    case G4_DT_Q4_0: matmul_q4(W, x, ldx, T, y, ldy, r0, r1, scratch); break;
-    default:
+    if (qmm[W->dtype].matmul) qmm[W->dtype].matmul(W, x, ldx, T, y, ldy, r0, r1, scratch);
+    else {
         if (T == 1) {
             if (W->dtype == G4_DT_F32) matvec_dt(G4_DT_F32, W, x, y, r0, r1);
             else if (W->dtype == G4_DT_BF16) matvec_dt(G4_DT_BF16, W, x, y, r0, r1);
@@ -495,7 +501,6 @@ static void matmul(const g4_mat *W, const float *x, int64_t ldx, int T, float *y
             else if (W->dtype == G4_DT_BF16) matmul_direct_dt(G4_DT_BF16, W, x, ldx, T, y, ldy, r0, r1);
             else matmul_direct_dt(G4_DT_F16, W, x, ldx, T, y, ldy, r0, r1);
         } else matmul_tiled(W, x, ldx, T, y, ldy, r0, r1, scratch);
-        break;
     }
     free(owned);
 }
@@ -594,8 +599,7 @@ static void row_to_f32(float *dst, const void *src, int dt, int64_t n) {
         }
         break;
     }
-    case G4_DT_Q4_0: g4_dequantize_row_q4_0(src, dst, n); break;
-    default: break;
+    default: g4_dtype_info(dt)->to_f32(src, dst, n); break; /* the table's (q4_0: no faster here) */
     }
 }
 
@@ -722,19 +726,7 @@ static void attention_kv(float *out, const float *q, int nq, int64_t d, const g4
     for (int h = 0; nb && h < nq; h++) attn_block(out + h * d, d, vp, scratch + (size_t)h * (size_t)nk + j0, nb);
 }
 
-/* matmul_act_bytes / matmul_prepare / matmul_prepared of q8_0 and q4_0 (plain records) */
-static size_t act_bytes_any(const g4_mat *W, int T) {
-    return W->dtype == G4_DT_Q4_0 ? g4__q4_act_bytes(W, T) : g4__q8_act_bytes_plain(W, T);
-}
-static void prepare_any(const g4_mat *W, const float *x, int64_t ldx, int T, void *act) {
-    if (W->dtype == G4_DT_Q4_0) g4__q4_prepare_plain(W, x, ldx, T, act);
-    else g4__q8_prepare_plain(W, x, ldx, T, act);
-}
-static void prepared_any(const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0, int64_t r1,
-                         void *scratch) {
-    if (W->dtype == G4_DT_Q4_0) matmul_q4_prepared(W, act, T, y, ldy, r0, r1, scratch);
-    else matmul_q8_prepared(W, act, T, y, ldy, r0, r1, scratch);
-}
+G4__QMM_ENTRY_POINTS(qmm)
 
 const g4_kernels g4_kernels_avx2 = {
     .name = "avx2",

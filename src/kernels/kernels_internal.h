@@ -50,6 +50,30 @@ void g4__q4_matmul_prepared_avx512(const g4_mat *W, const void *act, int T, floa
 void g4__q4_matmul_avx512(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy, int64_t r0,
                           int64_t r1, void *scratch);
 
+/* A set's matmul entries for one quantized dtype: what its g4_kernels matmul, matmul_scratch_bytes,
+ * matmul_act_bytes, matmul_prepare and matmul_prepared do for W of that dtype. Each set keeps a
+ * table of them indexed by dtype (the float dtypes' rows empty), so a new format is a row there
+ * and a row of dtype.c's table, not a branch in every dispatcher. */
+typedef struct g4__qmm {
+    void (*matmul)(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy, int64_t r0, int64_t r1,
+                   void *scratch);
+    size_t (*scratch_bytes)(const g4_mat *W, int T);
+    size_t (*act_bytes)(const g4_mat *W, int T);
+    void (*prepare)(const g4_mat *W, const float *x, int64_t ldx, int T, void *act);
+    void (*prepared)(const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0, int64_t r1,
+                     void *scratch);
+} g4__qmm;
+/* A set's matmul_act_bytes / matmul_prepare / matmul_prepared from its table (quantized W only). */
+#define G4__QMM_ENTRY_POINTS(tab)                                                                                        \
+    static size_t act_bytes_any(const g4_mat *W, int T) { return tab[W->dtype].act_bytes(W, T); }                      \
+    static void prepare_any(const g4_mat *W, const float *x, int64_t ldx, int T, void *act) {                           \
+        tab[W->dtype].prepare(W, x, ldx, T, act);                                                                       \
+    }                                                                                                                   \
+    static void prepared_any(const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0, int64_t r1,    \
+                             void *scratch) {                                                                           \
+        tab[W->dtype].prepared(W, act, T, y, ldy, r0, r1, scratch);                                                     \
+    }
+
 /* Aligns a scratch pointer up to 64 bytes (scratch sizes include the 64 bytes of slack). */
 static inline void *g4__align64(void *p) {
     return (void *)(((uintptr_t)p + 63) & ~(uintptr_t)63);
