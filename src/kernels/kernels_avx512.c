@@ -207,52 +207,8 @@ static void unpack_row(int dt, const void *row, int64_t k0, int64_t n, float *ds
     if (k < n) _mm512_store_ps(dst + k, ldw_m(dt, row, k0 + k, tailmask(n - k)));
 }
 
-static size_t f_scratch_bytes(void) {
-    return (size_t)TB * RB * 16 * sizeof(float) + (size_t)MR * KC * sizeof(float) + 64;
-}
-
-static void matmul_tiled(const g4_mat *W, const float *x, int64_t ldx, int T, float *y,
-                         int64_t ldy, int64_t r0, int64_t r1, void *scratch) {
-    const int dt = W->dtype;
-    const int64_t K = W->cols, ld = W->ld_bytes;
-    float *accbuf = g4__align64(scratch);
-    float *panel = accbuf + (size_t)TB * RB * 16;
-    for (int tb = 0; tb < T; tb += TB) {
-        const int nt = T - tb < TB ? T - tb : TB;
-        for (int64_t rb = r0; rb < r1; rb += RB) {
-            const int64_t re = rb + RB < r1 ? rb + RB : r1;
-            for (int64_t kb = 0; kb < K; kb += KC) {
-                const int64_t n = K - kb < KC ? K - kb : KC;
-                const int first = kb == 0, last = kb + n == K;
-                for (int64_t rt = rb; rt < re; rt += MR) {
-                    const int mr = re - rt < MR ? (int)(re - rt) : MR;
-                    const float *wp[MR];
-                    for (int i = 0; i < mr; i++) {
-                        const char *row = (const char *)W->data + (rt + i) * ld;
-                        if (dt == G4_DT_F32) wp[i] = (const float *)row + kb;
-                        else {
-                            unpack_row(dt, row, kb, n, panel + i * KC);
-                            wp[i] = panel + i * KC;
-                        }
-                        /* this row's next K block is needed one row-block pass from now */
-                        if (!last) {
-                            const int64_t esz = dt == G4_DT_F32 ? 4 : 2;
-                            const char *nx = row + (kb + KC) * esz;
-                            const int64_t nbytes = (K - kb - KC < KC ? K - kb - KC : KC) * esz;
-                            for (int64_t o = 0; o < nbytes; o += 64) _mm_prefetch(nx + o, _MM_HINT_T1);
-                        }
-                    }
-                    for (int tt = tb; tt < tb + nt; tt += NR) {
-                        const int nr = tb + nt - tt < NR ? tb + nt - tt : NR;
-                        tile_any(mr, nr, wp, x + tt * ldx + kb, ldx, n,
-                                 accbuf + ((tt - tb) * RB + (rt - rb)) * 16, first, last,
-                                 y + tt * ldy + rt, ldy);
-                    }
-                }
-            }
-        }
-    }
-}
+#define LANES 16
+#include "kernels/kernels_tiled.h"
 
 /* Small T (batched decode): mr rows x nr tokens straight from W (converted in registers) over
  * the whole K, accumulators never leave the registers. W is read from memory once per row
