@@ -12,6 +12,8 @@
 
 #include "base/error.h"
 
+G4_API_BEGIN
+
 typedef struct g4_engine g4_engine;
 
 typedef struct g4_engine_opts {
@@ -152,5 +154,7 @@ size_t g4_engine_weight_bytes(const g4_engine *e);
  * (--dtype), copied (--load copy) or re-laid out for the kernels — rather than read in place
  * through the file map (0 for artifacts made for this machine's kernels). */
 size_t g4_engine_copied_weight_bytes(const g4_engine *e);
+
+G4_API_END
 
 #endif
