@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/assert.h"
+
 int g4_kvalloc_create(g4_kvalloc *a, const g4_kv_geom *g, int64_t n_pages, int64_t cap_ops, g4_kvops_flush_fn flush,
                       void *flush_ctx, g4_err *err) {
     memset(a, 0, sizeof *a);
@@ -44,6 +46,7 @@ void g4_kvalloc_free(g4_kvalloc *a) {
 
 /* Room for n more words, flushing what is queued when the buffer is full. */
 static int32_t *reserve(g4_kvalloc *a, int64_t n) {
+    G4_ASSERT(n <= a->cap_ops, "a kv op of %lld words does not fit the buffer of %lld", (long long)n, (long long)a->cap_ops);
     if (a->n_ops + n > a->cap_ops) {
         g4_err err;
         if (a->flush(a->flush_ctx, a->ops, a->n_ops, &err)) a->failed = 1;
@@ -70,9 +73,20 @@ int32_t g4_kvalloc_block(g4_kvalloc *a, int kind) {
     return b;
 }
 
-void g4_kvalloc_ref(g4_kvalloc *a, int kind, int32_t blk) { a->refs[kind][blk]++; }
+/* Only a held block (references > 0) can be shared or let go: anything else is a holder's
+ * bookkeeping gone wrong, and freeing the block twice would hand its pages to two owners. */
+static void check_held(const g4_kvalloc *a, int kind, int32_t blk) {
+    G4_ASSERT(kind >= 0 && kind < 2 && blk >= 0 && blk < a->nblk[kind], "kv block %d of kind %d out of range", blk, kind);
+    G4_ASSERT(a->refs[kind][blk] > 0, "kv block %d of kind %d is not held", blk, kind);
+}
+
+void g4_kvalloc_ref(g4_kvalloc *a, int kind, int32_t blk) {
+    check_held(a, kind, blk);
+    a->refs[kind][blk]++;
+}
 
 int g4_kvalloc_unref(g4_kvalloc *a, int kind, int32_t blk) {
+    check_held(a, kind, blk);
     int left = --a->refs[kind][blk];
     if (left > 0) return left;
     const int ng = a->g->ng[kind];
