@@ -26,7 +26,7 @@ typedef struct g4_engine_opts {
     int max_batch;           /* tokens per forward step (default 128) */
     int max_seqs;            /* concurrent sequences (default 16) */
     int64_t max_ctx;         /* longest sequence in positions (default min(config, 8192)) */
-    int64_t kv_budget_bytes; /* KV cache memory per rank (default: 1/4 of RAM) */
+    int64_t kv_budget_bytes; /* KV cache memory per rank (default: 1/4 of RAM, split between this process's ranks) */
     int verify;              /* artifacts: check every byte's checksum, not only headers */
     int mutation;            /* test-only: a deliberate spec mistake (forward.h G4_MUT_*) */
     const char *isa;         /* kernel set "scalar", "avx2", "avx512"; NULL: $G4_ISA or the best */
