@@ -27,6 +27,9 @@ endif
 
 LIBS := -ljansson -lxxhash -lmicrohttpd -lm $(MPI_LIBS)
 
+# The shared library's objects (install, below): position-independent, exporting only the API.
+PIC_FLAGS := -fPIC -fvisibility=hidden
+
 # Per-ISA kernel files get their own flags; nothing else is built for a specific CPU.
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mavx512vnni -mfma -mf16c
@@ -34,7 +37,7 @@ AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mavx512
 # The build configuration (compiler, flags, MPI on/off) is recorded in $(BUILD)/config.stamp,
 # rewritten only when it changes; every object depends on it, so a build made before OpenMPI was
 # installed (or with other flags) is rebuilt instead of silently kept.
-BUILD_CONFIG := $(CC) | $(BASE_CFLAGS) | $(MPI_CFLAGS) | $(MPI_LIBS) | $(AVX2_FLAGS) | $(AVX512_FLAGS) | $(LDSAN) | $(LIBS)
+BUILD_CONFIG := $(CC) | $(BASE_CFLAGS) | $(MPI_CFLAGS) | $(MPI_LIBS) | $(AVX2_FLAGS) | $(AVX512_FLAGS) | $(LDSAN) | $(LIBS) | $(PIC_FLAGS)
 CONFIG_STAMP := $(BUILD)/config.stamp
 
 LIB_SRCS := $(filter-out src/cli/%,$(wildcard src/*/*.c))
@@ -110,7 +113,9 @@ clean:
 # `make install PREFIX=/usr/local DESTDIR=...`: the g4tp binary, libg4.a and libg4.so (with a
 # soname), the public headers under include/g4tp/, g4.pc for pkg-config, and the demo model in
 # share/g4tp/models/demo, where an installed g4tp looks for it (cli_default_model). The shared
-# library is built from -fPIC objects of their own ($(BUILD)/pic/), so the normal objects stay.
+# library is built from -fPIC objects of their own ($(BUILD)/pic/), so the normal objects stay;
+# they are compiled with -fvisibility=hidden: it exports only what the public headers declare
+# (G4_API_BEGIN .. G4_API_END), which tests/e2e/install.sh checks with nm -D.
 VERSION    := 0.1.0
 SOVERSION  := 0
 PREFIX     ?= /usr/local
@@ -127,7 +132,7 @@ DEMO_FILES := $(wildcard models/demo/*)
 isa_flags = $(if $(findstring _avx512.,$(1)),$(AVX512_FLAGS),$(if $(findstring _avx2.,$(1)),$(AVX2_FLAGS)))
 $(PIC_OBJS): $(BUILD)/pic/%.o: %.c $(CONFIG_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(MPI_CFLAGS) $(call isa_flags,$<) -fPIC -MMD -MP -c $< -o $@
+	$(CC) $(BASE_CFLAGS) $(MPI_CFLAGS) $(call isa_flags,$<) $(PIC_FLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/libg4.so.$(VERSION): $(PIC_OBJS) $(BUILD)/pic/gen/ui_files.o
 	$(CC) -shared $(LDSAN) -pthread -Wl,-soname,$(SONAME) -o $@ $^ $(LIBS)

@@ -12,6 +12,8 @@
 
 #include "base/error.h"
 
+G4_API_BEGIN
+
 typedef struct g4_engine g4_engine;
 
 typedef struct g4_engine_opts {
@@ -24,7 +26,7 @@ typedef struct g4_engine_opts {
     int max_batch;           /* tokens per forward step (default 128) */
     int max_seqs;            /* concurrent sequences (default 16) */
     int64_t max_ctx;         /* longest sequence in positions (default min(config, 8192)) */
-    int64_t kv_budget_bytes; /* KV cache memory per rank (default: 1/4 of RAM) */
+    int64_t kv_budget_bytes; /* KV cache memory per rank (default: 1/4 of RAM, split between this process's ranks) */
     int verify;              /* artifacts: check every byte's checksum, not only headers */
     int mutation;            /* test-only: a deliberate spec mistake (forward.h G4_MUT_*) */
     const char *isa;         /* kernel set "scalar", "avx2", "avx512"; NULL: $G4_ISA or the best */
@@ -173,5 +175,7 @@ size_t g4_engine_weight_bytes(const g4_engine *e);
  * (--dtype), copied (--load copy) or re-laid out for the kernels — rather than read in place
  * through the file map (0 for artifacts made for this machine's kernels). */
 size_t g4_engine_copied_weight_bytes(const g4_engine *e);
+
+G4_API_END
 
 #endif

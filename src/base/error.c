@@ -1,9 +1,13 @@
-/* error.c — formatting of error messages; the name table of the codes in error.h. */
+/* error.c — formatting of error messages; the name table of the codes in error.h; the abort of a
+ * failed G4_ASSERT (assert.h). */
 #include "base/error.h"
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "base/assert.h"
 
 static const char *const status_names[G4_NSTATUS] = {
     [G4_OK] = "ok",
@@ -60,4 +64,15 @@ void g4_err_clear(g4_err *err) {
     if (!err) return;
     err->code = G4_OK;
     err->msg[0] = '\0';
+}
+
+void g4_assert_fail(const char *file, int line, const char *cond, const char *fmt, ...) {
+    char msg[G4_ERR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "g4tp: assertion failed at %s:%d: %s: %s\n", file, line, cond, msg);
+    fflush(stderr);
+    abort();
 }

@@ -9,6 +9,13 @@
 
 #include <stddef.h>
 
+/* The library's exported face: libg4.so is built with -fvisibility=hidden, and only what
+ * include/g4.h and this file declare (between G4_API_BEGIN and G4_API_END) is exported. */
+#define G4_API_BEGIN _Pragma("GCC visibility push(default)")
+#define G4_API_END _Pragma("GCC visibility pop")
+
+G4_API_BEGIN
+
 typedef enum {
     G4_OK = 0,
     G4_EINVAL,        /* a bad argument or request field */
@@ -41,5 +48,7 @@ int g4_err_prefix(g4_err *err, const char *fmt, ...) __attribute__((format(print
 void g4_err_clear(g4_err *err);
 /* Short stable name of a code, e.g. "format" — used in logs and JSON error types. */
 const char *g4_status_name(int code);
+
+G4_API_END
 
 #endif

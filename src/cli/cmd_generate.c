@@ -1,5 +1,7 @@
-/* cmd_generate.c — `g4tp generate`: greedy generation from token ids, the engine's plainest
- * interface (no tokenizer). Prints the generated ids, or one JSON object with --json. */
+/* cmd_generate.c — `g4tp generate`: greedy generation from token ids (no tokenizer), as one
+ * request through the scheduler's loop (the server's), with its drafts when the engine has a
+ * drafter. Prints the generated ids, or one JSON object with --json; the logits dumps come from
+ * the request's token observer (g4_sched_sub_opts.on_token). */
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -7,8 +9,7 @@
 #include <time.h>
 
 #include "cli.h"
-#include "engine/sampler.h"
-#include "engine/speculate.h"
+#include "engine/scheduler.h"
 
 static const char *help =
     "usage: g4tp generate --prompt-ids 2,105,17 [--max-new-tokens N] [options]\n\n"
@@ -21,6 +22,7 @@ static const char *help =
     "  --dump-all-logits FILE  write the logits of every step, one vocab row after another\n"
     "  --speculative S         ngram[:N,K] or mtp:DIR[:K]: every round verifies up to K drafts in one\n"
     "                          step; the ids and every logit are the same bits as without it\n"
+    "The prompt is computed in steps of --max-batch tokens. --max-new-tokens 0 computes nothing.\n"
     "%s";
 
 static double now_s(void) {
@@ -43,7 +45,8 @@ static void top5(const float *l, int64_t n, int32_t *ids, float *vals) {
 
 static int write_all(FILE *f, const float *p, size_t n) { return fwrite(p, sizeof(float), n, f) == n; }
 
-/* What each generated token produces: the dumps, the JSON step, the id. */
+/* What each generated token produces: the dumps, the JSON step, the id (on the scheduler's
+ * thread, while the main thread waits for the request's events). */
 typedef struct {
     FILE *fd, *fa;
     const char *dump, *dump_all;
@@ -101,6 +104,7 @@ int cmd_generate(int argc, char **argv) {
         } else { fprintf(stderr, "g4tp generate: unknown option %s (see --help)\n", a); bad = 1; }
     }
     if (bad) return 2;
+    o.speculative_always = 1; /* with a drafter, every round drafts: the same steps and counts run to run */
     if (!prompt) { fprintf(stderr, "g4tp generate: --prompt-ids is required (see --help)\n"); return 2; }
     int32_t *ids = NULL, *stop = NULL;
     int n_ids = 0, n_stop = 0;
@@ -121,54 +125,46 @@ int cmd_generate(int argc, char **argv) {
         free(ids); free(stop);
         return rc ? 1 : 0;
     }
-    int rc = 0, seq = -1;
+    int rc = 0;
     const int64_t V = g4_engine_vocab(e);
-    const int mb = g4_engine_max_batch(e);
-    float *logits = malloc(sizeof(float) * (size_t)V);
     int32_t *gen = malloc(sizeof(int32_t) * (size_t)(max_new + 1));
-    int32_t *pos = malloc(sizeof(int32_t) * (size_t)mb), *sq = malloc(sizeof(int32_t) * (size_t)mb);
-    uint8_t *want = malloc((size_t)mb);
     json_t *steps = json_array();
     FILE *fd = NULL, *fa = NULL;
+    g4_textgen tg = {.engine = e}; /* ids only: no tokenizer, no text */
+    g4_sched *s = NULL;
+    g4_sched_req *r = NULL;
+    g4_sched_stats st = {0};
+    if (!gen || !steps) { fprintf(stderr, "g4tp generate: out of memory\n"); rc = 1; goto done; }
     if (dump && !(fd = fopen(dump, "wb"))) { fprintf(stderr, "g4tp generate: cannot write %s\n", dump); rc = 1; goto done; }
     if (dump_all && !(fa = fopen(dump_all, "wb"))) { fprintf(stderr, "g4tp generate: cannot write %s\n", dump_all); rc = 1; goto done; }
     for (int i = 0; i < n_ids; i++)
         if (ids[i] >= V) { fprintf(stderr, "g4tp generate: prompt id %d is outside the vocabulary (0..%lld)\n", ids[i], (long long)V - 1); rc = 1; goto done; }
     out_ctx oc = {fd, fa, dump, dump_all, json ? steps : NULL, ids, n_ids, 0, 0, gen, V, now_s(), 0};
     const g4_spec_cfg *spec = g4_engine_spec(e);
-    g4_spec_run run = {0};
-    double t1 = now_s(), t_first = 0;
-    int n_gen = 0;
-    if (spec->method != G4_SPEC_NONE && max_new > 0) {
-        if (g4_spec_generate(e, ids, n_ids, (int)max_new, stop, n_stop, emit_step, &oc, &run, &err)) { cli_error("generate", &err); rc = 1; goto done; }
-        if (oc.failed) { rc = 1; goto done; }
-        t_first = oc.t_first;
-        n_gen = oc.n_gen;
-        goto finished;
+    double t1 = now_s();
+    if (max_new > 0) {
+        const g4_sched_opts so = {.prefill_chunk = g4_engine_max_batch(e)};
+        g4_gen_params gp = {.max_new_tokens = max_new, .ignore_eos = 1, .stop_ids = stop, .n_stop_ids = (size_t)n_stop};
+        g4_sampling_params_default(&gp.sampling);
+        const g4_sched_sub_opts x = {.on_token = emit_step, .on_token_user = &oc};
+        if (g4_sched_create(&tg, &so, &s, &err) || g4_sched_submit_ex(s, ids, (size_t)n_ids, &gp, &x, &r, &err)) {
+            cli_error("generate", &err);
+            rc = 1;
+            goto done;
+        }
+        g4_sched_event ev;
+        while (!g4_sched_next(r, &ev, -1) || ev.kind == G4_EV_TEXT) g4_sched_event_clear(&ev);
+        if (ev.kind == G4_EV_ERROR) {
+            g4_err_set(&err, ev.code ? ev.code : G4_EINVAL, "%s", ev.text ? ev.text : "generation failed");
+            cli_error("generate", &err);
+            rc = 1;
+        }
+        g4_sched_event_clear(&ev);
+        g4_sched_get_stats(s, &st);
+        if (oc.failed || rc) { rc = 1; goto done; }
     }
-    if (g4_engine_seq_open(e, n_ids + (max_new > 0 ? max_new : 1), &seq, &err)) { cli_error("generate", &err); rc = 1; goto done; }
-    /* prefill in chunks of max_batch; logits only at the prompt's last position */
-    for (int s = 0; s < n_ids; s += mb) {
-        int n = n_ids - s < mb ? n_ids - s : mb;
-        for (int k = 0; k < n; k++) { pos[k] = s + k; sq[k] = seq; want[k] = s + k == n_ids - 1; }
-        g4_batch b = {.n = n, .ids = ids + s, .pos = pos, .seq = sq, .logits = want};
-        if (g4_engine_forward(e, &b, logits, &err)) { cli_error("generate", &err); rc = 1; goto done; }
-    }
-    t_first = now_s() - t1;
-    for (int step = 0; step < max_new; step++) {
-        int32_t id = g4_sample_greedy(logits, (int)V);
-        if (id < 0) { fprintf(stderr, "g4tp generate: no finite logit at step %d\n", step); rc = 1; goto done; }
-        if (emit_step(&oc, id, logits)) { rc = 1; goto done; }
-        n_gen = oc.n_gen;
-        int stop_now = 0;
-        for (int k = 0; k < n_stop; k++) stop_now |= id == stop[k];
-        if (stop_now || step == max_new - 1) break;
-        int32_t p = n_ids + step;
-        uint8_t one = 1;
-        g4_batch b = {.n = 1, .ids = &id, .pos = &p, .seq = &seq, .logits = &one};
-        if (g4_engine_forward(e, &b, logits, &err)) { cli_error("generate", &err); rc = 1; goto done; }
-    }
-finished:;
+    const double t_first = oc.t_first;
+    const int n_gen = oc.n_gen;
     double t_total = now_s() - t1;
     if (json) {
         json_t *out = json_object(), *pa = json_array(), *ga = json_array();
@@ -185,11 +181,11 @@ finished:;
         json_object_set_new(out, "total_s", json_real(t_total));
         if (spec->method != G4_SPEC_NONE)
             json_object_set_new(out, "speculative", json_pack("{s:s,s:I,s:I,s:I}", "method", spec->method == G4_SPEC_MTP ? "mtp" : "ngram", "steps",
-                                                              (json_int_t)run.steps, "proposed", (json_int_t)run.proposed, "accepted",
-                                                              (json_int_t)run.accepted));
-        char *s = json_dumps(out, JSON_COMPACT | JSON_REAL_PRECISION(9));
-        printf("%s\n", s);
-        free(s);
+                                                              (json_int_t)st.steps, "proposed", (json_int_t)st.draft_proposed, "accepted",
+                                                              (json_int_t)st.draft_accepted));
+        char *txt = json_dumps(out, JSON_COMPACT | JSON_REAL_PRECISION(9));
+        printf("%s\n", txt);
+        free(txt);
         json_decref(out);
     } else {
         for (int i = 0; i < n_gen; i++) printf("%s%d", i ? "," : "", gen[i]);
@@ -199,8 +195,9 @@ done:
     if (fd && fclose(fd) != 0) rc = 1;
     if (fa && fclose(fa) != 0) rc = 1;
     json_decref(steps);
-    if (seq >= 0) g4_engine_seq_close(e, seq);
+    g4_sched_req_free(r);
+    g4_sched_free(s);
     g4_engine_close(e);
-    free(logits); free(gen); free(pos); free(sq); free(want); free(ids); free(stop);
+    free(gen); free(ids); free(stop);
     return rc;
 }

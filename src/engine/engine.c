@@ -287,7 +287,7 @@ static int flush_ops(void *ctx, const int32_t *ops, int64_t n, g4_err *err) {
 static int kv_setup(g4_engine *e, g4_dtype_req dtype, g4_err *err) {
     const char *kd = e->o.kv_dtype && *e->o.kv_dtype ? e->o.kv_dtype : "f32";
     e->kv_dtype = g4_dtype_from_name(kd);
-    if (e->kv_dtype != G4_DT_F32 && e->kv_dtype != G4_DT_BF16 && e->kv_dtype != G4_DT_Q8_0)
+    if (e->kv_dtype < 0 || !g4_dtype_info(e->kv_dtype)->kv)
         return g4_err_set(err, G4_EINVAL, "unknown --kv-dtype \"%s\" (f32, bf16, q8_0)", kd);
     g4_tp_plan plan;
     int rc = g4_tp_plan_make(e->cfg, g4_model_source_wdtype(&e->src, dtype), e->tp, e->mpi ? e->my_rank : 0, &plan, err);

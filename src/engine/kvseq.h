@@ -13,6 +13,7 @@
 #define G4_ENGINE_KVSEQ_H
 
 #include "g4.h"
+#include "engine/kvalloc.h"
 #include "engine/prefix.h"
 #include "gemma4/kvpool.h"
 

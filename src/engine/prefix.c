@@ -7,6 +7,8 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "base/assert.h"
+
 #define ROOT_KEY 0x9e3779b97f4a7c15ull
 
 typedef struct {
@@ -200,7 +202,10 @@ static void drop_node(g4_prefix *p, int32_t y) {
         x->blk[k] = -1;
     }
     int32_t *b = &p->bucket[x->key & p->mask];
-    while (*b != y) b = &p->n[*b].hnext;
+    while (*b != y) {
+        G4_ASSERT(*b >= 0, "prefix node %d is not in its hash bucket", y);
+        b = &p->n[*b].hnext;
+    }
     *b = x->hnext;
     if (x->prev_sib >= 0) p->n[x->prev_sib].next_sib = x->next_sib; else *child_head(p, x->parent) = x->next_sib;
     if (x->next_sib >= 0) p->n[x->next_sib].prev_sib = x->prev_sib;

@@ -20,7 +20,7 @@
 
 #include <stdint.h>
 
-#include "gemma4/kvpool.h"
+#include "engine/kvalloc.h"
 
 typedef struct g4_prefix g4_prefix;
 

@@ -61,6 +61,9 @@ struct g4_sched_req {
     struct g4_sched_req *next_wait;
     /* extras (g4_sched_sub_opts) */
     g4_sched_notify *notify;  /* under mu: cleared when the client lets go */
+    g4_sched_token_fn on_token;
+    void *on_token_user;
+    int32_t *stop_ids;        /* [p.n_stop_ids] the request's copy */
     struct g4_sched_req *after; /* holds a reference until this one is admitted */
     int prompt_done;          /* the prompt was computed once (or the request ended) */
     int logprobs, top_logprobs;
@@ -233,6 +236,7 @@ static void req_unref(g4_sched_req *r) {
     free(r->lps);
     free(r->plp);
     free(r->hid);
+    free(r->stop_ids);
     for (int i = 0; i < r->n_img; i++) { free(r->img[i].pixels); free(r->img[i].ppos); free(r->img[i].soft); }
     free(r->img);
     for (size_t i = 0; i < r->p.n_stop_strings; i++) free(r->stops[i]);
@@ -301,6 +305,7 @@ static int32_t draw(g4_sched_req *r, float *row, int V, g4_err *err) {
     if (r->cm && !mask) return -1;
     const int32_t id = mask ? g4_sampler_sample_masked(r->smp, row, V, mask) : g4_sampler_sample(r->smp, row, V);
     if (id < 0) g4_err_set(err, G4_EINVAL, mask ? "no token the output format allows has a finite logit" : "no finite logit to sample from");
+    else if (r->on_token && r->on_token(r->on_token_user, id, row)) g4_sched_cancel(r);
     return id;
 }
 
@@ -335,6 +340,8 @@ static void accept(g4_sched *s, g4_sched_req *r, int32_t id, const g4_token_logp
     }
     s->stats.generated_tokens++;
     if (!r->p.ignore_eos && g4_gen_config_is_eos(&s->tg->gen, id)) { finish(s, r, "stop"); return; }
+    for (size_t i = 0; i < r->p.n_stop_ids; i++)
+        if (id == r->stop_ids[i]) { finish(s, r, "stop"); return; }
     char *piece = NULL;
     size_t plen = 0;
     g4_err err;
@@ -527,7 +534,7 @@ idle:
  * The rejected positions are rolled back. Returns the rows used after the first. */
 static int spec_verify(g4_sched *s, g4_sched_req *r, int i, double t) {
     const int m = r->n_draft;
-    int e = 0;
+    int e = 0, acc = 0;
     for (; e <= m && r->state == ST_DECODE; e++) {
         float *row = s->logits + (size_t)(i + e) * (size_t)s->V;
         g4_err err;
@@ -542,12 +549,13 @@ static int spec_verify(g4_sched *s, g4_sched_req *r, int i, double t) {
         if (r->logprobs) g4_logprobs_row(row, (int)s->V, r->p.sampling.temperature, id, r->top_logprobs, &lp);
         accept(s, r, id, r->logprobs ? &lp : NULL, t);
         if (e == m || id != r->draft[e]) { e++; break; }
+        acc++; /* a draft emitted (the request may end on it: a stop id or string) */
     }
-    /* e tokens emitted: the drafts before the last were accepted */
+    /* e tokens emitted: acc drafts, then (unless the request ended on a draft) the target's own */
     s->stats.draft_proposed += (uint64_t)m;
-    s->stats.draft_accepted += (uint64_t)(e - 1);
-    g4_spec_stat_update(&r->st, m, e - 1);
-    g4_spec_stat_update(&s->all, m, e - 1);
+    s->stats.draft_accepted += (uint64_t)acc;
+    g4_spec_stat_update(&r->st, m, acc);
+    g4_spec_stat_update(&s->all, m, acc);
     if (r->hid && r->state == ST_DECODE) {
         memcpy(r->hid, s->hidden + (size_t)(i + e - 1) * (size_t)s->H, sizeof(float) * (size_t)s->H);
         r->has_hid = 1;
@@ -967,6 +975,13 @@ int g4_sched_submit_ex(g4_sched *s, const int32_t *prompt, size_t n_prompt, cons
     for (size_t i = 0; rc == G4_OK && i < p->n_stop_strings; i++)
         if (!(r->stops[i] = strdup(p->stop_strings[i]))) rc = g4_err_set(err, G4_ENOMEM, "out of memory");
     r->p.stop_strings = (const char *const *)r->stops;
+    if (rc == G4_OK && p->n_stop_ids) {
+        if (!(r->stop_ids = malloc(sizeof(int32_t) * p->n_stop_ids))) rc = g4_err_set(err, G4_ENOMEM, "out of memory");
+        else memcpy(r->stop_ids, p->stop_ids, sizeof(int32_t) * p->n_stop_ids);
+    }
+    r->p.stop_ids = r->stop_ids;
+    r->on_token = x->on_token;
+    r->on_token_user = x->on_token_user;
     r->logprobs = x->logprobs || x->prompt_logprobs;
     r->top_logprobs = x->top_logprobs;
     /* the engine's k is the most: the KV cache keeps rows for rolling back that many */

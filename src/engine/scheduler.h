@@ -84,6 +84,12 @@ void g4_sched_notify_destroy(g4_sched_notify *w);
 /* Returns once the counter differs from *seen (then *seen is updated) or after timeout_ms. */
 void g4_sched_notify_wait(g4_sched_notify *w, uint64_t *seen, int timeout_ms);
 
+/* A request's observer of its tokens: id and the row of V logits it was drawn from (through the
+ * grammar's mask when the request has one), in order, before the token's text event. Called on
+ * the scheduler's thread with its lock held (keep it short; no scheduler calls from it); a
+ * non-zero return cancels the request. Costs nothing for requests without one. */
+typedef int (*g4_sched_token_fn)(void *user, int32_t id, const float *logits);
+
 /* Per-request extras (docs/server.md "Log probabilities", "n"). */
 typedef struct g4_sched_sub_opts {
     int logprobs;             /* record each generated token's logprob (g4_sched_req_logprobs) */
@@ -93,6 +99,8 @@ typedef struct g4_sched_sub_opts {
     g4_sched_req *after;      /* admit only once this request's prompt is computed, so the shared
                                * prompt comes from the prefix cache (the n choices of a request) */
     g4_sched_notify *notify;  /* signalled on every event (must outlive the handle) */
+    g4_sched_token_fn on_token; /* NULL, or called with each generated token and the logits row it was */
+    void *on_token_user;      /* drawn from (see g4_sched_token_fn) */
 } g4_sched_sub_opts;
 int g4_sched_submit_ex(g4_sched *s, const int32_t *prompt, size_t n_prompt, const g4_gen_params *p, const g4_sched_sub_opts *x,
                        g4_sched_req **out, g4_err *err);

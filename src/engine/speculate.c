@@ -7,8 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/sampler.h"
-
 /* ---- spec ---------------------------------------------------------------------------------- */
 
 static int parse_int(const char *s, size_t len, int lo, int hi, const char *what, const char *all, int *out, g4_err *err) {
@@ -196,75 +194,4 @@ int g4_spec_choose(const g4_spec_costs *c, int base_tokens, int decoding, int n,
         total += take[i];
     }
     return total;
-}
-
-/* ---- one sequence, greedy (g4tp generate) ----------------------------------------------------- */
-
-int g4_spec_generate(g4_engine *e, const int32_t *prompt, int np, int max_new, const int32_t *stop, int n_stop, g4_spec_emit_fn emit,
-                     void *user, g4_spec_run *st, g4_err *err) {
-    memset(st, 0, sizeof *st);
-    const g4_spec_cfg *c = g4_engine_spec(e);
-    const int64_t V = g4_engine_vocab(e), H = g4_engine_hidden_size(e);
-    const int mb = g4_engine_max_batch(e), K = c->method == G4_SPEC_NONE ? 0 : c->k < mb - 1 ? c->k : mb - 1;
-    if (np < 1 || max_new < 1) return g4_err_set(err, G4_EINVAL, "an empty prompt or no tokens to generate");
-    int seq = -1, rc;
-    if ((rc = g4_engine_seq_open(e, (int64_t)np + max_new, &seq, err))) return rc;
-    float *lg = malloc(sizeof(float) * (size_t)(K + 1) * (size_t)V), *hid = malloc(sizeof(float) * (size_t)(K + 1) * (size_t)H);
-    int32_t *toks = malloc(sizeof(int32_t) * (size_t)(np + max_new + 1)), *ids = malloc(sizeof(int32_t) * (size_t)mb);
-    int32_t *pos = malloc(sizeof(int32_t) * (size_t)mb), *sq = malloc(sizeof(int32_t) * (size_t)mb);
-    uint8_t *want = malloc((size_t)mb);
-    if (!lg || !hid || !toks || !ids || !pos || !sq || !want) { rc = g4_err_set(err, G4_ENOMEM, "out of memory"); goto out; }
-    memcpy(toks, prompt, sizeof(int32_t) * (size_t)np);
-    for (int s0 = 0; s0 < np && !rc; s0 += mb) {
-        const int n = np - s0 < mb ? np - s0 : mb;
-        for (int i = 0; i < n; i++) { pos[i] = s0 + i; sq[i] = seq; want[i] = s0 + i == np - 1; }
-        g4_batch b = {.n = n, .ids = toks + s0, .pos = pos, .seq = sq, .logits = want};
-        rc = g4_engine_forward_ex(e, &b, lg, c->method == G4_SPEC_MTP ? hid : NULL, err);
-        st->steps++;
-    }
-    if (rc) goto out;
-    if (K) g4_engine_seq_tentative(e, seq, 1);
-    int len = np, n_gen = 0, cur = 0;
-    for (;;) {
-        /* the target's own token, from the row that predicts position len */
-        int32_t id = g4_sample_greedy(lg + (size_t)cur * (size_t)V, (int)V);
-        if (id < 0) { rc = g4_err_set(err, G4_EINVAL, "no finite logit at step %d", n_gen); break; }
-        int done = emit(user, id, lg + (size_t)cur * (size_t)V) || ++n_gen == max_new;
-        for (int i = 0; i < n_stop; i++) done |= id == stop[i];
-        toks[len] = id;
-        if (done) break;
-        int m = max_new - n_gen - 1 < K ? max_new - n_gen - 1 : K;
-        if (m > 0 && c->method == G4_SPEC_NGRAM) m = g4_spec_ngram(toks, len + 1, c->n, m, ids + 1);
-        else if (m > 0) {
-            if ((rc = g4_engine_draft(e, 1, &seq, &id, hid + (size_t)cur * (size_t)H, m, ids + 1, NULL, err))) break;
-            int v = 0;
-            while (v < m && ids[1 + v] >= 0) v++;
-            m = v;
-        }
-        ids[0] = id;
-        for (int i = 0; i <= m; i++) { pos[i] = len + i; sq[i] = seq; want[i] = 1; }
-        g4_batch b = {.n = m + 1, .ids = ids, .pos = pos, .seq = sq, .logits = want};
-        if ((rc = g4_engine_forward_ex(e, &b, lg, c->method == G4_SPEC_MTP ? hid : NULL, err))) break;
-        st->steps++;
-        st->proposed += m;
-        /* drafts accepted while the target's own choice equals them */
-        int acc = 0;
-        while (acc < m && !done) {
-            const int32_t t = g4_sample_greedy(lg + (size_t)acc * (size_t)V, (int)V);
-            if (t != ids[1 + acc]) break;
-            toks[len + 1 + acc] = t;
-            done = emit(user, t, lg + (size_t)acc * (size_t)V) || ++n_gen == max_new;
-            for (int i = 0; i < n_stop; i++) done |= t == stop[i];
-            acc++;
-        }
-        st->accepted += acc;
-        len += 1 + acc;
-        cur = acc;
-        if (done) break;
-        if (K && (rc = g4_engine_seq_truncate(e, seq, len, toks, err))) break;
-    }
-out:
-    if (seq >= 0) g4_engine_seq_close(e, seq);
-    free(lg); free(hid); free(toks); free(ids); free(pos); free(sq); free(want);
-    return rc;
 }

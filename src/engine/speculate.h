@@ -66,14 +66,4 @@ double g4_spec_draft_cost(const g4_spec_costs *c, int seqs);
 int g4_spec_choose(const g4_spec_costs *c, int base_tokens, int decoding, int n, const double *rate, const int *avail, int room,
                    int draft, int *take);
 
-/* Greedy generation of one sequence with the engine's drafter, every round drafting (g4tp
- * generate): prompt[0..np) is prefilled, then rounds of [t, d1..dm] are verified in one step
- * each and rolled back past the first mismatch. emit(user, id, row) is called for each
- * generated token in order with the logits row it was chosen from (the same bits as plain
- * decoding gives); a non-zero return stops. Stops after max_new tokens or at one of stop[]. */
-typedef int (*g4_spec_emit_fn)(void *user, int32_t id, const float *logits);
-typedef struct g4_spec_run { int64_t steps, proposed, accepted; } g4_spec_run;
-int g4_spec_generate(g4_engine *e, const int32_t *prompt, int np, int max_new, const int32_t *stop, int n_stop, g4_spec_emit_fn emit,
-                     void *user, g4_spec_run *st, g4_err *err);
-
 #endif

@@ -48,6 +48,8 @@ typedef struct g4_gen_params {
     size_t n_stop_strings;
     int skip_special;         /* decode without special tokens (1) or keep markers for parsing (0) */
     int ignore_eos;           /* end-of-sequence ids do not end the generation (benchmarks) */
+    const int32_t *stop_ids;  /* ids that also end it, included in the output (g4tp generate --stop-ids); */
+    size_t n_stop_ids;        /* ... the request keeps its own copy */
     int speculative;          /* 0: the engine's drafter (if any); -1: none for this request; 1..G4_SPEC_MAX_K:
                                * at most that many drafts per round (docs/speculative.md) */
     struct g4_grammar *grammar; /* constrained decoding (grammar/json_schema.h): what the output must be, or NULL;

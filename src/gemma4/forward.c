@@ -119,7 +119,7 @@ static int64_t chunk_rows(const g4_rank_model *m, const g4_mat *W) {
  * bf16 matrices bf16-rounded ones (kernels_fast.h), which can be prepared once per phase
  * (kernels.h matmul_prepare). */
 static int prepared_dt(const g4_rank_model *m, int dt) {
-    return dt == G4_DT_Q8_0 || dt == G4_DT_Q4_0 || (dt == G4_DT_BF16 && m->fast);
+    return g4_dtype_info(dt)->quantized || (dt == G4_DT_BF16 && m->fast);
 }
 
 /* Bytes of one prepared copy of T tokens' activations for dt matrices of width cols, rounded
@@ -239,15 +239,7 @@ static void ph_qkv(g4_rank_model *m, int ith, int nth) {
 }
 
 /* A row of n floats into the cache's element type. */
-static void store_row(const g4_rank_model *m, uint8_t *dst, const float *x, int64_t n) {
-    switch (m->kv.g.dtype) {
-    case G4_DT_BF16:
-        for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = g4_f32_to_bf16(x[i]);
-        break;
-    case G4_DT_Q8_0: g4_quantize_row_q8_0(x, (g4_block_q8_0 *)dst, n); break;
-    default: memcpy(dst, x, sizeof(float) * (size_t)n);
-    }
-}
+static void store_row(const g4_rank_model *m, uint8_t *dst, const float *x, int64_t n) { g4_dtype_info(m->kv.g.dtype)->from_f32(x, dst, n); }
 
 /* q/k norms, v_norm, RoPE; K and V go to the cache. */
 static void ph_qk_post(g4_rank_model *m, int ith, int nth) {

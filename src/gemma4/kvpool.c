@@ -1,4 +1,4 @@
-/* kvpool.c — page geometry, the per-rank store and its ops, the leader's allocator (kvpool.h). */
+/* kvpool.c — page geometry, the per-rank store and its ops (kvpool.h). */
 #include "gemma4/kvpool.h"
 
 #include <stdlib.h>
@@ -26,9 +26,10 @@ int g4_kv_geom_make(const g4_config *cfg, const g4_tp_plan *plan, int dtype, g4_
     }
     for (int l = 0; l < L; l++) {
         const g4_layer_cfg *lc = &cfg->layers[l];
-        if ((dtype == G4_DT_Q8_0 && lc->head_dim % G4_Q8_BLOCK) || (dtype != G4_DT_F32 && dtype != G4_DT_BF16 && dtype != G4_DT_Q8_0)) {
+        const g4_dtype_traits *t = g4_dtype_info(dtype);
+        if (!t || !t->kv || lc->head_dim % t->block) {
             int rc = g4_err_set(err, G4_EUNSUPPORTED, "--kv-dtype %s needs head dims that are multiples of %d (layer %d has %d)",
-                                g4_dtype_name(dtype), G4_Q8_BLOCK, l, lc->head_dim);
+                                g4_dtype_name(dtype), t ? t->block : 1, l, lc->head_dim);
             g4_kv_geom_free(g);
             return rc;
         }
@@ -188,84 +189,4 @@ bad:
 #undef KIND_OK
 #undef BLK_OK
 #undef SEQ_OK
-}
-
-/* ---- allocator ------------------------------------------------------------------------------ */
-
-int g4_kvalloc_create(g4_kvalloc *a, const g4_kv_geom *g, int64_t n_pages, int64_t cap_ops, g4_kvops_flush_fn flush,
-                      void *flush_ctx, g4_err *err) {
-    memset(a, 0, sizeof *a);
-    a->g = g;
-    a->n_pages = a->n_free = n_pages;
-    a->cap_ops = cap_ops;
-    a->flush = flush;
-    a->flush_ctx = flush_ctx;
-    a->free_pages = malloc(sizeof(int32_t) * (size_t)n_pages + 4);
-    a->ops = malloc(sizeof(int32_t) * (size_t)cap_ops + 4);
-    int ok = a->free_pages && a->ops;
-    for (int k = 0; k < 2 && ok; k++) {
-        a->nblk[k] = a->n_free_ids[k] = g->ng[k] ? n_pages / g->ng[k] : 0;
-        a->free_ids[k] = malloc(sizeof(int32_t) * (size_t)a->nblk[k] + 4);
-        a->pages[k] = malloc(sizeof(int32_t) * (size_t)(a->nblk[k] * g->ng[k]) + 4);
-        a->refs[k] = calloc((size_t)a->nblk[k] + 1, sizeof(int32_t));
-        ok = a->free_ids[k] && a->pages[k] && a->refs[k];
-        for (int64_t i = 0; ok && i < a->nblk[k]; i++) a->free_ids[k][i] = (int32_t)(a->nblk[k] - 1 - i);
-    }
-    if (!ok) {
-        g4_kvalloc_free(a);
-        return g4_err_set(err, G4_ENOMEM, "out of memory for the KV allocator");
-    }
-    for (int64_t i = 0; i < n_pages; i++) a->free_pages[i] = (int32_t)(n_pages - 1 - i);
-    return G4_OK;
-}
-
-void g4_kvalloc_free(g4_kvalloc *a) {
-    free(a->free_pages);
-    free(a->ops);
-    for (int k = 0; k < 2; k++) {
-        free(a->free_ids[k]);
-        free(a->pages[k]);
-        free(a->refs[k]);
-    }
-    memset(a, 0, sizeof *a);
-}
-
-/* Room for n more words, flushing what is queued when the buffer is full. */
-static int32_t *reserve(g4_kvalloc *a, int64_t n) {
-    if (a->n_ops + n > a->cap_ops) {
-        g4_err err;
-        if (a->flush(a->flush_ctx, a->ops, a->n_ops, &err)) a->failed = 1;
-        a->n_ops = 0;
-    }
-    int32_t *w = a->ops + a->n_ops;
-    a->n_ops += n;
-    return w;
-}
-
-void g4_kvalloc_emit(g4_kvalloc *a, const int32_t *op, int n) { memcpy(reserve(a, n), op, sizeof(int32_t) * (size_t)n); }
-
-int32_t g4_kvalloc_block(g4_kvalloc *a, int kind) {
-    const int ng = a->g->ng[kind];
-    if (a->n_free < ng || a->n_free_ids[kind] == 0) return -1;
-    const int32_t b = a->free_ids[kind][--a->n_free_ids[kind]];
-    int32_t *op = reserve(a, 3 + ng);
-    op[0] = G4_KVOP_BIND;
-    op[1] = kind;
-    op[2] = b;
-    for (int p = 0; p < ng; p++) op[3 + p] = a->pages[kind][(int64_t)b * ng + p] = a->free_pages[--a->n_free];
-    a->refs[kind][b] = 1;
-    a->used_blocks[kind]++;
-    return b;
-}
-
-void g4_kvalloc_ref(g4_kvalloc *a, int kind, int32_t blk) { a->refs[kind][blk]++; }
-
-int g4_kvalloc_unref(g4_kvalloc *a, int kind, int32_t blk) {
-    int left = --a->refs[kind][blk];
-    if (left > 0) return left;
-    const int ng = a->g->ng[kind];
-    for (int p = ng - 1; p >= 0; p--) a->free_pages[a->n_free++] = a->pages[kind][(int64_t)blk * ng + p];
-    a->free_ids[kind][a->n_free_ids[kind]++] = blk;
-    a->used_blocks[kind]--;
-    return 0;
 }

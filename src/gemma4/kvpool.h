@@ -1,4 +1,4 @@
-/* kvpool.h — the paged KV cache of one rank, and the leader's allocator of its blocks.
+/* kvpool.h — the paged KV cache of one rank: its geometry, its store and the ops that change it.
  *
  * Positions are cut into blocks of G4_KV_BLOCK, anchored at absolute positions (block j holds
  * positions j*BS .. j*BS+BS-1). A block of one layer kind (sliding or full) holds those
@@ -11,9 +11,9 @@
  *
  * Every rank has a store (arena, the pages of each block, each sequence's block table), changed
  * only by ops (int32 words) that the leader sends ahead of each step, so block tables are the
- * same on every rank. The leader decides them with a g4_kvalloc: free pages and block ids,
- * reference counts (a block shared by sequences and the prefix cache is freed at zero). The
- * forward pass reads block tables; it never allocates and knows nothing of prefixes. */
+ * same on every rank. The leader decides them (engine/kvalloc.h: free pages and block ids,
+ * reference counts). The forward pass reads block tables; it never allocates and knows nothing
+ * of prefixes. */
 #ifndef G4_GEMMA4_KVPOOL_H
 #define G4_GEMMA4_KVPOOL_H
 
@@ -104,40 +104,6 @@ static inline int g4_kv_segments(const g4_kvstore *s, int l, int seq, int64_t fi
         else ((g4_kvq_seg *)out)[nseg] = (g4_kvq_seg){k, v, i1 - i0 + 1, row};
     }
     return nseg;
-}
-
-/* ---- the leader's allocator -------------------------------------------------------------- */
-typedef int (*g4_kvops_flush_fn)(void *ctx, const int32_t *ops, int64_t n, g4_err *err);
-
-typedef struct g4_kvalloc {
-    const g4_kv_geom *g;
-    int64_t n_pages, n_free;
-    int32_t *free_pages;   /* stack: the lowest pages first, so the arena is touched front to back */
-    int64_t nblk[2], n_free_ids[2];
-    int32_t *free_ids[2];  /* stacks */
-    int32_t *pages[2];     /* [nblk][ng] */
-    int32_t *refs[2];      /* [nblk] holders: sequence tables and the prefix cache */
-    int64_t used_blocks[2];
-    /* ops for the ranks, sent ahead of the next step (or flushed when the buffer is full) */
-    int32_t *ops;
-    int64_t n_ops, cap_ops;
-    g4_kvops_flush_fn flush;
-    void *flush_ctx;
-    int failed;            /* a flush failed: the ranks lost sync; the engine reports it */
-} g4_kvalloc;
-
-int g4_kvalloc_create(g4_kvalloc *a, const g4_kv_geom *g, int64_t n_pages, int64_t cap_ops, g4_kvops_flush_fn flush,
-                      void *flush_ctx, g4_err *err);
-void g4_kvalloc_free(g4_kvalloc *a);
-/* Appends one op of n words (flushing first when the buffer is full). */
-void g4_kvalloc_emit(g4_kvalloc *a, const int32_t *op, int n);
-/* A new block of the kind with one reference, or -1 when its pages are not free. */
-int32_t g4_kvalloc_block(g4_kvalloc *a, int kind);
-void g4_kvalloc_ref(g4_kvalloc *a, int kind, int32_t blk);
-/* Drops a reference; frees the block at zero. Returns the references left. */
-int g4_kvalloc_unref(g4_kvalloc *a, int kind, int32_t blk);
-static inline int64_t g4_kvalloc_free_blocks(const g4_kvalloc *a, int kind) {
-    return a->g->ng[kind] ? a->n_free / a->g->ng[kind] : INT64_MAX / 4;
 }
 
 #endif

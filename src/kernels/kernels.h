@@ -7,6 +7,7 @@
  * decode and TP=1 equal TP=8 bit for bit (DESIGN.md §4).
  *
  * Knows nothing about Gemma: only matrices, vectors and attention over key/value segments.
+ * The element types (sizes, names, conversions, quantizers) are dtype.h's table.
  * Activations are fp32; weights are fp32, bf16, f16, q8_0 (blocks of 32 int8 + one f16 scale,
  * the llama.cpp Q8_0 layout) or q4_0 (blocks of 32 4-bit levels + one f16 scale, llama.cpp's
  * Q4_0). A q8_0 or q4_0 matmul has llama.cpp's semantics: each token's activations are quantized
@@ -19,34 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum {
-    G4_DT_F32 = 0,
-    G4_DT_BF16 = 1,
-    G4_DT_F16 = 2,
-    G4_DT_Q8_0 = 3,
-    G4_DT_Q4_0 = 4,
-    G4_DT_COUNT
-} g4_dtype;
-
-#define G4_Q8_BLOCK 32
-typedef struct {
-    uint16_t d;              /* f16 scale */
-    int8_t qs[G4_Q8_BLOCK];  /* value = d * qs[i] */
-} g4_block_q8_0;
-
-/* llama.cpp's block_q4_0, the on-disk layout: element j of the block is the low nibble of qs[j]
- * (j < 16) or the high nibble of qs[j-16]; value = d * (q - 8), q in 0..15. */
-#define G4_Q4_BLOCK 32
-typedef struct {
-    uint16_t d;                   /* f16 scale */
-    uint8_t qs[G4_Q4_BLOCK / 2];  /* two levels per byte */
-} g4_block_q4_0;
-_Static_assert(sizeof(g4_block_q4_0) == 18, "g4_block_q4_0 must be 18 bytes, unpadded");
-
-/* Bytes of one row of n elements in dtype dt (q8_0, q4_0: n must be a multiple of 32). */
-size_t g4_dtype_row_bytes(int dt, int64_t n);
-const char *g4_dtype_name(int dt);
-int g4_dtype_from_name(const char *name); /* "f32", "bf16", "f16", "q8_0", "q4_0"; -1 if unknown */
+#include "kernels/dtype.h"
 
 /* A weight matrix W [rows][cols], row-major, row r starting ld_bytes after row r-1.
  * A column sub-range is another g4_mat whose data points at the first column (for q8_0 the
@@ -181,35 +155,5 @@ void g4_q4_0_ungroup_row(void *row, int64_t nb);
 void g4_mat_lookup_row(const struct g4_kernels *K, const g4_mat *W, int64_t r, float *dst);
 /* G4_Q4_GROUPED when the set k reads grouped q4_0 matrices (avx512), else 0. */
 int g4_q4_0_layout_for(const g4_kernels *k);
-
-/* Quantizes n floats (n a multiple of 32) to q8_0 blocks, as llama.cpp's quantize_row_q8_0_ref:
- * per block d = max|x|/127 (stored as f16), q = roundf(x / d). For shard/load-time conversion. */
-void g4_quantize_row_q8_0(const float *x, g4_block_q8_0 *y, int64_t n);
-
-/* Quantizes n floats (n a multiple of 32) to q4_0 blocks by llama.cpp's quantize_row_q4_0_ref
- * (the element of largest |x| is `max`, d = max / -8 stored as f16, q = min(15, (int)(x/d + 8.5))
- * with x/d computed as x * (1/d)), except that a block already on a 4-bit grid, every value
- * exactly D * (q - 8) for one f16 D and q in 0..15 (not necessarily spanning the levels),
- * quantizes losslessly: g4_dequantize_row_q4_0 gives back its values bit for bit (zeros with their
- * sign), and an unambiguous block its D and levels. Non-finite inputs never invoke undefined
- * behaviour (NaN -> level 8). */
-void g4_quantize_row_q4_0(const float *x, g4_block_q4_0 *y, int64_t n);
-/* y[i] = d * (q - 8) for n elements (n a multiple of 32); the same as row_to_f32. */
-void g4_dequantize_row_q4_0(const g4_block_q4_0 *x, float *y, int64_t n);
-
-/* Exact conversions used everywhere. */
-static inline float g4_bf16_to_f32(uint16_t h) {
-    union { uint32_t u; float f; } v = { (uint32_t)h << 16 };
-    return v.f;
-}
-/* Round-to-nearest-even (NaN stays NaN). */
-static inline uint16_t g4_f32_to_bf16(float f) {
-    union { float f; uint32_t u; } v = { f };
-    if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40);
-    uint32_t r = v.u + 0x7fffu + ((v.u >> 16) & 1u);
-    return (uint16_t)(r >> 16);
-}
-float g4_f16_to_f32(uint16_t h);
-uint16_t g4_f32_to_f16(float f);
 
 #endif

@@ -204,52 +204,8 @@ static void unpack_row(int dt, const void *row, int64_t k0, int64_t n, float *ds
     if (k < n) _mm256_store_ps(dst + k, ldw_part(dt, row, k0 + k, n - k));
 }
 
-static size_t f_scratch_bytes(void) {
-    return (size_t)TB * RB * 8 * sizeof(float) + (size_t)MR * KC * sizeof(float) + 64;
-}
-
-static void matmul_tiled(const g4_mat *W, const float *x, int64_t ldx, int T, float *y,
-                         int64_t ldy, int64_t r0, int64_t r1, void *scratch) {
-    const int dt = W->dtype;
-    const int64_t K = W->cols, ld = W->ld_bytes;
-    float *accbuf = g4__align64(scratch);
-    float *panel = accbuf + (size_t)TB * RB * 8;
-    for (int tb = 0; tb < T; tb += TB) {
-        const int nt = T - tb < TB ? T - tb : TB;
-        for (int64_t rb = r0; rb < r1; rb += RB) {
-            const int64_t re = rb + RB < r1 ? rb + RB : r1;
-            for (int64_t kb = 0; kb < K; kb += KC) {
-                const int64_t n = K - kb < KC ? K - kb : KC;
-                const int first = kb == 0, last = kb + n == K;
-                for (int64_t rt = rb; rt < re; rt += MR) {
-                    const int mr = re - rt < MR ? (int)(re - rt) : MR;
-                    const float *wp[MR];
-                    for (int i = 0; i < mr; i++) {
-                        const char *row = (const char *)W->data + (rt + i) * ld;
-                        if (dt == G4_DT_F32) wp[i] = (const float *)row + kb;
-                        else {
-                            unpack_row(dt, row, kb, n, panel + i * KC);
-                            wp[i] = panel + i * KC;
-                        }
-                        /* this row's next K block is needed one row-block pass from now */
-                        if (!last) {
-                            const int64_t esz = dt == G4_DT_F32 ? 4 : 2;
-                            const char *nx = row + (kb + KC) * esz;
-                            const int64_t nbytes = (K - kb - KC < KC ? K - kb - KC : KC) * esz;
-                            for (int64_t o = 0; o < nbytes; o += 64) _mm_prefetch(nx + o, _MM_HINT_T1);
-                        }
-                    }
-                    for (int tt = tb; tt < tb + nt; tt += NR) {
-                        const int nr = tb + nt - tt < NR ? tb + nt - tt : NR;
-                        tile_any(mr, nr, wp, x + tt * ldx + kb, ldx, n,
-                                 accbuf + ((tt - tb) * RB + (rt - rb)) * 8, first, last,
-                                 y + tt * ldy + rt, ldy);
-                    }
-                }
-            }
-        }
-    }
-}
+#define LANES 8
+#include "kernels/kernels_tiled.h"
 
 /* Small T (batched decode): mr rows x nr tokens straight from W (converted in registers) over
  * the whole K, accumulators in registers throughout, the matvec's prefetch ahead in each row;
@@ -468,9 +424,17 @@ static void matmul_q4(const g4_mat *W, const float *x, int64_t ldx, int T, float
     matmul_q4_prepared(W, xq, T, y, ldy, r0, r1, xq + ab);
 }
 
+static size_t q8_scratch_bytes(const g4_mat *W, int T) { return (size_t)T * (size_t)g4__q8_act_stride(W->cols) + 64; }
+static size_t q4_scratch_bytes(const g4_mat *W, int T) { return g4__q4_act_bytes(W, T) + 64; }
+
+/* the quantized dtypes' matmuls (kernels_internal.h g4__qmm), plain activation records */
+static const g4__qmm qmm[G4_DT_COUNT] = {
+    [G4_DT_Q8_0] = {matmul_q8, q8_scratch_bytes, g4__q8_act_bytes_plain, g4__q8_prepare_plain, matmul_q8_prepared},
+    [G4_DT_Q4_0] = {matmul_q4, q4_scratch_bytes, g4__q4_act_bytes, g4__q4_prepare_plain, matmul_q4_prepared},
+};
+
 static size_t matmul_scratch_bytes(const g4_mat *W, int T) {
-    if (W->dtype == G4_DT_Q4_0) return g4__q4_act_bytes(W, T) + 64;
-    if (W->dtype == G4_DT_Q8_0) return (size_t)T * (size_t)g4__q8_act_stride(W->cols) + 64;
+    if (qmm[W->dtype].matmul) return qmm[W->dtype].scratch_bytes(W, T);
     return T > SMALL_T ? f_scratch_bytes() : 0;
 }
 
@@ -482,10 +446,8 @@ static void matmul(const g4_mat *W, const float *x, int64_t ldx, int T, float *y
     if (need && !scratch) {
         if (!(scratch = owned = malloc(need))) return;
     }
-    switch (W->dtype) {
-    case G4_DT_Q8_0: matmul_q8(W, x, ldx, T, y, ldy, r0, r1, scratch); break;
-    case G4_DT_Q4_0: matmul_q4(W, x, ldx, T, y, ldy, r0, r1, scratch); break;
-    default:
+    if (qmm[W->dtype].matmul) qmm[W->dtype].matmul(W, x, ldx, T, y, ldy, r0, r1, scratch);
+    else {
         if (T == 1) {
             if (W->dtype == G4_DT_F32) matvec_dt(G4_DT_F32, W, x, y, r0, r1);
             else if (W->dtype == G4_DT_BF16) matvec_dt(G4_DT_BF16, W, x, y, r0, r1);
@@ -495,7 +457,6 @@ static void matmul(const g4_mat *W, const float *x, int64_t ldx, int T, float *y
             else if (W->dtype == G4_DT_BF16) matmul_direct_dt(G4_DT_BF16, W, x, ldx, T, y, ldy, r0, r1);
             else matmul_direct_dt(G4_DT_F16, W, x, ldx, T, y, ldy, r0, r1);
         } else matmul_tiled(W, x, ldx, T, y, ldy, r0, r1, scratch);
-        break;
     }
     free(owned);
 }
@@ -594,8 +555,7 @@ static void row_to_f32(float *dst, const void *src, int dt, int64_t n) {
         }
         break;
     }
-    case G4_DT_Q4_0: g4_dequantize_row_q4_0(src, dst, n); break;
-    default: break;
+    default: g4_dtype_info(dt)->to_f32(src, dst, n); break; /* the table's (q4_0: no faster here) */
     }
 }
 
@@ -722,19 +682,7 @@ static void attention_kv(float *out, const float *q, int nq, int64_t d, const g4
     for (int h = 0; nb && h < nq; h++) attn_block(out + h * d, d, vp, scratch + (size_t)h * (size_t)nk + j0, nb);
 }
 
-/* matmul_act_bytes / matmul_prepare / matmul_prepared of q8_0 and q4_0 (plain records) */
-static size_t act_bytes_any(const g4_mat *W, int T) {
-    return W->dtype == G4_DT_Q4_0 ? g4__q4_act_bytes(W, T) : g4__q8_act_bytes_plain(W, T);
-}
-static void prepare_any(const g4_mat *W, const float *x, int64_t ldx, int T, void *act) {
-    if (W->dtype == G4_DT_Q4_0) g4__q4_prepare_plain(W, x, ldx, T, act);
-    else g4__q8_prepare_plain(W, x, ldx, T, act);
-}
-static void prepared_any(const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0, int64_t r1,
-                         void *scratch) {
-    if (W->dtype == G4_DT_Q4_0) matmul_q4_prepared(W, act, T, y, ldy, r0, r1, scratch);
-    else matmul_q8_prepared(W, act, T, y, ldy, r0, r1, scratch);
-}
+G4__QMM_ENTRY_POINTS(qmm)
 
 const g4_kernels g4_kernels_avx2 = {
     .name = "avx2",

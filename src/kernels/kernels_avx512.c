@@ -24,9 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Set by kernels_dispatch.c when the CPU has AVX512-VNNI (kernels_internal.h). */
-int g4__avx512_vnni = 0;
-
 /* 16 weights of dtype dt at element k of a row, as exact fp32. */
 AI __m512 ldw(int dt, const void *row, int64_t k) {
     if (dt == G4_DT_F32) return _mm512_loadu_ps((const float *)row + k);
@@ -210,52 +207,8 @@ static void unpack_row(int dt, const void *row, int64_t k0, int64_t n, float *ds
     if (k < n) _mm512_store_ps(dst + k, ldw_m(dt, row, k0 + k, tailmask(n - k)));
 }
 
-static size_t f_scratch_bytes(void) {
-    return (size_t)TB * RB * 16 * sizeof(float) + (size_t)MR * KC * sizeof(float) + 64;
-}
-
-static void matmul_tiled(const g4_mat *W, const float *x, int64_t ldx, int T, float *y,
-                         int64_t ldy, int64_t r0, int64_t r1, void *scratch) {
-    const int dt = W->dtype;
-    const int64_t K = W->cols, ld = W->ld_bytes;
-    float *accbuf = g4__align64(scratch);
-    float *panel = accbuf + (size_t)TB * RB * 16;
-    for (int tb = 0; tb < T; tb += TB) {
-        const int nt = T - tb < TB ? T - tb : TB;
-        for (int64_t rb = r0; rb < r1; rb += RB) {
-            const int64_t re = rb + RB < r1 ? rb + RB : r1;
-            for (int64_t kb = 0; kb < K; kb += KC) {
-                const int64_t n = K - kb < KC ? K - kb : KC;
-                const int first = kb == 0, last = kb + n == K;
-                for (int64_t rt = rb; rt < re; rt += MR) {
-                    const int mr = re - rt < MR ? (int)(re - rt) : MR;
-                    const float *wp[MR];
-                    for (int i = 0; i < mr; i++) {
-                        const char *row = (const char *)W->data + (rt + i) * ld;
-                        if (dt == G4_DT_F32) wp[i] = (const float *)row + kb;
-                        else {
-                            unpack_row(dt, row, kb, n, panel + i * KC);
-                            wp[i] = panel + i * KC;
-                        }
-                        /* this row's next K block is needed one row-block pass from now */
-                        if (!last) {
-                            const int64_t esz = dt == G4_DT_F32 ? 4 : 2;
-                            const char *nx = row + (kb + KC) * esz;
-                            const int64_t nbytes = (K - kb - KC < KC ? K - kb - KC : KC) * esz;
-                            for (int64_t o = 0; o < nbytes; o += 64) _mm_prefetch(nx + o, _MM_HINT_T1);
-                        }
-                    }
-                    for (int tt = tb; tt < tb + nt; tt += NR) {
-                        const int nr = tb + nt - tt < NR ? tb + nt - tt : NR;
-                        tile_any(mr, nr, wp, x + tt * ldx + kb, ldx, n,
-                                 accbuf + ((tt - tb) * RB + (rt - rb)) * 16, first, last,
-                                 y + tt * ldy + rt, ldy);
-                    }
-                }
-            }
-        }
-    }
-}
+#define LANES 16
+#include "kernels/kernels_tiled.h"
 
 /* Small T (batched decode): mr rows x nr tokens straight from W (converted in registers) over
  * the whole K, accumulators never leave the registers. W is read from memory once per row
@@ -359,40 +312,6 @@ AI __m512i q8_reduce(__m512i p0, __m512i p1, __m512i p2, __m512i p3, __m512i p4,
 AI __m512i ldpair(const int8_t *a, const int8_t *b) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
                               _mm256_loadu_si256((const __m256i *)b), 1);
-}
-
-/* roundf (half away from zero) of each lane; NaN -> 0; then clamped to [-127, 127]. */
-AI __m512 round_q8(__m512 v) {
-    __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    __m512 f = _mm512_sub_ps(v, t); /* exact */
-    t = _mm512_mask_add_ps(t, _mm512_cmp_ps_mask(f, _mm512_set1_ps(0.5f), _CMP_GE_OQ), t, _mm512_set1_ps(1.0f));
-    t = _mm512_mask_sub_ps(t, _mm512_cmp_ps_mask(f, _mm512_set1_ps(-0.5f), _CMP_LE_OQ), t, _mm512_set1_ps(1.0f));
-    t = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(t, t, _CMP_ORD_Q), t);
-    return _mm512_min_ps(_mm512_max_ps(t, _mm512_set1_ps(-127.0f)), _mm512_set1_ps(127.0f));
-}
-
-void g4__q8_quantize_act_avx512(const float *x, int64_t K, void *dst) {
-    int8_t *qs = dst;
-    float *d = (float *)((char *)dst + g4__q8_act_qs_bytes(K));
-    const int64_t nb = K / G4_Q8_BLOCK, nbp = g4__q8_act_nb_pad(K);
-    const __m512 absm = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
-    for (int64_t b = 0; b < nb; b++) {
-        __m512 v0 = _mm512_loadu_ps(x + b * 32), v1 = _mm512_loadu_ps(x + b * 32 + 16);
-        /* max|x| ignoring NaN, like the scalar loop (a > amax is false for NaN) */
-        __m512 a0 = _mm512_and_ps(v0, absm), a1 = _mm512_and_ps(v1, absm);
-        a0 = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(a0, a0, _CMP_ORD_Q), a0);
-        a1 = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(a1, a1, _CMP_ORD_Q), a1);
-        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(a0, a1));
-        const float db = amax / 127.0f, id = db != 0.0f ? 1.0f / db : 0.0f;
-        d[b] = db;
-        const __m512 s = _mm512_set1_ps(id);
-        __m512i q0 = _mm512_cvttps_epi32(round_q8(_mm512_mul_ps(v0, s)));
-        __m512i q1 = _mm512_cvttps_epi32(round_q8(_mm512_mul_ps(v1, s)));
-        _mm_storeu_si128((__m128i *)(qs + b * 32), _mm512_cvtepi32_epi8(q0));
-        _mm_storeu_si128((__m128i *)(qs + b * 32 + 16), _mm512_cvtepi32_epi8(q1));
-    }
-    memset(qs + nb * G4_Q8_BLOCK, 0, (size_t)(g4__q8_act_qs_bytes(K) - nb * G4_Q8_BLOCK));
-    for (int64_t b = nb; b < nbp; b++) d[b] = 0;
 }
 
 /* f16 scales of 16 consecutive blocks as fp32 (scalar loads: gathers are slow on some cores) */
@@ -760,10 +679,20 @@ static void matmul_q8(const g4_mat *W, const float *x, int64_t ldx, int T, float
     matmul_q8_prepared(W, xq, T, y, ldy, r0, r1, xq + q8_act_bytes(W, T)); /* 64-aligned */
 }
 
+/* + Q8_TR prepared weight rows for T > 1 (q8_pre_row) */
+static size_t q8_scratch_bytes(const g4_mat *W, int T) {
+    return q8_act_bytes(W, T) + 64 + (T > 1 ? (size_t)Q8_TR * (size_t)((W->cols / G4_Q8_BLOCK + 15) / 16) * Q8_PRE_GROUP : 0);
+}
+
+/* the quantized dtypes' matmuls (kernels_internal.h g4__qmm): q8_0 here, q4_0 in kernels_q4_avx512.c */
+static const g4__qmm qmm[G4_DT_COUNT] = {
+    [G4_DT_Q8_0] = {matmul_q8, q8_scratch_bytes, q8_act_bytes, q8_prepare, matmul_q8_prepared},
+    [G4_DT_Q4_0] = {g4__q4_matmul_avx512, g4__q4_scratch_bytes_avx512, g4__q4_act_bytes, g4__q4_prepare_avx512,
+                    g4__q4_matmul_prepared_avx512},
+};
+
 static size_t matmul_scratch_bytes(const g4_mat *W, int T) {
-    if (W->dtype == G4_DT_Q4_0) return g4__q4_scratch_bytes_avx512(W, T);
-    if (W->dtype == G4_DT_Q8_0) /* + Q8_TR prepared weight rows for T > 1 (q8_pre_row) */
-        return q8_act_bytes(W, T) + 64 + (T > 1 ? (size_t)Q8_TR * (size_t)((W->cols / G4_Q8_BLOCK + 15) / 16) * Q8_PRE_GROUP : 0);
+    if (qmm[W->dtype].matmul) return qmm[W->dtype].scratch_bytes(W, T);
     return T > SMALL_T ? f_scratch_bytes() : 0;
 }
 
@@ -775,10 +704,8 @@ static void matmul(const g4_mat *W, const float *x, int64_t ldx, int T, float *y
     if (need && !scratch) {
         if (!(scratch = owned = malloc(need))) return;
     }
-    switch (W->dtype) {
-    case G4_DT_Q8_0: matmul_q8(W, x, ldx, T, y, ldy, r0, r1, scratch); break;
-    case G4_DT_Q4_0: g4__q4_matmul_avx512(W, x, ldx, T, y, ldy, r0, r1, scratch); break;
-    default:
+    if (qmm[W->dtype].matmul) qmm[W->dtype].matmul(W, x, ldx, T, y, ldy, r0, r1, scratch);
+    else {
         if (T == 1) {
             if (W->dtype == G4_DT_F32) matvec_dt(G4_DT_F32, W, x, y, r0, r1);
             else if (W->dtype == G4_DT_BF16) matvec_dt(G4_DT_BF16, W, x, y, r0, r1);
@@ -788,7 +715,6 @@ static void matmul(const g4_mat *W, const float *x, int64_t ldx, int T, float *y
             else if (W->dtype == G4_DT_BF16) matmul_direct_dt(G4_DT_BF16, W, x, ldx, T, y, ldy, r0, r1);
             else matmul_direct_dt(G4_DT_F16, W, x, ldx, T, y, ldy, r0, r1);
         } else matmul_tiled(W, x, ldx, T, y, ldy, r0, r1, scratch);
-        break;
     }
     free(owned);
 }
@@ -893,8 +819,7 @@ static void row_to_f32(float *dst, const void *src, int dt, int64_t n) {
         }
         break;
     }
-    case G4_DT_Q4_0: g4_dequantize_row_q4_0(src, dst, n); break;
-    default: break;
+    default: g4_dtype_info(dt)->to_f32(src, dst, n); break; /* the table's (q4_0: no faster here) */
     }
 }
 
@@ -1107,19 +1032,7 @@ static void attention_kv(float *out, const float *q, int nq, int64_t d, const g4
     else attention_dt(G4_DT_Q8_0, out, q, nq, d, segs, nseg, scratch);
 }
 
-/* matmul_act_bytes / matmul_prepare / matmul_prepared: q8_0 here, q4_0 in kernels_q4_avx512.c */
-static size_t act_bytes_any(const g4_mat *W, int T) {
-    return W->dtype == G4_DT_Q4_0 ? g4__q4_act_bytes(W, T) : q8_act_bytes(W, T);
-}
-static void prepare_any(const g4_mat *W, const float *x, int64_t ldx, int T, void *act) {
-    if (W->dtype == G4_DT_Q4_0) g4__q4_prepare_avx512(W, x, ldx, T, act);
-    else q8_prepare(W, x, ldx, T, act);
-}
-static void prepared_any(const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0, int64_t r1,
-                         void *scratch) {
-    if (W->dtype == G4_DT_Q4_0) g4__q4_matmul_prepared_avx512(W, act, T, y, ldy, r0, r1, scratch);
-    else matmul_q8_prepared(W, act, T, y, ldy, r0, r1, scratch);
-}
+G4__QMM_ENTRY_POINTS(qmm)
 
 const g4_kernels g4_kernels_avx512 = {
     .name = "avx512",

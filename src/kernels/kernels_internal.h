@@ -4,6 +4,7 @@
 #ifndef G4_KERNELS_INTERNAL_H
 #define G4_KERNELS_INTERNAL_H
 
+#include "base/assert.h"
 #include "kernels/kernels.h"
 
 /* One token's quantized activations in the matmul scratch buffer:
@@ -49,6 +50,36 @@ void g4__q4_matmul_prepared_avx512(const g4_mat *W, const void *act, int T, floa
                                    int64_t r1, void *scratch);
 void g4__q4_matmul_avx512(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy, int64_t r0,
                           int64_t r1, void *scratch);
+
+/* A set's matmul entries for one quantized dtype: what its g4_kernels matmul, matmul_scratch_bytes,
+ * matmul_act_bytes, matmul_prepare and matmul_prepared do for W of that dtype. Each set keeps a
+ * table of them indexed by dtype (the float dtypes' rows empty), so a new format is a row there
+ * and a row of dtype.c's table, not a branch in every dispatcher. */
+typedef struct g4__qmm {
+    void (*matmul)(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy, int64_t r0, int64_t r1,
+                   void *scratch);
+    size_t (*scratch_bytes)(const g4_mat *W, int T);
+    size_t (*act_bytes)(const g4_mat *W, int T);
+    void (*prepare)(const g4_mat *W, const float *x, int64_t ldx, int T, void *act);
+    void (*prepared)(const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0, int64_t r1,
+                     void *scratch);
+} g4__qmm;
+/* A set's matmul_act_bytes / matmul_prepare / matmul_prepared from its table (quantized W only:
+ * the caller asks g4_dtype_info(dtype)->quantized first, or a fast table takes bf16 itself). */
+static inline const g4__qmm *g4__qmm_entry(const g4__qmm *tab, const g4_mat *W) {
+    G4_ASSERT(W->dtype >= 0 && W->dtype < G4_DT_COUNT && tab[W->dtype].prepare, "prepared matmul entry on a %s matrix",
+              g4_dtype_name(W->dtype));
+    return &tab[W->dtype];
+}
+#define G4__QMM_ENTRY_POINTS(tab)                                                                                        \
+    static size_t act_bytes_any(const g4_mat *W, int T) { return g4__qmm_entry(tab, W)->act_bytes(W, T); }             \
+    static void prepare_any(const g4_mat *W, const float *x, int64_t ldx, int T, void *act) {                           \
+        g4__qmm_entry(tab, W)->prepare(W, x, ldx, T, act);                                                              \
+    }                                                                                                                   \
+    static void prepared_any(const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0, int64_t r1,    \
+                             void *scratch) {                                                                           \
+        g4__qmm_entry(tab, W)->prepared(W, act, T, y, ldy, r0, r1, scratch);                                            \
+    }
 
 /* Aligns a scratch pointer up to 64 bytes (scratch sizes include the 64 bytes of slack). */
 static inline void *g4__align64(void *p) {

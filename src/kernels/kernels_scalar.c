@@ -15,91 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-size_t g4_dtype_row_bytes(int dt, int64_t n) {
-    switch (dt) {
-    case G4_DT_F32: return (size_t)n * 4;
-    case G4_DT_BF16:
-    case G4_DT_F16: return (size_t)n * 2;
-    case G4_DT_Q8_0: return (size_t)(n / G4_Q8_BLOCK) * sizeof(g4_block_q8_0);
-    case G4_DT_Q4_0: return (size_t)(n / G4_Q4_BLOCK) * sizeof(g4_block_q4_0);
-    default: return 0;
-    }
-}
-
-const char *g4_dtype_name(int dt) {
-    switch (dt) {
-    case G4_DT_F32: return "f32";
-    case G4_DT_BF16: return "bf16";
-    case G4_DT_F16: return "f16";
-    case G4_DT_Q8_0: return "q8_0";
-    case G4_DT_Q4_0: return "q4_0";
-    default: return "?";
-    }
-}
-
-int g4_dtype_from_name(const char *s) {
-    for (int dt = 0; dt < G4_DT_COUNT; dt++)
-        if (strcmp(s, g4_dtype_name(dt)) == 0) return dt;
-    return -1;
-}
-
-float g4_f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, u;
-    if (exp == 0) {
-        if (man == 0) u = sign;
-        else { /* subnormal: normalise */
-            int e = -1;
-            do { e++; man <<= 1; } while (!(man & 0x400));
-            u = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
-        }
-    } else if (exp == 31) u = sign | 0x7f800000u | (man << 13);
-    else u = sign | ((exp + 127 - 15) << 23) | (man << 13);
-    union { uint32_t u; float f; } v = { u };
-    return v.f;
-}
-
-uint16_t g4_f32_to_f16(float f) {
-    union { float f; uint32_t u; } v = { f };
-    uint32_t sign = (v.u >> 16) & 0x8000, a = v.u & 0x7fffffffu;
-    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00);
-    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00); /* overflow -> inf (RNE threshold) */
-    if (a < 0x38800000u) { /* result subnormal or zero */
-        if (a < 0x33000000u) return (uint16_t)sign;
-        uint32_t e = a >> 23, m = (a & 0x7fffff) | 0x800000;
-        uint32_t shift = 126 - e; /* 14 + (113 - e) */
-        uint32_t r = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
-        if (rem > half || (rem == half && (r & 1))) r++;
-        return (uint16_t)(sign | r);
-    }
-    uint32_t r = a - 0x38000000u; /* rebias exponent 127 -> 15 */
-    r = (r + 0xfffu + ((r >> 13) & 1u)) >> 13;
-    return (uint16_t)(sign | r);
-}
-
-static void row_to_f32(float *dst, const void *src, int dt, int64_t n) {
-    switch (dt) {
-    case G4_DT_F32: memcpy(dst, src, (size_t)n * 4); break;
-    case G4_DT_BF16: {
-        const uint16_t *s = src;
-        for (int64_t i = 0; i < n; i++) dst[i] = g4_bf16_to_f32(s[i]);
-        break;
-    }
-    case G4_DT_F16: {
-        const uint16_t *s = src;
-        for (int64_t i = 0; i < n; i++) dst[i] = g4_f16_to_f32(s[i]);
-        break;
-    }
-    case G4_DT_Q8_0: {
-        const g4_block_q8_0 *b = src;
-        for (int64_t i = 0; i < n / G4_Q8_BLOCK; i++) {
-            float d = g4_f16_to_f32(b[i].d);
-            for (int j = 0; j < G4_Q8_BLOCK; j++) dst[i * G4_Q8_BLOCK + j] = d * (float)b[i].qs[j];
-        }
-        break;
-    }
-    case G4_DT_Q4_0: g4_dequantize_row_q4_0(src, dst, n); break;
-    }
-}
+/* The dtype table's conversion (dtype.c): the reference the other sets' row_to_f32 meet. */
+static void row_to_f32(float *dst, const void *src, int dt, int64_t n) { g4_dtype_info(dt)->to_f32(src, dst, n); }
 
 /* Upcast one weight element; the matmul inner loop is written per dtype for speed. */
 static inline float dot_f32(const float *w, const float *x, int64_t n) {
@@ -141,43 +58,6 @@ static inline float dot_f16(const uint16_t *w, const float *x, int64_t n) {
     return (s0 + s1) + (s2 + s3);
 }
 
-void g4_quantize_row_q8_0(const float *x, g4_block_q8_0 *y, int64_t n) {
-    for (int64_t b = 0; b < n / G4_Q8_BLOCK; b++) {
-        const float *xb = x + b * G4_Q8_BLOCK;
-        float amax = 0;
-        for (int j = 0; j < G4_Q8_BLOCK; j++) {
-            float a = fabsf(xb[j]);
-            if (a > amax) amax = a;
-        }
-        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[b].d = g4_f32_to_f16(d);
-        for (int j = 0; j < G4_Q8_BLOCK; j++) y[b].qs[j] = (int8_t)roundf(xb[j] * id);
-    }
-}
-
-void g4__q8_quantize_act(const float *x, int64_t K, void *dst) {
-    int8_t *qs = dst;
-    float *d = (float *)((char *)dst + g4__q8_act_qs_bytes(K));
-    const int64_t nb = K / G4_Q8_BLOCK, nbp = g4__q8_act_nb_pad(K);
-    for (int64_t b = 0; b < nb; b++) {
-        const float *xb = x + b * G4_Q8_BLOCK;
-        float amax = 0;
-        for (int j = 0; j < G4_Q8_BLOCK; j++) {
-            float a = fabsf(xb[j]);
-            amax = a > amax ? a : amax;
-        }
-        const float db = amax / 127.0f, id = db != 0.0f ? 1.0f / db : 0.0f;
-        d[b] = db;
-        for (int j = 0; j < G4_Q8_BLOCK; j++) {
-            float q = roundf(xb[j] * id);
-            if (q != q) q = 0.0f; /* NaN in, 0 out (the int conversion would be undefined) */
-            qs[b * G4_Q8_BLOCK + j] = (int8_t)(q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q);
-        }
-    }
-    memset(qs + nb * G4_Q8_BLOCK, 0, (size_t)(g4__q8_act_qs_bytes(K) - nb * G4_Q8_BLOCK));
-    for (int64_t b = nb; b < nbp; b++) d[b] = 0;
-}
-
 /* q8_0 weights times one quantized token (see the file comment). */
 static inline float dot_q8(const g4_block_q8_0 *w, const int8_t *xq, const float *xd, int64_t n) {
     float s[4] = {0, 0, 0, 0};
@@ -207,56 +87,57 @@ static inline float dot_q4(const g4_block_q4_0 *w, const int8_t *xq, const float
     return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
-static size_t act_bytes(const g4_mat *W, int T) {
-    return W->dtype == G4_DT_Q4_0 ? g4__q4_act_bytes(W, T) : g4__q8_act_bytes_plain(W, T);
-}
-
-static void prepare(const g4_mat *W, const float *x, int64_t ldx, int T, void *act) {
-    if (W->dtype == G4_DT_Q4_0) g4__q4_prepare_plain(W, x, ldx, T, act);
-    else g4__q8_prepare_plain(W, x, ldx, T, act);
-}
-
-static size_t matmul_scratch_bytes(const g4_mat *W, int T) {
-    if (W->dtype != G4_DT_Q8_0 && W->dtype != G4_DT_Q4_0) return 0;
-    return act_bytes(W, T) + 64;
-}
-
-size_t g4__q8_act_bytes_plain(const g4_mat *W, int T) {
-    return (size_t)T * (size_t)g4__q8_act_stride(W->cols);
-}
-
-void g4__q8_prepare_plain(const g4_mat *W, const float *x, int64_t ldx, int T, void *act) {
-    const int64_t qstride = g4__q8_act_stride(W->cols);
-    for (int t = 0; t < T; t++) g4__q8_quantize_act(x + t * ldx, W->cols, (char *)act + t * qstride);
-}
-
-/* q8_0 / q4_0 rows [r0, r1) times T prepared tokens */
-static void matmul_prepared(const g4_mat *W, const void *act, int T, float *y, int64_t ldy,
-                            int64_t r0, int64_t r1, void *scratch) {
-    const int64_t n = W->cols, qstride = (int64_t)act_bytes(W, 1), qsb = g4__q8_act_qs_bytes(n);
+/* q8_0 (q4 = 0) or q4_0 rows [r0, r1) times T prepared tokens */
+static inline void prepared_dt(int q4, const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0, int64_t r1) {
+    const int64_t n = W->cols, qstride = q4 ? g4__q4_act_stride(n) : g4__q8_act_stride(n), qsb = g4__q8_act_qs_bytes(n);
     for (int64_t r = r0; r < r1; r++) {
         const void *row = (const char *)W->data + r * W->ld_bytes;
         for (int t = 0; t < T; t++) {
             const char *rec = (const char *)act + t * qstride;
             const float *xd = (const float *)(rec + qsb);
-            y[t * ldy + r] = W->dtype == G4_DT_Q4_0
-                                 ? dot_q4(row, (const int8_t *)rec, xd, g4__q4_act_sums((void *)rec, n), n)
-                                 : dot_q8(row, (const int8_t *)rec, xd, n);
+            y[t * ldy + r] = q4 ? dot_q4(row, (const int8_t *)rec, xd, g4__q4_act_sums((void *)rec, n), n)
+                                : dot_q8(row, (const int8_t *)rec, xd, n);
         }
     }
 }
+static void prepared_q8(const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0, int64_t r1, void *scratch) {
+    prepared_dt(0, W, act, T, y, ldy, r0, r1);
+}
+static void prepared_q4(const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0, int64_t r1, void *scratch) {
+    prepared_dt(1, W, act, T, y, ldy, r0, r1);
+}
+
+static size_t q_scratch_bytes(const g4_mat *W, int T);
+static void matmul_q(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy, int64_t r0, int64_t r1,
+                     void *scratch);
+
+/* the quantized dtypes' matmuls (kernels_internal.h g4__qmm), plain activation records */
+static const g4__qmm qmm[G4_DT_COUNT] = {
+    [G4_DT_Q8_0] = {matmul_q, q_scratch_bytes, g4__q8_act_bytes_plain, g4__q8_prepare_plain, prepared_q8},
+    [G4_DT_Q4_0] = {matmul_q, q_scratch_bytes, g4__q4_act_bytes, g4__q4_prepare_plain, prepared_q4},
+};
+
+static size_t q_scratch_bytes(const g4_mat *W, int T) { return qmm[W->dtype].act_bytes(W, T) + 64; }
+
+/* a quantized matmul: its activations prepared into the scratch, then the prepared product */
+static void matmul_q(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy, int64_t r0, int64_t r1,
+                     void *scratch) {
+    void *owned = NULL;
+    if (!scratch) scratch = owned = malloc(q_scratch_bytes(W, T));
+    if (!scratch) return; /* out of memory: nothing sensible to compute */
+    char *xq = g4__align64(scratch);
+    qmm[W->dtype].prepare(W, x, ldx, T, xq);
+    qmm[W->dtype].prepared(W, xq, T, y, ldy, r0, r1, NULL);
+    free(owned);
+}
+
+static size_t matmul_scratch_bytes(const g4_mat *W, int T) { return qmm[W->dtype].matmul ? qmm[W->dtype].scratch_bytes(W, T) : 0; }
 
 static void matmul(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy,
                    int64_t r0, int64_t r1, void *scratch) {
     const int64_t n = W->cols;
-    if (W->dtype == G4_DT_Q8_0 || W->dtype == G4_DT_Q4_0) {
-        void *owned = NULL;
-        if (!scratch) scratch = owned = malloc(matmul_scratch_bytes(W, T));
-        if (!scratch) return; /* out of memory: nothing sensible to compute */
-        char *xq = g4__align64(scratch);
-        prepare(W, x, ldx, T, xq);
-        matmul_prepared(W, xq, T, y, ldy, r0, r1, NULL);
-        free(owned);
+    if (qmm[W->dtype].matmul) {
+        qmm[W->dtype].matmul(W, x, ldx, T, y, ldy, r0, r1, scratch);
         return;
     }
     for (int64_t r = r0; r < r1; r++) {
@@ -378,13 +259,16 @@ static void attention_kv(float *out, const float *q, int nq, int64_t d, const g4
     }
 }
 
+G4__QMM_ENTRY_POINTS(qmm)
+
+
 const g4_kernels g4_kernels_scalar = {
     .name = "scalar",
     .matmul = matmul,
     .matmul_scratch_bytes = matmul_scratch_bytes,
-    .matmul_act_bytes = act_bytes,
-    .matmul_prepare = prepare,
-    .matmul_prepared = matmul_prepared,
+    .matmul_act_bytes = act_bytes_any,
+    .matmul_prepare = prepare_any,
+    .matmul_prepared = prepared_any,
     .rmsnorm = rmsnorm,
     .rope = rope,
     .gelu_mul = gelu_mul,

@@ -91,7 +91,7 @@ static int entry_dtype(const g4_tensor_spec *s, int stored, g4_dtype_req req) {
     return g4_tensor_dtype_for(s->kind, stored, req);
 }
 
-static int is_block(int dt) { return dt == G4_DT_Q8_0 || dt == G4_DT_Q4_0; }
+static int is_block(int dt) { return g4_dtype_info(dt) && g4_dtype_info(dt)->quantized; }
 
 static void encode_header(uint8_t *h, int tp, int rank, int n, uint64_t file_size, uint64_t cfg_hash, int dtype) {
     memset(h, 0, G4_ART_HEADER_BYTES);

@@ -6,7 +6,7 @@
 
 #include "model/compressed.h"
 
-static int is_block(int dt) { return dt == G4_DT_Q8_0 || dt == G4_DT_Q4_0; }
+static int is_block(int dt) { return g4_dtype_info(dt) && g4_dtype_info(dt)->quantized; }
 
 static int check_convert(const g4_mat *src, int dt, g4_err *err) {
     if (is_block(dt) && src->cols % 32)
@@ -28,13 +28,7 @@ static int convert_into(const g4_mat *src, int dt, uint8_t *dst, g4_err *err) {
         if (src->dtype == dt) { memcpy(d, s, rb); continue; }
         if (src->dtype == G4_DT_CT_INT4 && dt == G4_DT_Q4_0) { rc = g4_ct_row_to_q4_0(src, r, (g4_block_q4_0 *)d, err); continue; }
         g4_mat_row_to_f32(src, r, row);
-        switch (dt) {
-        case G4_DT_F32: memcpy(d, row, rb); break;
-        case G4_DT_BF16: for (int64_t i = 0; i < src->cols; i++) ((uint16_t *)d)[i] = g4_f32_to_bf16(row[i]); break;
-        case G4_DT_F16: for (int64_t i = 0; i < src->cols; i++) ((uint16_t *)d)[i] = g4_f32_to_f16(row[i]); break;
-        case G4_DT_Q8_0: g4_quantize_row_q8_0(row, (g4_block_q8_0 *)d, src->cols); break;
-        case G4_DT_Q4_0: g4_quantize_row_q4_0(row, (g4_block_q4_0 *)d, src->cols); break;
-        }
+        g4_dtype_info(dt)->from_f32(row, d, src->cols);
     }
     free(row);
     return rc;

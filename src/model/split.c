@@ -13,8 +13,8 @@ static int pow2_slices(int64_t units) {
     return p;
 }
 
-/* Only block-quantized weights (q8_0, q4_0) need slices of whole 32-column blocks. */
-int g4_tp_block_cols(int wdtype) { return wdtype == G4_DT_Q8_0 || wdtype == G4_DT_Q4_0 ? 32 : 1; }
+/* Only block-quantized weights (q8_0, q4_0) need slices of whole blocks. */
+int g4_tp_block_cols(int wdtype) { return g4_dtype_info(wdtype) ? g4_dtype_info(wdtype)->block : 1; }
 
 int g4_tp_slices_attn(const g4_config *cfg) { return pow2_slices(cfg->n_heads); }
 

@@ -11,19 +11,6 @@
 
 #include "text/jinja_internal.h"
 
-/* ---------------------------------------------------------------- undefined */
-
-_Noreturn void jx_undef_fail(jx_ctx *c, jv u)
-{
-    switch (u.sub) {
-    case JU_NAME: jx_fail(&c->trap, G4_ETEMPLATE, "UndefinedError: '%s' is undefined", u.u.name ? u.u.name : "");
-    case JU_ATTR: jx_fail(&c->trap, G4_ETEMPLATE, "UndefinedError: '%s' has no attribute %s", u.u.obj, u.u.name);
-    case JU_ELEM: jx_fail(&c->trap, G4_ETEMPLATE, "UndefinedError: %s has no element %s", u.u.obj, u.u.name);
-    case JU_UNSAFE: jx_fail(&c->trap, G4_ETEMPLATE, "SecurityError: %s", u.u.name);
-    default: jx_fail(&c->trap, G4_ETEMPLATE, "UndefinedError: %s", u.u.name ? u.u.name : "undefined value");
-    }
-}
-
 static jv unsafe(jx_ctx *c, jv obj, const char *name)
 {
     jv v = {0};

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "text/jinja_engine.h"
 #include "text/jinja_internal.h"
@@ -55,25 +54,6 @@ static jv lookup(jx_ctx *c, jx_scope *s, const char *name)
     }
     (void)c;
     return jv_undef_name(name);
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-void jx_poll(jx_ctx *c)
-{
-    if (c->steps > c->max_steps)
-        jx_fail(&c->trap, G4_ENOMEM, "template render exceeded its budget of %llu evaluation steps",
-                (unsigned long long)c->max_steps);
-    if (c->cancel && *c->cancel) jx_fail(&c->trap, G4_ECANCELED, "template render cancelled");
-    if (c->deadline_ns && now_ns() > c->deadline_ns)
-        jx_fail(&c->trap, G4_ECANCELED, "template render timed out after %u ms", (unsigned)c->timeout_ms);
-    c->poll_at = c->steps + JX_POLL_STEPS;
-    if (c->poll_at > c->max_steps + 1) c->poll_at = c->max_steps + 1;
 }
 
 /* Every expression, statement list and loop iteration passes here: the recursion bound and the
@@ -874,7 +854,7 @@ int g4_jinja_render_ex(const g4_jinja *j, const json_t *vars, const g4_jinja_lim
     c->max_steps = lim->max_steps ? lim->max_steps : G4_JINJA_DEFAULT_STEPS;
     c->cancel = lim->cancel;
     c->timeout_ms = lim->timeout_ms;
-    if (lim->timeout_ms) c->deadline_ns = now_ns() + (uint64_t)lim->timeout_ms * 1000000u;
+    if (lim->timeout_ms) c->deadline_ns = jx_now_ns() + (uint64_t)lim->timeout_ms * 1000000u;
     c->poll_at = 0; /* poll at the first step: a render cancelled before it starts does nothing */
     jx_arena_set_trap(c->a, &c->trap);
     if (setjmp(c->trap.jb)) {

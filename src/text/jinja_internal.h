@@ -263,8 +263,12 @@ struct jx_ctx {
 #define JX_POLL_STEPS 1024  /* cancellation and the deadline are checked this often */
 
 /* Counts n evaluation steps (builtins charge their per-item work with it); past the step budget,
- * on cancellation or after the deadline it fails through the trap. */
+ * on cancellation or after the deadline it fails through the trap (jx_poll: jinja_value.c). */
 void jx_poll(jx_ctx *c);
+/* CLOCK_MONOTONIC in ns, the clock of deadline_ns (jinja_value.c) */
+uint64_t jx_now_ns(void);
+/* "undefined" error for a value about to be used (jinja_value.c) */
+_Noreturn void jx_undef_fail(jx_ctx *c, jv u);
 static inline void jx_charge(jx_ctx *c, uint64_t n)
 {
     c->steps += n;
@@ -288,8 +292,6 @@ bool jx_is_iterable(jv v);
 /* an empty generator that raises msg when iterated (Jinja's lazy filters on bad input) */
 jv jx_failing_gen(jx_ctx *c, const char *msg);
 jv jx_arg(const jx_args *a, int pos, const char *kw, bool *have);
-/* "undefined" error for a value about to be used */
-_Noreturn void jx_undef_fail(jx_ctx *c, jv u);
 jv jx_str_lower(jx_ctx *c, jv s);
 jv jx_str_upper(jx_ctx *c, jv s);
 jv jx_str_strip(jx_ctx *c, jv s, const char *chars, size_t nchars, bool have_chars, int which);

@@ -1,5 +1,5 @@
-/* jinja_value.c — the Jinja engine's value model with Python semantics: the arena and byte
- * buffers everything lives in, UTF-8 helpers, truthiness, equality and ordering, str()/repr()
+/* jinja_value.c — the Jinja engine's value model with Python semantics: the traps (errors,
+ * undefined values, the step budget's poll), the arena and byte buffers everything lives in, UTF-8 helpers, truthiness, equality and ordering, str()/repr()
  * exactly as CPython prints them (floats, strings, lists, dicts, None/True/False), conversion
  * from jansson values (key order kept) and json.dumps() output for the tojson filter.
  * Knows nothing about templates' syntax, filters or chat messages. */
@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "text/jinja_internal.h"
 
@@ -26,6 +27,36 @@ _Noreturn void jx_fail(jx_trap *t, int code, const char *fmt, ...)
     else
         g4_err_set(&t->err, code, "%s", msg);
     longjmp(t->jb, 1);
+}
+
+_Noreturn void jx_undef_fail(jx_ctx *c, jv u)
+{
+    switch (u.sub) {
+    case JU_NAME: jx_fail(&c->trap, G4_ETEMPLATE, "UndefinedError: '%s' is undefined", u.u.name ? u.u.name : "");
+    case JU_ATTR: jx_fail(&c->trap, G4_ETEMPLATE, "UndefinedError: '%s' has no attribute %s", u.u.obj, u.u.name);
+    case JU_ELEM: jx_fail(&c->trap, G4_ETEMPLATE, "UndefinedError: %s has no element %s", u.u.obj, u.u.name);
+    case JU_UNSAFE: jx_fail(&c->trap, G4_ETEMPLATE, "SecurityError: %s", u.u.name);
+    default: jx_fail(&c->trap, G4_ETEMPLATE, "UndefinedError: %s", u.u.name ? u.u.name : "undefined value");
+    }
+}
+
+uint64_t jx_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void jx_poll(jx_ctx *c)
+{
+    if (c->steps > c->max_steps)
+        jx_fail(&c->trap, G4_ENOMEM, "template render exceeded its budget of %llu evaluation steps",
+                (unsigned long long)c->max_steps);
+    if (c->cancel && *c->cancel) jx_fail(&c->trap, G4_ECANCELED, "template render cancelled");
+    if (c->deadline_ns && jx_now_ns() > c->deadline_ns)
+        jx_fail(&c->trap, G4_ECANCELED, "template render timed out after %u ms", (unsigned)c->timeout_ms);
+    c->poll_at = c->steps + JX_POLL_STEPS;
+    if (c->poll_at > c->max_steps + 1) c->poll_at = c->max_steps + 1;
 }
 
 /* ---------------------------------------------------------------- arena */

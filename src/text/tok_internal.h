@@ -1,6 +1,6 @@
 /* tok_internal.h — the loaded tokenizer's tables, shared by tokenizer.c (load, lookups),
- * tok_merges.c (merges at load), tok_encode.c (encode) and tok_decode.c (decode, streaming).
- * Not a public header. */
+ * tok_merges.c (merges at load), tok_encode.c (encode) and tok_decode.c (decode, streaming);
+ * the buffers, hash tables and tries themselves are tok_tables.c's. Not a public header. */
 #ifndef G4_TEXT_TOK_INTERNAL_H
 #define G4_TEXT_TOK_INTERNAL_H
 
@@ -82,6 +82,10 @@ struct g4_tokenizer {
 static inline const char *tk_str(const g4_tokenizer *t, uint32_t off) { return t->pool.b + off; }
 
 uint32_t tk_shash(const char *s, size_t len);
+/* Sized for `expect` entries without rehashing (tables hold at most 7 entries per 10 slots). */
+int tk_strmap_init(tk_strmap *m, size_t expect);
+/* Inserts or overwrites (HashMap semantics: the last insert of a key wins); off/len in the pool. */
+int tk_strmap_put(const g4_tokenizer *t, tk_strmap *m, uint32_t off, uint32_t len, int32_t id);
 int32_t tk_strmap_get(const g4_tokenizer *t, const tk_strmap *m, const char *s, size_t len);
 /* The same with the hash tk_shash(s, len) already computed. */
 int32_t tk_strmap_get_h(const g4_tokenizer *t, const tk_strmap *m, const char *s, size_t len, uint32_t h);
@@ -105,6 +109,12 @@ int tk_mergemap_get(const tk_mergemap *m, uint64_t key, uint32_t *rank, int32_t 
  * Errors name the first bad merge (tok_merges.c). */
 struct tj_val;
 int tk_load_merges(g4_tokenizer *t, const struct tj_val *merges, g4_err *err);
+
+/* The added-token tries: tk_trie_add makes s pattern idx (an equal earlier pattern keeps the
+ * match); tk_trie_longest gives the longest pattern at the start of s and its length. */
+int tk_trie_init(tk_trie *tr);
+void tk_trie_free(tk_trie *tr);
+int tk_trie_add(tk_trie *tr, const char *s, size_t len, int32_t idx);
 
 /* Encode stages used by tok_encode.c. */
 int tk_normalize(const g4_tokenizer *t, const char *s, size_t len, tk_buf *out, tk_buf *tmp);

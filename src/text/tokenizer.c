@@ -1,9 +1,9 @@
 /* tokenizer.c — loading a Hugging Face tokenizer.json and the lookups (token <-> id).
  *
  * Owns: reading the file (mapped when it is a regular file) and the JSON (tok_json.c, whose
- * decoded-string buffer becomes the string pool, so no string is copied), the hash tables
- * (vocab string -> id, merge pair -> rank/new id, added-token contents; sized once from the
- * JSON lengths), the added-token tries, and the normalizer, pre-tokenizer, decoder and
+ * decoded-string buffer becomes the string pool, so no string is copied), filling the hash
+ * tables (vocab string -> id, merge pair -> rank/new id, added-token contents; sized once from
+ * the JSON lengths) and the added-token tries (both tok_tables.c's), and the normalizer, pre-tokenizer, decoder and
  * post-processor descriptions, refusing what it does not implement. The merges list itself is
  * resolved in tok_merges.c. Added-token ids follow HF's AddedVocabulary::add_tokens (the id
  * stored in the file is not trusted: a content found in the vocab takes the vocab id, a new one
@@ -21,211 +21,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-
-/* ---------------------------------------------------------------- buffers, maps */
-
-int tk_buf_reserve(tk_buf *s, size_t extra) {
-    if (s->cap - s->n >= extra + 1) return G4_OK;
-    size_t nc = s->cap ? s->cap : 256;
-    while (nc - s->n < extra + 1) nc *= 2;
-    char *nb = realloc(s->b, nc);
-    if (!nb) return G4_ENOMEM;
-    s->b = nb;
-    s->cap = nc;
-    return G4_OK;
-}
-
-int tk_buf_put(tk_buf *s, const void *p, size_t n) {
-    if (tk_buf_reserve(s, n)) return G4_ENOMEM;
-    if (n) memcpy(s->b + s->n, p, n);
-    s->n += n;
-    s->b[s->n] = 0;
-    return G4_OK;
-}
-
-int tk_grow(void **p, size_t *cap, size_t elem, size_t first) {
-    size_t nc = *cap ? *cap * 2 : first;
-    if (nc > SIZE_MAX / elem) return G4_ENOMEM;
-    void *np;
-    if (nc * elem < ((size_t)4 << 20)) {
-        np = realloc(*p, nc * elem);
-    } else {
-        np = tj_big_alloc(nc * elem);
-        if (np && *cap) memcpy(np, *p, *cap * elem);
-        if (np) free(*p);
-    }
-    if (!np) return G4_ENOMEM;
-    *p = np;
-    *cap = nc;
-    return G4_OK;
-}
-
-uint32_t tk_shash(const char *s, size_t len) { return (uint32_t)XXH3_64bits(s, len); }
-
-/* Tables hold at most 7 entries per 10 slots (linear probing stays short); sized once from the
- * JSON array lengths, so loading never rehashes. */
-static size_t table_cap(size_t expect) {
-    size_t cap = 16;
-    while (cap * 7 < (expect + 1) * 10) cap *= 2;
-    return cap;
-}
-
-static int strmap_init(tk_strmap *m, size_t expect) {
-    size_t cap = table_cap(expect);
-    m->slots = tj_big_alloc(cap * sizeof *m->slots);
-    if (!m->slots) return G4_ENOMEM;
-    memset(m->slots, 0, cap * sizeof *m->slots);
-    m->cap = cap;
-    m->n = 0;
-    return G4_OK;
-}
-
-static int strmap_grow(const g4_tokenizer *t, tk_strmap *m) {
-    tk_strmap nm;
-    if (strmap_init(&nm, m->cap)) return G4_ENOMEM;
-    for (size_t i = 0; i < m->cap; i++) {
-        if (!m->slots[i].idp1) continue;
-        size_t j = m->slots[i].hash & (nm.cap - 1);
-        while (nm.slots[j].idp1) j = (j + 1) & (nm.cap - 1);
-        nm.slots[j] = m->slots[i];
-    }
-    nm.n = m->n;
-    (void)t;
-    free(m->slots);
-    *m = nm;
-    return G4_OK;
-}
-
-/* Inserts or overwrites (HashMap semantics: the last insert of a key wins). */
-static int strmap_put(const g4_tokenizer *t, tk_strmap *m, uint32_t off, uint32_t len, int32_t id) {
-    if ((m->n + 1) * 10 > m->cap * 7 && strmap_grow(t, m)) return G4_ENOMEM;
-    const char *s = tk_str(t, off);
-    uint32_t h = tk_shash(s, len);
-    size_t j = h & (m->cap - 1);
-    while (m->slots[j].idp1) {
-        tk_sslot *e = &m->slots[j];
-        if (e->hash == h && e->len == len && !memcmp(tk_str(t, e->off), s, len)) { e->idp1 = id + 1; return G4_OK; }
-        j = (j + 1) & (m->cap - 1);
-    }
-    m->slots[j] = (tk_sslot){ off, len, id + 1, h };
-    m->n++;
-    return G4_OK;
-}
-
-int32_t tk_strmap_get(const g4_tokenizer *t, const tk_strmap *m, const char *s, size_t len) {
-    return tk_strmap_get_h(t, m, s, len, tk_shash(s, len));
-}
-
-int32_t tk_strmap_get_h(const g4_tokenizer *t, const tk_strmap *m, const char *s, size_t len, uint32_t h) {
-    if (!m->cap) return -1;
-    size_t j = h & (m->cap - 1);
-    while (m->slots[j].idp1) {
-        const tk_sslot *e = &m->slots[j];
-        if (e->hash == h && e->len == len && !memcmp(tk_str(t, e->off), s, len)) return e->idp1 - 1;
-        j = (j + 1) & (m->cap - 1);
-    }
-    return -1;
-}
-
-int tk_mergemap_init(tk_mergemap *m, size_t expect) {
-    size_t cap = table_cap(expect);
-    m->slots = tj_big_alloc(cap * sizeof *m->slots);
-    if (!m->slots) return G4_ENOMEM;
-    memset(m->slots, 0, cap * sizeof *m->slots);
-    m->cap = cap;
-    m->n = 0;
-    return G4_OK;
-}
-
-int tk_mergemap_put(tk_mergemap *m, uint64_t key, uint32_t rank, int32_t new_id) {
-    if ((m->n + 1) * 10 > m->cap * 7) {
-        tk_mergemap nm;
-        if (tk_mergemap_init(&nm, m->cap)) return G4_ENOMEM;
-        for (size_t i = 0; i < m->cap; i++) {
-            if (!m->slots[i].keyp1) continue;
-            size_t j = tk_mhash(m->slots[i].keyp1 - 1) & (nm.cap - 1);
-            while (nm.slots[j].keyp1) j = (j + 1) & (nm.cap - 1);
-            nm.slots[j] = m->slots[i];
-        }
-        nm.n = m->n;
-        free(m->slots);
-        *m = nm;
-    }
-    size_t j = tk_mhash(key) & (m->cap - 1);
-    while (m->slots[j].keyp1) {
-        if (m->slots[j].keyp1 == key + 1) { m->slots[j].rank = rank; m->slots[j].new_id = new_id; return G4_OK; }
-        j = (j + 1) & (m->cap - 1);
-    }
-    m->slots[j] = (tk_mslot){ key + 1, rank, new_id };
-    m->n++;
-    return G4_OK;
-}
-
-int tk_mergemap_get(const tk_mergemap *m, uint64_t key, uint32_t *rank, int32_t *new_id) {
-    if (!m->cap) return 0;
-    size_t j = tk_mhash(key) & (m->cap - 1);
-    while (m->slots[j].keyp1) {
-        if (m->slots[j].keyp1 == key + 1) {
-            if (rank) *rank = m->slots[j].rank;
-            if (new_id) *new_id = m->slots[j].new_id;
-            return 1;
-        }
-        j = (j + 1) & (m->cap - 1);
-    }
-    return 0;
-}
-
-/* ---------------------------------------------------------------- tries */
-
-static int trie_init(tk_trie *tr) {
-    memset(tr, 0, sizeof *tr);
-    tr->term = malloc(sizeof *tr->term);
-    if (!tr->term) return G4_ENOMEM;
-    tr->term[0] = -1;
-    tr->n_nodes = 1;
-    return tk_mergemap_init(&tr->edges, 64);
-}
-
-static void trie_free(tk_trie *tr) {
-    free(tr->term);
-    free(tr->edges.slots);
-}
-
-/* Adds s as pattern `idx`; an equal earlier pattern keeps the match (aho-corasick picks the
- * lowest pattern among equal matches). */
-static int trie_add(tk_trie *tr, const char *s, size_t len, int32_t idx) {
-    size_t node = 0;
-    for (size_t i = 0; i < len; i++) {
-        uint64_t key = ((uint64_t)node << 8) | (unsigned char)s[i];
-        int32_t child;
-        if (!tk_mergemap_get(&tr->edges, key, NULL, &child)) {
-            int32_t *nt = realloc(tr->term, (tr->n_nodes + 1) * sizeof *nt);
-            if (!nt) return G4_ENOMEM;
-            tr->term = nt;
-            child = (int32_t)tr->n_nodes++;
-            tr->term[child] = -1;
-            if (tk_mergemap_put(&tr->edges, key, 0, child)) return G4_ENOMEM;
-        }
-        node = (size_t)child;
-    }
-    if (len && tr->term[node] < 0) tr->term[node] = idx;
-    return G4_OK;
-}
-
-int tk_trie_longest(const g4_tokenizer *t, const tk_trie *tr, const char *s, size_t len, size_t *mlen) {
-    (void)t;
-    size_t node = 0;
-    int32_t best = -1;
-    for (size_t i = 0; i < len; i++) {
-        int32_t child;
-        if (!tk_mergemap_get(&tr->edges, ((uint64_t)node << 8) | (unsigned char)s[i], NULL, &child)) break;
-        node = (size_t)child;
-        if (tr->term[node] >= 0) { best = tr->term[node]; *mlen = i + 1; }
-    }
-    return best;
-}
 
 /* ---------------------------------------------------------------- loading helpers */
 
@@ -340,14 +135,14 @@ static int load_bpe(g4_tokenizer *t, const tj_val *model, g4_err *err) {
     }
     const tj_val *vocab = tj_get(model, "vocab");
     if ((rc = want(err, vocab, TJ_OBJ, "model.vocab"))) return rc;
-    if (strmap_init(&t->vocab, vocab->n)) return oom(err);
+    if (tk_strmap_init(&t->vocab, vocab->n)) return oom(err);
     int32_t max_id = -1;
     for (uint32_t i = 0; i < vocab->n; i++) {
         const tj_val *k = &vocab->u.items[2 * i], *v = &vocab->u.items[2 * i + 1];
         if (v->type != TJ_NUM || v->u.num < 0 || v->u.num > 2147483646.0 || v->u.num != (double)(int32_t)v->u.num)
             return g4_err_set(err, G4_EFORMAT, "tokenizer.json: model.vocab[\"%.60s\"] must be a non-negative integer id",
                               k->u.s);
-        if (strmap_put(t, &t->vocab, pool_ref(t, k->u.s), k->n, (int32_t)v->u.num)) return oom(err);
+        if (tk_strmap_put(t, &t->vocab, pool_ref(t, k->u.s), k->n, (int32_t)v->u.num)) return oom(err);
         if ((int32_t)v->u.num > max_id) max_id = (int32_t)v->u.num;
     }
     t->model_vocab_size = t->vocab.n;
@@ -375,7 +170,7 @@ static int added_eq(const g4_tokenizer *t, const tk_added *a, const tk_added *b)
 
 static int load_added(g4_tokenizer *t, const tj_val *arr, g4_err *err) {
     int rc;
-    if (strmap_init(&t->added_map, 64) || strmap_init(&t->special_set, 64)) return oom(err);
+    if (tk_strmap_init(&t->added_map, 64) || tk_strmap_init(&t->special_set, 64)) return oom(err);
     if (!arr || arr->type == TJ_NULL) return G4_OK;
     if ((rc = want(err, arr, TJ_ARR, "added_tokens"))) return rc;
     t->added = calloc(arr->n ? arr->n : 1, sizeof *t->added);
@@ -403,7 +198,7 @@ static int load_added(g4_tokenizer *t, const tj_val *arr, g4_err *err) {
         tk_added a = { 0, c->n, -1, (uint8_t)sp, (uint8_t)nz, (uint8_t)ls, (uint8_t)rs, (uint8_t)sw };
         a.off = pool_ref(t, c->u.s);
         if (sp && tk_strmap_get(t, &t->special_set, c->u.s, c->n) < 0 &&
-            strmap_put(t, &t->special_set, a.off, a.len, 1))
+            tk_strmap_put(t, &t->special_set, a.off, a.len, 1))
             { free(by_id.slots); return oom(err); }
         /* an equal token can only sit at the id its content already maps to */
         int32_t id = tk_strmap_get(t, &t->added_map, c->u.s, c->n);
@@ -415,7 +210,7 @@ static int load_added(g4_tokenizer *t, const tj_val *arr, g4_err *err) {
             if (max_added < 0) id = (int32_t)vs;
             else id = ((size_t)max_added >= vs || vs == 0) ? max_added + 1 : (int32_t)vs;
         }
-        if (strmap_put(t, &t->added_map, a.off, a.len, id)) { free(by_id.slots); return oom(err); }
+        if (tk_strmap_put(t, &t->added_map, a.off, a.len, id)) { free(by_id.slots); return oom(err); }
         /* an existing content keeps its id, so the max over the map's values only grows */
         if (id > max_added) max_added = id;
         a.id = id;
@@ -493,7 +288,7 @@ static int build_id_tables(g4_tokenizer *t, g4_err *err) {
 }
 
 static int build_tries(g4_tokenizer *t, g4_err *err) {
-    if (trie_init(&t->trie_raw) || trie_init(&t->trie_norm)) return oom(err);
+    if (tk_trie_init(&t->trie_raw) || tk_trie_init(&t->trie_norm)) return oom(err);
     tk_buf out = { 0 }, tmp = { 0 };
     /* HF order: special tokens first (in order), then the non-special ones */
     for (int pass = 0; pass < 2; pass++) {
@@ -502,11 +297,11 @@ static int build_tries(g4_tokenizer *t, g4_err *err) {
             if (a->special != (pass == 0)) continue;
             int rc;
             if (!a->normalized) {
-                rc = trie_add(&t->trie_raw, tk_str(t, a->off), a->len, (int32_t)k);
+                rc = tk_trie_add(&t->trie_raw, tk_str(t, a->off), a->len, (int32_t)k);
             } else {
                 out.n = 0;
                 rc = tk_normalize(t, tk_str(t, a->off), a->len, &out, &tmp);
-                if (!rc) rc = trie_add(&t->trie_norm, out.b ? out.b : "", out.n, (int32_t)k);
+                if (!rc) rc = tk_trie_add(&t->trie_norm, out.b ? out.b : "", out.n, (int32_t)k);
             }
             if (rc) { free(out.b); free(tmp.b); return oom(err); }
         }
@@ -714,8 +509,8 @@ void g4_tokenizer_free(g4_tokenizer *t) {
     free(t->added);
     free(t->added_map.slots);
     free(t->special_set.slots);
-    trie_free(&t->trie_raw);
-    trie_free(&t->trie_norm);
+    tk_trie_free(&t->trie_raw);
+    tk_trie_free(&t->trie_norm);
     free(t->norm);
     free(t->split);
     free(t->dec);

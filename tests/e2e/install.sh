@@ -19,6 +19,13 @@ done
 soname=$(readelf -d "$D$P/lib/libg4.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 expect_eq "$soname" "libg4.so.0" "libg4.so has the soname libg4.so.0"
 nm -D --undefined-only "$D$P/lib/libg4.so" | grep -q ' g4_engine_open$' && bad "g4_engine_open undefined in libg4.so" || ok "libg4.so defines the API"
+# a clean public face: every symbol libg4.so exports is a g4_ name the installed headers declare
+# (the objects are built with -fvisibility=hidden; the headers' G4_API_BEGIN/END export the API)
+api=$(cat "$D$P/include/g4tp/g4.h" "$D$P/include/g4tp/base/error.h" | grep -o '\bg4_[a-z0-9_]*[[:space:]]*(' | tr -d ' (' | sort -u)
+exported=$(nm -D --defined-only "$D$P/lib/libg4.so" | awk 'NF == 3 && $2 != "A" {print $3}' | sort -u)
+stray=$(comm -23 <(echo "$exported") <(echo "$api") | head -20)
+[ -n "$exported" ] && [ -z "$stray" ] && ok "libg4.so exports only the API of include/ ($(echo "$exported" | wc -l) symbols)" \
+  || bad "libg4.so exports symbols outside include/'s API: $(echo $stray)"
 
 # a program of a library user: the include and link flags come only from pkg-config
 cat >"$tmp/hello.c" <<'EOF'

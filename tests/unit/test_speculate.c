@@ -358,8 +358,32 @@ static int collect(void *u, int32_t id, const float *row) {
     return 0;
 }
 
-/* g4_spec_generate with spec at tp against plain greedy decoding at TP 1: the same ids and every
- * emitted token's logits bit for bit. Returns the drafts accepted. */
+/* One greedy request through the scheduler (the loop g4tp generate runs), every round drafting,
+ * the prompt in steps of max_batch; collect() sees each token and its row. Returns the stats. */
+static g4_sched_stats spec_run(g4_engine *e, const int32_t *ids, int n, int n_new, const int32_t *stop, int n_stop, spec_out *so) {
+    g4_textgen tg = {.engine = e};
+    g4_sched_opts opts = {.prefill_chunk = g4_engine_max_batch(e)};
+    g4_gen_params gp = {.max_new_tokens = n_new, .ignore_eos = 1, .stop_ids = stop, .n_stop_ids = (size_t)n_stop};
+    g4_sampling_params_default(&gp.sampling);
+    g4_sched_sub_opts x = {.on_token = collect, .on_token_user = so};
+    g4_sched *s;
+    g4_sched_req *r;
+    g4_err err = {0};
+    if (g4_sched_create(&tg, &opts, &s, &err) || g4_sched_submit_ex(s, ids, (size_t)n, &gp, &x, &r, &err)) fail_msg("%s", err.msg);
+    g4_sched_event ev;
+    while (!g4_sched_next(r, &ev, -1) || ev.kind == G4_EV_TEXT) g4_sched_event_clear(&ev);
+    if (ev.kind != G4_EV_DONE) fail_msg("generation failed: %s", ev.text);
+    g4_sched_event_clear(&ev);
+    g4_sched_stats st;
+    g4_sched_get_stats(s, &st);
+    g4_sched_req_free(r);
+    g4_sched_free(s);
+    return st;
+}
+
+/* Speculative greedy decoding with spec at tp against plain greedy decoding at TP 1: the same
+ * ids and every emitted token's logits bit for bit; with a stop id, the reference's ids up to
+ * its first occurrence. Returns the drafts accepted. */
 static int64_t lossless_one(const char *model, const char *spec, int tp, const int32_t *ids, int n, int n_new) {
     g4_engine_opts o = {.tp = tp, .threads = 1, .model_dir = model, .max_batch = 64};
     tu_run ref;
@@ -371,16 +395,26 @@ static int64_t lossless_one(const char *model, const char *spec, int tp, const i
     if (g4_engine_open(&o, &e, &err)) fail_msg("%s %s: %s", model, spec, err.msg);
     spec_out so = {.V = g4_engine_vocab(e)};
     so.logits = malloc(sizeof(float) * (size_t)n_new * (size_t)so.V);
-    g4_spec_run run;
-    if (g4_spec_generate(e, ids, n, n_new, NULL, 0, collect, &so, &run, &err)) fail_msg("%s %s tp %d: %s", model, spec, tp, err.msg);
+    g4_sched_stats run = spec_run(e, ids, n, n_new, NULL, 0, &so);
     assert_int_equal(so.n, n_new);
     assert_memory_equal(so.gen, ref.gen, sizeof(int32_t) * (size_t)n_new);
     assert_memory_equal(so.logits, ref.logits, sizeof(float) * (size_t)n_new * (size_t)so.V);
-    assert_true(run.steps < n_new + (n + 63) / 64 || run.proposed > 0);
+    assert_true(run.steps < (uint64_t)(n_new + (n + 63) / 64) || run.draft_proposed > 0);
+    assert_true(run.draft_accepted <= run.draft_proposed);
+    /* a stop id the reference meets half way: the same ids up to it, included */
+    const int32_t stop = ref.gen[n_new / 2];
+    int upto = 0;
+    while (ref.gen[upto] != stop) upto++;
+    spec_out so2 = {.V = so.V, .logits = so.logits};
+    g4_sched_stats run2 = spec_run(e, ids, n, n_new, &stop, 1, &so2);
+    assert_int_equal(so2.n, upto + 1);
+    assert_memory_equal(so2.gen, ref.gen, sizeof(int32_t) * (size_t)(upto + 1));
+    assert_memory_equal(so2.logits, ref.logits, sizeof(float) * (size_t)(upto + 1) * (size_t)so.V);
+    assert_true(run2.draft_accepted <= run2.draft_proposed);
     g4_engine_close(e);
     free(so.logits);
     tu_run_free(&ref);
-    return run.accepted;
+    return (int64_t)run.draft_accepted;
 }
 
 static void test_lossless_goldens(void **state) {
