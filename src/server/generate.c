@@ -6,7 +6,7 @@
  * choices prompt-major), and the events of all choices either streamed (sse.c, in the
  * API's shape) or collected into the API's response object. Logprobs come from the scheduler
  * and become JSON in logprob_json.c. Errors go through errors.c only. */
-#include "server/server_internal.h"
+#include "server/generate.h"
 
 #include <jansson.h>
 #include <stdint.h>
@@ -19,6 +19,7 @@
 #include "server/anthropic.h"
 #include "server/errors.h"
 #include "server/logprob_json.h"
+#include "server/route_common.h"
 #include "server/openai.h"
 #include "server/responses.h"
 #include "server/sse.h"

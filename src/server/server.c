@@ -5,6 +5,7 @@
 #include "server/server_internal.h"
 
 #include "grammar/grammar_cache.h"
+#include "server/routes.h"
 
 #include <stdlib.h>
 #include <string.h>
