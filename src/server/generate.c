@@ -569,7 +569,8 @@ void g4_srv_generate(g4_server *s, g4_http_req *hr, const char *ep, g4_api_kind 
         job_free(j);
         return;
     }
-    g4_sse_opts so = {.kind = kind, .id = j->id, .model = s->model_id, .created = (long long)time(NULL), .include_usage = j->q.include_usage,
+    const g4_sse_shape *shape = kind == G4_API_ANTHROPIC ? &g4_anth_sse_shape : kind == G4_API_RESPONSES ? &g4_resp_sse_shape : &g4_openai_sse_shape;
+    g4_sse_opts so = {.shape = shape, .kind = kind, .id = j->id, .model = s->model_id, .created = (long long)time(NULL), .include_usage = j->q.include_usage,
                       .parse_output = j->q.parse_output, .start_in_thought = thought, .n_choices = j->n, .prompt_tokens = n,
                       .extra = j->q.extra};
     g4_err err = {0};

@@ -1,7 +1,7 @@
 /* openai.h — the OpenAI-compatible request and response shapes: parsing and validating the
  * bodies of /generate, /v1/completions and /v1/chat/completions into one request struct, and
  * building the response objects from a finished generation. Pure functions of JSON and text:
- * no HTTP, no engine. Streaming chunks are built by sse.h on top of these. */
+ * no HTTP, no engine. Streaming chunks are built on top of these (openai_sse.c). */
 #ifndef G4_SERVER_OPENAI_H
 #define G4_SERVER_OPENAI_H
 
@@ -153,5 +153,10 @@ size_t g4_api_args_pieces(const char *json, size_t len, size_t *ends, size_t max
 json_t *g4_api_tool_call(const char *resp_id, size_t k, const g4_tool_call *c);
 /* The usage object; prompt_tokens_details.cached_tokens: prompt tokens from the prefix cache. */
 json_t *g4_api_usage(size_t prompt_tokens, size_t completion_tokens, size_t cached_tokens);
+
+/* OpenAI's stream shape (openai_sse.c, sse.h): chat.completion.chunk (g4_sse_opts.kind
+ * G4_API_CHAT) or text_completion chunks, n choices, logprobs, usage, [DONE]. */
+struct g4_sse_shape;
+extern const struct g4_sse_shape g4_openai_sse_shape;
 
 #endif

@@ -456,7 +456,8 @@ typedef struct { char *buf; size_t len; } bytes;
 
 /* Runs a stream of one choice over text cut at a and b, and returns what it wrote. */
 static bytes stream(g4_api_kind kind, const char *text, size_t a, size_t b, const json_t *extra) {
-    g4_sse_opts o = {.kind = kind, .id = kind == G4_API_ANTHROPIC ? "msg_abc" : "resp_abc", .model = "m", .created = 5, .parse_output = 1,
+    g4_sse_opts o = {.shape = kind == G4_API_ANTHROPIC ? &g4_anth_sse_shape : &g4_resp_sse_shape, .kind = kind,
+                     .id = kind == G4_API_ANTHROPIC ? "msg_abc" : "resp_abc", .model = "m", .created = 5, .parse_output = 1,
                      .prompt_tokens = 30, .extra = extra};
     g4_sse *s;
     assert_int_equal(g4_sse_create(&o, &s, NULL), 0);
@@ -612,7 +613,8 @@ static void test_responses_stream(void **st) {
 static void test_stream_errors(void **st) {
     (void)st;
     for (int k = 0; k < 2; k++) {
-        g4_sse_opts o = {.kind = k ? G4_API_RESPONSES : G4_API_ANTHROPIC, .id = "x_1", .model = "m", .parse_output = 1};
+        g4_sse_opts o = {.shape = k ? &g4_resp_sse_shape : &g4_anth_sse_shape, .kind = k ? G4_API_RESPONSES : G4_API_ANTHROPIC, .id = "x_1",
+                         .model = "m", .parse_output = 1};
         g4_sse *s;
         assert_int_equal(g4_sse_create(&o, &s, NULL), 0);
         assert_int_equal(g4_sse_feed(s, "Hi", 2, NULL), 0);
@@ -634,7 +636,8 @@ static void test_stream_errors(void **st) {
  * the next content chunk, never the role chunk; usage counts every choice. */
 static void test_sse_choices(void **st) {
     (void)st;
-    g4_sse_opts o = {.kind = G4_API_CHAT, .id = "chatcmpl-x", .model = "m", .created = 1, .include_usage = 1, .parse_output = 1, .n_choices = 2};
+    g4_sse_opts o = {.shape = &g4_openai_sse_shape, .kind = G4_API_CHAT, .id = "chatcmpl-x", .model = "m", .created = 1, .include_usage = 1,
+                     .parse_output = 1, .n_choices = 2};
     g4_sse *s;
     assert_int_equal(g4_sse_create(&o, &s, NULL), 0);
     assert_int_equal(g4_sse_feed_choice(s, 1, "B", 1, load("[{\"token\":\"B\"}]"), NULL), 0);

@@ -366,7 +366,8 @@ static void summarize(const char *s, size_t n, sse_sum *o) {
 }
 
 static void run_sse(const char *text, size_t split_a, size_t split_b, sse_sum *out) {
-    g4_sse_opts o = {.kind = G4_API_CHAT, .id = "chatcmpl-x", .model = "m", .created = 1, .include_usage = 1, .parse_output = 1};
+    g4_sse_opts o = {.shape = &g4_openai_sse_shape, .kind = G4_API_CHAT, .id = "chatcmpl-x", .model = "m", .created = 1, .include_usage = 1,
+                     .parse_output = 1};
     g4_sse *s;
     assert_int_equal(g4_sse_create(&o, &s, NULL), 0);
     size_t n = strlen(text);
@@ -409,7 +410,7 @@ static void test_sse_splits(void **st) {
 
 static void test_sse_completions_and_errors(void **st) {
     (void)st;
-    g4_sse_opts o = {.kind = G4_API_COMPLETIONS, .id = "cmpl-1", .model = "m", .created = 1};
+    g4_sse_opts o = {.shape = &g4_openai_sse_shape, .kind = G4_API_COMPLETIONS, .id = "cmpl-1", .model = "m", .created = 1};
     g4_sse *s;
     assert_int_equal(g4_sse_create(&o, &s, NULL), 0);
     char buf[4096];
