@@ -12,14 +12,14 @@
 
 /* ---- answers --------------------------------------------------------------------------------- */
 
-void g4_srv_answer_text(g4_server *s, g4_http_req *r, const char *endpoint, int status, const char *ctype, const char *body, size_t len,
+void g4_srv_answer_text(g4_server *s, g4_http_req *r, const g4_srv_route *rt, int status, const char *ctype, const char *body, size_t len,
                        const char *const *headers) {
     g4_http_send(r, status, ctype, body, len, headers);
-    g4_metrics_request(s->metrics, endpoint, status);
+    g4_metrics_request(s->metrics, rt->endpoint, status);
 }
 
 /* Takes the reference. */
-void g4_srv_answer_json(g4_server *s, g4_http_req *r, const char *endpoint, int status, json_t *j) {
+void g4_srv_answer_json(g4_server *s, g4_http_req *r, const g4_srv_route *rt, int status, json_t *j) {
     char *txt = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     if (!txt) {
@@ -28,28 +28,28 @@ void g4_srv_answer_json(g4_server *s, g4_http_req *r, const char *endpoint, int 
         txt = g4_api_err_json(&ae);
         status = ae.status;
     }
-    g4_srv_answer_text(s, r, endpoint, status, "application/json", txt ? txt : "{}", txt ? strlen(txt) : 2, NULL);
+    g4_srv_answer_text(s, r, rt, status, "application/json", txt ? txt : "{}", txt ? strlen(txt) : 2, NULL);
     free(txt);
 }
 
-static void answer_error_ex(g4_server *s, g4_http_req *r, const char *endpoint, const g4_api_err *ae, int close) {
-    char *txt = strncmp(endpoint, "/v1/messages", 12) ? g4_api_err_json(ae) : g4_api_err_json_anthropic(ae);
+static void answer_error_ex(g4_server *s, g4_http_req *r, const g4_srv_route *rt, const g4_api_err *ae, int close) {
+    char *txt = g4_api_family_error(rt->api, ae);
     char retry[16];
     const char *hdr[6] = {0};
     int k = 0;
     snprintf(retry, sizeof retry, "%d", ae->retry_after_s);
     if (ae->retry_after_s > 0) { hdr[k++] = "Retry-After"; hdr[k++] = retry; }
     if (close) { hdr[k++] = "Connection"; hdr[k++] = "close"; }
-    g4_srv_answer_text(s, r, endpoint, ae->status, "application/json", txt ? txt : "{}", txt ? strlen(txt) : 2, k ? hdr : NULL);
+    g4_srv_answer_text(s, r, rt, ae->status, "application/json", txt ? txt : "{}", txt ? strlen(txt) : 2, k ? hdr : NULL);
     free(txt);
 }
 
-void g4_srv_answer_error(g4_server *s, g4_http_req *r, const char *endpoint, const g4_api_err *ae) {
-    answer_error_ex(s, r, endpoint, ae, 0);
+void g4_srv_answer_error(g4_server *s, g4_http_req *r, const g4_srv_route *rt, const g4_api_err *ae) {
+    answer_error_ex(s, r, rt, ae, 0);
 }
 
-void g4_srv_answer_error_close(g4_server *s, g4_http_req *r, const char *endpoint, const g4_api_err *ae) {
-    answer_error_ex(s, r, endpoint, ae, 1);
+void g4_srv_answer_error_close(g4_server *s, g4_http_req *r, const g4_srv_route *rt, const g4_api_err *ae) {
+    answer_error_ex(s, r, rt, ae, 1);
 }
 
 /* ---- the model, prompt preparation ---------------------------------------------------------- */

@@ -8,16 +8,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "server/api_family.h"
 #include "server/server_internal.h"
 
-/* Answers, each counted in the metrics under endpoint. answer_json takes the reference; errors
- * are answered in the route's API shape; answer_error_close also ends the connection after the
- * answer (the request's framing is in doubt). */
-void g4_srv_answer_text(g4_server *s, g4_http_req *r, const char *endpoint, int status, const char *ctype, const char *body, size_t len,
+/* Where a request went: its name in the metrics and the API whose shape its answers have. */
+typedef struct g4_srv_route {
+    const char *endpoint;     /* the route's path, "/v1/models/{id}", or "other" (static strings) */
+    const g4_api_family *api; /* a generation route's API, or the API whose error body the route uses; NULL: OpenAI's */
+} g4_srv_route;
+
+/* Answers, each counted in the metrics under the route's endpoint. answer_json takes the
+ * reference; errors are answered in the route's API shape; answer_error_close also ends the
+ * connection after the answer (the request's framing is in doubt). */
+void g4_srv_answer_text(g4_server *s, g4_http_req *r, const g4_srv_route *rt, int status, const char *ctype, const char *body, size_t len,
                        const char *const *headers);
-void g4_srv_answer_json(g4_server *s, g4_http_req *r, const char *endpoint, int status, json_t *j);
-void g4_srv_answer_error(g4_server *s, g4_http_req *r, const char *endpoint, const g4_api_err *ae);
-void g4_srv_answer_error_close(g4_server *s, g4_http_req *r, const char *endpoint, const g4_api_err *ae);
+void g4_srv_answer_json(g4_server *s, g4_http_req *r, const g4_srv_route *rt, int status, json_t *j);
+void g4_srv_answer_error(g4_server *s, g4_http_req *r, const g4_srv_route *rt, const g4_api_err *ae);
+void g4_srv_answer_error_close(g4_server *s, g4_http_req *r, const g4_srv_route *rt, const g4_api_err *ae);
 /* 404 model_not_found unless name (len bytes; NULL: absent) is the served model. */
 int g4_srv_model_check(g4_server *s, const char *name, size_t len, g4_api_err *ae);
 /* The prompt preparation budget (render_budget) around rendering and tokenizing. */

@@ -1,8 +1,8 @@
 /* routes.c — request handling: routing, authentication (Authorization: Bearer or x-api-key),
- * and the small endpoints (/health, /metrics, /v1/models, /tokenize, /detokenize); the
- * generation routes (/generate, /v1/completions, /v1/chat/completions, /v1/messages,
- * /v1/responses) go to generate.c. Errors go through errors.c only, in the route's API shape
- * (Anthropic's for /v1/messages*). Knows the HTTP adapter's interface, never MHD. */
+ * and the small endpoints (/health, /metrics, /v1/models, /tokenize, /detokenize,
+ * /v1/messages/count_tokens); the generation routes are the API table's (api_family.h) and go
+ * to generate.c. Errors go through errors.c only, in the route's API shape (Anthropic's for
+ * /v1/messages*). Knows the HTTP adapter's interface, never MHD. */
 #include "server/routes.h"
 
 #include <jansson.h>
@@ -18,7 +18,7 @@
 
 /* ---- small endpoints ------------------------------------------------------------------------- */
 
-static void route_health(g4_server *s, g4_http_req *r, const char *ep) {
+static void route_health(g4_server *s, g4_http_req *r, const g4_srv_route *ep) {
     const char *failed = atomic_load(&s->ready) ? g4_engine_failure(s->e) : NULL; /* a rank died or failed */
     if (failed) g4_srv_answer_json(s, r, ep, 503, json_pack("{s:s,s:s}", "status", "failed", "error", failed));
     else if (atomic_load(&s->stopping)) g4_srv_answer_json(s, r, ep, 503, json_pack("{s:s}", "status", "shutting_down"));
@@ -26,7 +26,7 @@ static void route_health(g4_server *s, g4_http_req *r, const char *ep) {
     else g4_srv_answer_json(s, r, ep, 200, json_pack("{s:s}", "status", "ok"));
 }
 
-static void route_metrics(g4_server *s, g4_http_req *r, const char *ep) {
+static void route_metrics(g4_server *s, g4_http_req *r, const g4_srv_route *ep) {
     g4_sched_stats st;
     int ready = atomic_load(&s->ready);
     if (ready) {
@@ -56,11 +56,11 @@ static json_t *model_card(g4_server *s) {
     return m;
 }
 
-static void route_models(g4_server *s, g4_http_req *r, const char *ep) {
+static void route_models(g4_server *s, g4_http_req *r, const g4_srv_route *ep) {
     g4_srv_answer_json(s, r, ep, 200, json_pack("{s:s,s:[o]}", "object", "list", "data", model_card(s)));
 }
 
-static void route_tokenize(g4_server *s, g4_http_req *r, const char *ep) {
+static void route_tokenize(g4_server *s, g4_http_req *r, const g4_srv_route *ep) {
     size_t len;
     const char *body = g4_http_body(r, &len);
     json_t *o;
@@ -102,7 +102,7 @@ static void route_tokenize(g4_server *s, g4_http_req *r, const char *ep) {
     g4_srv_answer_json(s, r, ep, 200, json_pack("{s:o,s:I,s:I}", "tokens", arr, "count", (json_int_t)n, "max_model_len", (json_int_t)g4_engine_max_ctx(s->e)));
 }
 
-static void route_detokenize(g4_server *s, g4_http_req *r, const char *ep) {
+static void route_detokenize(g4_server *s, g4_http_req *r, const g4_srv_route *ep) {
     size_t len;
     const char *body = g4_http_body(r, &len);
     json_t *o;
@@ -153,20 +153,34 @@ static int key_ok(const g4_server *s, const g4_http_req *r) {
     return (auth && !strncmp(auth, "Bearer ", 7) && key_match(s, auth + 7)) || key_match(s, x);
 }
 
-typedef enum { R_HEALTH, R_METRICS, R_MODELS, R_TOKENIZE, R_DETOKENIZE, R_GENERATE, R_COMPLETIONS, R_CHAT, R_MESSAGES, R_COUNT_TOKENS, R_RESPONSES } route_id;
-static const struct { const char *path, *method; route_id id; int auth, needs_model; } routes[] = {
-    {"/health", "GET", R_HEALTH, 0, 0},
-    {"/metrics", "GET", R_METRICS, 0, 0},
-    {"/v1/models", "GET", R_MODELS, 1, 0},
-    {"/tokenize", "POST", R_TOKENIZE, 1, 1},
-    {"/detokenize", "POST", R_DETOKENIZE, 1, 1},
-    {"/generate", "POST", R_GENERATE, 1, 1},
-    {"/v1/completions", "POST", R_COMPLETIONS, 1, 1},
-    {"/v1/chat/completions", "POST", R_CHAT, 1, 1},
-    {"/v1/messages", "POST", R_MESSAGES, 1, 1},
-    {"/v1/messages/count_tokens", "POST", R_COUNT_TOKENS, 1, 1},
-    {"/v1/responses", "POST", R_RESPONSES, 1, 1},
+/* The routes other than the generation APIs (api_family.h has those: POST, authenticated, need
+ * the model). err_api: the API whose error body the route answers with (-1: OpenAI's). */
+typedef enum { R_HEALTH, R_METRICS, R_MODELS, R_TOKENIZE, R_DETOKENIZE, R_COUNT_TOKENS, R_GENERATE } route_id;
+typedef struct { const char *path, *method; route_id id; int auth, needs_model, err_api; } route;
+static const route routes[] = {
+    {"/health", "GET", R_HEALTH, 0, 0, -1},
+    {"/metrics", "GET", R_METRICS, 0, 0, -1},
+    {"/v1/models", "GET", R_MODELS, 1, 0, -1},
+    {"/tokenize", "POST", R_TOKENIZE, 1, 1, -1},
+    {"/detokenize", "POST", R_DETOKENIZE, 1, 1, -1},
+    {"/v1/messages/count_tokens", "POST", R_COUNT_TOKENS, 1, 1, G4_API_ANTHROPIC},
 };
+
+/* The route of path (NULL: none) and what its answers are counted and shaped as. */
+static const route *find_route(const char *path, route *gen, g4_srv_route *rt) {
+    const size_t nr = sizeof routes / sizeof *routes;
+    *rt = (g4_srv_route){"other", NULL};
+    for (size_t k = 0; k < nr; k++)
+        if (!strcmp(path, routes[k].path)) {
+            *rt = (g4_srv_route){routes[k].path, routes[k].err_api < 0 ? NULL : g4_api_family_of((g4_api_kind)routes[k].err_api)};
+            return &routes[k];
+        }
+    const g4_api_family *f = g4_api_family_at(path);
+    if (!f) return NULL;
+    *gen = (route){f->path, "POST", R_GENERATE, 1, 1, (int)f->kind};
+    *rt = (g4_srv_route){f->path, f};
+    return gen;
+}
 
 void g4_srv_handle(void *user, g4_http_req *r) {
     g4_server *s = user;
@@ -175,24 +189,25 @@ void g4_srv_handle(void *user, g4_http_req *r) {
     const char *bad = g4_http_malformed(r);
     if (bad) {
         g4_api_err_refuse(&ae, G4_API_MALFORMED, NULL, "%s", bad);
-        g4_srv_answer_error_close(s, r, "other", &ae);
+        g4_srv_answer_error_close(s, r, &(g4_srv_route){"other", NULL}, &ae);
         return;
     }
-    size_t k, nr = sizeof routes / sizeof *routes;
-    for (k = 0; k < nr; k++) if (!strcmp(path, routes[k].path)) break;
-    const char *ep = k < nr ? routes[k].path : "other";
-    if (k == nr && !strncmp(path, "/v1/models/", 11)) { /* GET /v1/models/{id} */
-        ep = "/v1/models/{id}";
+    route gen;
+    g4_srv_route route_of;
+    const g4_srv_route *ep = &route_of;
+    const route *row = find_route(path, &gen, &route_of);
+    if (!row && !strncmp(path, "/v1/models/", 11)) { /* GET /v1/models/{id} */
+        route_of.endpoint = "/v1/models/{id}";
         if (strcmp(method, "GET") && strcmp(method, "HEAD")) g4_api_err_refuse(&ae, G4_API_BAD_METHOD, NULL, "%s does not accept %s (use GET)", path, method);
         else if (!key_ok(s, r)) g4_api_err_refuse(&ae, G4_API_UNAUTHORIZED, NULL, "a valid API key is required (Authorization: Bearer KEY, or x-api-key: KEY)");
         else if (g4_srv_model_check(s, path + 11, strlen(path + 11), &ae) == 0) { g4_srv_answer_json(s, r, ep, 200, model_card(s)); return; }
         g4_srv_answer_error(s, r, ep, &ae);
         return;
     }
-    if (k == nr) { g4_api_err_refuse(&ae, G4_API_NO_ROUTE, NULL, "no route %s %s", method, path); g4_srv_answer_error(s, r, ep, &ae); return; }
-    int head = !strcmp(method, "HEAD") && !strcmp(routes[k].method, "GET");
-    if (strcmp(method, routes[k].method) && !head) {
-        g4_api_err_refuse(&ae, G4_API_BAD_METHOD, NULL, "%s does not accept %s (use %s)", path, method, routes[k].method);
+    if (!row) { g4_api_err_refuse(&ae, G4_API_NO_ROUTE, NULL, "no route %s %s", method, path); g4_srv_answer_error(s, r, ep, &ae); return; }
+    int head = !strcmp(method, "HEAD") && !strcmp(row->method, "GET");
+    if (strcmp(method, row->method) && !head) {
+        g4_api_err_refuse(&ae, G4_API_BAD_METHOD, NULL, "%s does not accept %s (use %s)", path, method, row->method);
         g4_srv_answer_error(s, r, ep, &ae);
         return;
     }
@@ -201,28 +216,24 @@ void g4_srv_handle(void *user, g4_http_req *r) {
         g4_srv_answer_error(s, r, ep, &ae);
         return;
     }
-    if (routes[k].auth && !key_ok(s, r)) {
+    if (row->auth && !key_ok(s, r)) {
         g4_api_err_refuse(&ae, G4_API_UNAUTHORIZED, NULL, "a valid API key is required (Authorization: Bearer KEY, or x-api-key: KEY)");
         g4_srv_answer_error(s, r, ep, &ae);
         return;
     }
-    if (routes[k].needs_model && !atomic_load(&s->ready)) {
+    if (row->needs_model && !atomic_load(&s->ready)) {
         if (atomic_load(&s->stopping)) g4_api_err_refuse(&ae, G4_API_SHUTTING_DOWN, NULL, "the server is shutting down");
         else g4_api_err_refuse(&ae, G4_API_LOADING, NULL, "the model is still loading; retry shortly");
         g4_srv_answer_error(s, r, ep, &ae);
         return;
     }
-    switch (routes[k].id) {
+    switch (row->id) {
     case R_HEALTH: route_health(s, r, ep); break;
     case R_METRICS: route_metrics(s, r, ep); break;
     case R_MODELS: route_models(s, r, ep); break;
     case R_TOKENIZE: route_tokenize(s, r, ep); break;
     case R_DETOKENIZE: route_detokenize(s, r, ep); break;
-    case R_GENERATE: g4_srv_generate(s, r, ep, G4_API_GENERATE); break;
-    case R_COMPLETIONS: g4_srv_generate(s, r, ep, G4_API_COMPLETIONS); break;
-    case R_CHAT: g4_srv_generate(s, r, ep, G4_API_CHAT); break;
-    case R_MESSAGES: g4_srv_generate(s, r, ep, G4_API_ANTHROPIC); break;
     case R_COUNT_TOKENS: g4_srv_count_tokens(s, r, ep); break;
-    case R_RESPONSES: g4_srv_generate(s, r, ep, G4_API_RESPONSES); break;
+    case R_GENERATE: g4_srv_generate(s, r, ep); break;
     }
 }
