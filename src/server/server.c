@@ -30,7 +30,10 @@ int g4_server_start(const g4_server_opts *o, g4_server **out, g4_err *err) {
     s->created = (long long)time(NULL);
     s->metrics = g4_metrics_create();
     atomic_store(&s->next_id, ((unsigned long long)time(NULL) << 20) ^ (unsigned long long)clock());
-    if (!s->model_id || !s->metrics) { g4_server_stop(s); return g4_err_set(err, G4_ENOMEM, "out of memory"); }
+    if (!s->model_id || !s->metrics || g4_metrics_set_model(s->metrics, s->model_id)) {
+        g4_server_stop(s);
+        return g4_err_set(err, G4_ENOMEM, "out of memory");
+    }
     g4_http_opts ho = {.host = o->host, .port = o->port, .max_body = s->o.max_body, .max_conns = s->o.max_conns,
                        .handler = g4_srv_handle, .user = s};
     int rc = g4_http_start(&ho, &s->http, err);

@@ -449,6 +449,7 @@ static void test_sse_completions_and_errors(void **st) {
 static void test_metrics(void **st) {
     (void)st;
     g4_metrics *m = g4_metrics_create();
+    assert_int_equal(g4_metrics_set_model(m, "a\"b\\c\n"), 0);
     g4_metrics_request(m, "/v1/chat/completions", 200);
     g4_metrics_request(m, "/v1/chat/completions", 200);
     g4_metrics_request(m, "/v1/chat/completions", 400);
@@ -476,9 +477,24 @@ static void test_metrics(void **st) {
         "g4tp_num_requests_running 2\n", "g4tp_num_requests_waiting 3\n", "g4tp_kv_cache_used_bytes 50\n",
         "g4tp_kv_cache_usage_ratio 0.250000\n", "g4tp_prompt_tokens_total 11\n", "g4tp_generation_tokens_total 12\n",
         "# TYPE g4tp_inter_token_latency_seconds histogram\n", "g4tp_model_ready 1\n", "g4tp_num_requests_preparing 1\n",
+        "# TYPE g4tp_kv_pages gauge\n", /* a gauge without _total (promtool) */
+        /* vLLM's names: its label (escaped), its types, its buckets spelled as it spells them */
+        "vllm:num_requests_running{model_name=\"a\\\"b\\\\c\\n\"} 2\n", "vllm:num_requests_waiting{model_name=\"a\\\"b\\\\c\\n\"} 3\n",
+        "vllm:kv_cache_usage_perc{model_name=\"a\\\"b\\\\c\\n\"} 0.250000\n", "# TYPE vllm:prefix_cache_queries_total counter\n",
+        "# TYPE vllm:prefix_cache_hits_total counter\n", "# TYPE vllm:time_to_first_token_seconds histogram\n",
+        "vllm:time_to_first_token_seconds_bucket{model_name=\"a\\\"b\\\\c\\n\",le=\"1.0\"} 1\n",
+        "vllm:time_to_first_token_seconds_bucket{model_name=\"a\\\"b\\\\c\\n\",le=\"2560.0\"} 2\n",
+        "vllm:time_to_first_token_seconds_count{model_name=\"a\\\"b\\\\c\\n\"} 2\n",
+        "vllm:inter_token_latency_seconds_bucket{model_name=\"a\\\"b\\\\c\\n\",le=\"0.025\"} 1\n",
+        "vllm:request_success_total{model_name=\"a\\\"b\\\\c\\n\",finished_reason=\"stop\"} 1\n",
     };
     for (size_t i = 0; i < sizeof want / sizeof *want; i++)
         if (!strstr(t, want[i])) fail_msg("missing: %s", want[i]);
+    assert_null(strstr(t, "g4tp_kv_pages_total"));
+    /* vLLM's TTFT buckets: 22 bounds and +Inf */
+    size_t nb = 0;
+    for (const char *p = t; (p = strstr(p, "vllm:time_to_first_token_seconds_bucket{")); p++) nb++;
+    assert_int_equal(nb, 23);
     free(t);
     t = g4_metrics_render(m, NULL, 0, &len); /* while loading */
     assert_non_null(strstr(t, "g4tp_model_ready 0\n"));
