@@ -13,6 +13,7 @@
 #include "grammar/grammar_cache.h"
 #include "server/errors.h"
 #include "server/generate.h"
+#include "server/guard.h"
 #include "server/openai.h"
 #include "server/route_common.h"
 
@@ -182,6 +183,46 @@ static const route *find_route(const char *path, route *gen, g4_srv_route *rt) {
     return gen;
 }
 
+/* The rules for what a browser may make the server do (guard.h; docs/server.md, "Browsers"),
+ * before anything else: a Host name the server does not answer to is refused (a page that
+ * rebound its own name to this address must not read the answers); an allowed Origin gets its
+ * CORS headers on every answer; a preflight (OPTIONS) is answered here. 0: answered. */
+static int browser_rules(g4_server *s, g4_http_req *r, const char *path, const char *method, const route *row, const g4_srv_route *ep) {
+    g4_api_err ae;
+    const char *host = g4_http_header(r, "Host"), *origin = g4_http_header(r, "Origin");
+    if (!g4_guard_host_ok(s->guard, host)) {
+        g4_api_err_refuse(&ae, G4_API_HOST_NOT_ALLOWED, NULL,
+                          "this server does not answer to the Host \"%.80s\" (it is bound to %s; --allowed-hosts adds names)", host,
+                          s->o.host && *s->o.host ? s->o.host : "127.0.0.1");
+        g4_srv_answer_error(s, r, ep, &ae);
+        return 0;
+    }
+    const char *allow = g4_guard_cors(s->guard, origin);
+    if (allow) {
+        g4_http_add_header(r, "Access-Control-Allow-Origin", allow);
+        if (!g4_guard_cors_any(s->guard)) g4_http_add_header(r, "Vary", "Origin");
+    }
+    if (strcmp(method, "OPTIONS")) return 1;
+    if (!row && strncmp(path, "/v1/models/", 11)) return 1; /* unknown path: 404 as for any method */
+    const char *want = row ? row->method : "GET", *allow_methods = strcmp(want, "GET") ? "POST, OPTIONS" : "GET, HEAD, OPTIONS";
+    const char *req_method = g4_http_header(r, "Access-Control-Request-Method");
+    if (!origin || !req_method) { /* a plain OPTIONS: what the route takes */
+        g4_srv_answer_text(s, r, ep, 204, NULL, "", 0, (const char *const[]){"Allow", allow_methods, NULL, NULL});
+        return 0;
+    }
+    if (!allow) {
+        g4_api_err_refuse(&ae, G4_API_ORIGIN_NOT_ALLOWED, NULL, "the origin %.100s may not call this server from a browser (--cors lists the origins that may)",
+                          origin);
+        g4_srv_answer_error(s, r, ep, &ae);
+        return 0;
+    }
+    const char *req_headers = g4_http_header(r, "Access-Control-Request-Headers");
+    const char *hdr[] = {"Access-Control-Allow-Methods", allow_methods, "Access-Control-Max-Age", "600",
+                         req_headers ? "Access-Control-Allow-Headers" : NULL, req_headers, NULL, NULL};
+    g4_srv_answer_text(s, r, ep, 204, NULL, "", 0, hdr);
+    return 0;
+}
+
 void g4_srv_handle(void *user, g4_http_req *r) {
     g4_server *s = user;
     const char *path = g4_http_path(r), *method = g4_http_method(r);
@@ -196,6 +237,7 @@ void g4_srv_handle(void *user, g4_http_req *r) {
     g4_srv_route route_of;
     const g4_srv_route *ep = &route_of;
     const route *row = find_route(path, &gen, &route_of);
+    if (!browser_rules(s, r, path, method, row, ep)) return;
     if (!row && !strncmp(path, "/v1/models/", 11)) { /* GET /v1/models/{id} */
         route_of.endpoint = "/v1/models/{id}";
         if (strcmp(method, "GET") && strcmp(method, "HEAD")) g4_api_err_refuse(&ae, G4_API_BAD_METHOD, NULL, "%s does not accept %s (use GET)", path, method);
@@ -218,6 +260,13 @@ void g4_srv_handle(void *user, g4_http_req *r) {
     }
     if (row->auth && !key_ok(s, r)) {
         g4_api_err_refuse(&ae, G4_API_UNAUTHORIZED, NULL, "a valid API key is required (Authorization: Bearer KEY, or x-api-key: KEY)");
+        g4_srv_answer_error(s, r, ep, &ae);
+        return;
+    }
+    if (!strcmp(row->method, "POST") && !g4_guard_json_type(g4_http_header(r, "Content-Type"))) {
+        const char *ct = g4_http_header(r, "Content-Type");
+        g4_api_err_refuse(&ae, G4_API_NOT_JSON, NULL, "%s takes a JSON body: send Content-Type: application/json (got %s%.60s%s)", path,
+                          ct ? "\"" : "", ct ? ct : "none", ct ? "\"" : "");
         g4_srv_answer_error(s, r, ep, &ae);
         return;
     }

@@ -27,6 +27,7 @@ struct g4_server {
     int tg_open;
     g4_sched *sched;
     struct g4_grammar_cache *grammars; /* NULL: each request compiles its own */
+    struct g4_guard *guard;   /* Host, CORS and Content-Type rules for browsers (guard.h) */
 };
 
 #endif

@@ -27,7 +27,7 @@ chat "[{\"role\":\"system\",\"content\":\"$SYS\"},{\"role\":\"user\",\"content\"
 pyck "d['usage']['prompt_tokens_details']['cached_tokens']>=$P1-16 and d['choices'][0]['message']['content']=='The capital of Peru is Lima.'" \
   && ok "shared system prompt reused" || bad "system prompt: $BODY"
 # streaming usage carries it too
-STREAM=$(curl -sN --max-time $((60*SLOW)) "$URL/v1/chat/completions" -d "{\"messages\":$M2,\"temperature\":0,\"stream\":true,\"stream_options\":{\"include_usage\":true}}")
+STREAM=$(curl -H 'Content-Type: application/json' -sN --max-time $((60*SLOW)) "$URL/v1/chat/completions" -d "{\"messages\":$M2,\"temperature\":0,\"stream\":true,\"stream_options\":{\"include_usage\":true}}")
 printf '%s' "$STREAM" | python3 -c "
 import json,sys
 ch=[json.loads(l[6:]) for l in sys.stdin.read().split('\n') if l.startswith('data: {')]

@@ -7,6 +7,7 @@
 #include <jansson.h>
 
 #include "server/errors.h"
+#include "server/guard.h"
 #include "server/metrics.h"
 #include "server/openai.h"
 #include "server/sse.h"
@@ -503,6 +504,65 @@ static void test_metrics(void **st) {
     g4_metrics_free(m);
 }
 
+/* The browser rules: Host names on a loopback bind, --allowed-hosts, --cors, JSON bodies. */
+static void test_guard(void **st) {
+    (void)st;
+    g4_guard *g;
+    g4_err err = {0};
+    assert_int_equal(g4_guard_create("127.0.0.1", 1, NULL, NULL, &g, &err), 0);
+    const char *served[] = {"localhost", "LOCALHOST:8080", "localhost.", "127.0.0.1:1", "[::1]:80", "[::1]"};
+    for (size_t i = 0; i < sizeof served / sizeof *served; i++)
+        if (!g4_guard_host_ok(g, served[i])) fail_msg("refused %s", served[i]);
+    assert_true(g4_guard_host_ok(g, NULL)); /* HTTP/1.0 without Host: no browser */
+    const char *refused[] = {"evil.example", "evil.example:8080", "", "localhost.evil.example", "127.0.0.1.nip.io", "[::2]", "localhost:80:80"};
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++)
+        if (g4_guard_host_ok(g, refused[i])) fail_msg("served %s", refused[i]);
+    assert_null(g4_guard_cors(g, "http://localhost:3000")); /* no --cors: no CORS headers */
+    assert_null(g4_guard_cors(g, NULL));
+    g4_guard_free(g);
+
+    assert_int_equal(g4_guard_create("::1", 1, "Example.com, foo.test:99", "http://app.example:3000/, https://b.example", &g, &err), 0);
+    assert_true(g4_guard_host_ok(g, "example.com") && g4_guard_host_ok(g, "EXAMPLE.COM:1") && g4_guard_host_ok(g, "foo.test"));
+    assert_true(g4_guard_host_ok(g, "[::1]:8080") && !g4_guard_host_ok(g, "bar.test"));
+    const char *o = "HTTP://APP.EXAMPLE:3000";
+    assert_ptr_equal(g4_guard_cors(g, o), o); /* the origin itself, echoed */
+    assert_non_null(g4_guard_cors(g, "https://b.example"));
+    assert_null(g4_guard_cors(g, "http://app.example"));
+    assert_null(g4_guard_cors(g, "http://b.example"));
+    assert_null(g4_guard_cors(g, "null"));
+    assert_false(g4_guard_cors_any(g));
+    g4_guard_free(g);
+
+    assert_int_equal(g4_guard_create("0.0.0.0", 0, NULL, "*", &g, &err), 0); /* beyond loopback: any Host unless told */
+    assert_true(g4_guard_host_ok(g, "evil.example"));
+    assert_string_equal(g4_guard_cors(g, "http://anything.example"), "*");
+    assert_true(g4_guard_cors_any(g));
+    g4_guard_free(g);
+    assert_int_equal(g4_guard_create("0.0.0.0", 0, "a.example", NULL, &g, &err), 0);
+    assert_true(g4_guard_host_ok(g, "a.example") && g4_guard_host_ok(g, "localhost") && !g4_guard_host_ok(g, "b.example"));
+    g4_guard_free(g);
+    assert_int_equal(g4_guard_create("127.0.0.1", 1, "*", NULL, &g, &err), 0);
+    assert_true(g4_guard_host_ok(g, "evil.example"));
+    g4_guard_free(g);
+
+    const char *bad_cors[] = {"null", "app.example", "http://a.example/path", "http://*.example", "ftp://a.example", "http://"};
+    for (size_t i = 0; i < sizeof bad_cors / sizeof *bad_cors; i++) {
+        err = (g4_err){0};
+        if (g4_guard_create("127.0.0.1", 1, NULL, bad_cors[i], &g, &err) != G4_EINVAL || !strstr(err.msg, "--cors")) fail_msg("--cors %s accepted", bad_cors[i]);
+    }
+    assert_int_equal(g4_guard_create("127.0.0.1", 1, "a/b", NULL, &g, &err), G4_EINVAL);
+    assert_non_null(strstr(err.msg, "--allowed-hosts"));
+
+    const char *json[] = {"application/json", "Application/JSON; charset=utf-8", " application/json ;x=y", "application/vnd.api+json"};
+    for (size_t i = 0; i < sizeof json / sizeof *json; i++)
+        if (!g4_guard_json_type(json[i])) fail_msg("not JSON: %s", json[i]);
+    const char *not_json[] = {"", "text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
+                              "application/jsonx", "application/+json", "text/json", "application/a/b+json"};
+    for (size_t i = 0; i < sizeof not_json / sizeof *not_json; i++)
+        if (g4_guard_json_type(not_json[i])) fail_msg("JSON: %s", not_json[i]);
+    assert_false(g4_guard_json_type(NULL));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_error_mapping),
@@ -514,6 +574,7 @@ int main(void) {
         cmocka_unit_test(test_sse_splits),
         cmocka_unit_test(test_sse_completions_and_errors),
         cmocka_unit_test(test_metrics),
+        cmocka_unit_test(test_guard),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
