@@ -13,7 +13,8 @@
 #include "text/output_parser.h"
 
 /* Every API translates into this one request shape and out of one result shape: OpenAI's here,
- * Anthropic's Messages in anthropic.h, OpenAI's Responses in responses.h. */
+ * Anthropic's Messages in anthropic.h, OpenAI's Responses in responses.h; api_family.h has the
+ * table of them (route, parser, renderer, stream shape, error body). */
 typedef enum { G4_API_GENERATE = 0, G4_API_COMPLETIONS, G4_API_CHAT, G4_API_ANTHROPIC, G4_API_RESPONSES } g4_api_kind;
 
 #define G4_API_MAX_STOPS 16
