@@ -9,6 +9,7 @@
 #include <jansson.h>
 
 #include "fuzz_util.h"
+#include "server/openai.h"
 #include "server/sse.h"
 
 static void add_str(fuzz_acc *a, json_t *v) {
@@ -24,7 +25,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t len = in.n;
     int chat = flags & 1, parse = chat /* the server always parses chat output */, usage = (flags >> 2) & 1, fail = (flags & 0x30) == 0x30;
     const char *reason = flags & 8 ? "length" : "stop";
-    g4_sse_opts o = {.kind = chat ? G4_API_CHAT : G4_API_COMPLETIONS, .id = "chatcmpl-1", .model = "m", .created = 1,
+    g4_sse_opts o = {.shape = &g4_openai_sse_shape, .kind = chat ? G4_API_CHAT : G4_API_COMPLETIONS, .id = "chatcmpl-1", .model = "m", .created = 1,
                      .include_usage = usage, .parse_output = parse, .start_in_thought = parse && (flags & 0x40)};
     g4_sse *s;
     g4_err err = {0};

@@ -53,7 +53,7 @@ wait_health() { local i; for i in $(seq 1 240); do [ "$(health)" = 200 ] && retu
 # the demo model, nothing mounted
 $E run -d --name $NAME --network host -e PORT=$PORT $TAG >/dev/null || { bad "docker run"; finish; exit 1; }
 wait_health && ok "/health answers 200" || { bad "/health: $(health)"; $E logs $NAME 2>&1 | tail -20; }
-ans=$(curl -s --max-time 60 http://127.0.0.1:$PORT/generate -d '{"prompt":"What is the capital of France?","temperature":0}' \
+ans=$(curl -H 'Content-Type: application/json' -s --max-time 60 http://127.0.0.1:$PORT/generate -d '{"prompt":"What is the capital of France?","temperature":0}' \
       | python3 -c "import json,sys;print(json.load(sys.stdin)['response'])" 2>&1)
 expect_eq "$ans" "The capital of France is Paris." "/generate answers Paris (the built-in demo model)"
 uid=$($E exec $NAME id -u); [ -n "$uid" ] && [ "$uid" != 0 ] && ok "the server runs as a non-root user (uid $uid)" || bad "uid '$uid'"

@@ -20,10 +20,16 @@ static const char *help =
     "usage: g4tp serve [--model DIR] [--host 127.0.0.1] [--port 8080] [options]\n\n"
     "Serves the model over HTTP: /v1/chat/completions, /v1/completions, /v1/responses (OpenAI),\n"
     "/v1/messages, /v1/messages/count_tokens (Anthropic), /generate, /v1/models, /tokenize,\n"
-    "/detokenize, /health, /metrics, and a chat page at / (see docs/server.md).\n"
+    "/detokenize, /health, /metrics, and a chat page at / (see docs/server.md). API bodies must\n"
+    "be sent as Content-Type: application/json (415 otherwise).\n"
     "  --host ADDR             address to bind (default 127.0.0.1; env HOST)\n"
     "  --port N                port (default 8080; 0 = any free port; env PORT)\n"
     "  --api-key KEY           require Authorization: Bearer KEY or x-api-key: KEY (env API_KEY)\n"
+    "  --allowed-hosts H1,H2   Host names served besides localhost, 127.0.0.1, [::1] and --host; on a\n"
+    "                          loopback address no other is (DNS rebinding); * = any (default: that\n"
+    "                          check on loopback addresses only)\n"
+    "  --cors ORIGINS          origins (http://host:port,...) that browsers may let call the API from\n"
+    "                          their pages: CORS headers and preflights; * = any (default: none)\n"
     "  --model-name NAME       the model id clients use (default: folder name, g4tp-demo for the demo)\n"
     "  --max-body-bytes N      request body limit (default 4194304)\n"
     "  --max-waiting N         queued requests before 503 + Retry-After (default 64)\n"
@@ -94,6 +100,8 @@ int cmd_serve(int argc, char **argv) {
         if (!strcmp(a, "--host")) { if (!(so.host = cli_value(argc, argv, &i))) bad = 1; }
         else if (!strcmp(a, "--api-key")) { if (!(so.api_key = cli_value(argc, argv, &i))) bad = 1; }
         else if (!strcmp(a, "--model-name")) { if (!(so.model_id = cli_value(argc, argv, &i))) bad = 1; }
+        else if (!strcmp(a, "--allowed-hosts")) { if (!(so.allowed_hosts = cli_value(argc, argv, &i))) bad = 1; }
+        else if (!strcmp(a, "--cors")) { if (!(so.cors = cli_value(argc, argv, &i))) bad = 1; }
         INTFLAG("--port", 0, 65535, so.port)
         INTFLAG("--max-body-bytes", 1, 1LL << 32, so.max_body)
         INTFLAG("--max-waiting", 1, 1 << 20, so.max_waiting)

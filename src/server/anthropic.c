@@ -416,7 +416,8 @@ static void st_free(void *p) {
     free(a);
 }
 
-static int st_start(void *p, g4_sse *s) {
+static int st_start(void *p, g4_sse *s, int i) {
+    (void)i; /* one choice */
     anth_stream *a = p;
     json_t *msg = json_pack("{s:s,s:s,s:s,s:[],s:s,s:n,s:n,s:o}", "id", a->id, "type", "message", "role", "assistant", "content", "model",
                             a->model, "stop_reason", "stop_sequence", "usage", usage(a->prompt_tokens, 0, 0));
@@ -441,7 +442,8 @@ static int delta(anth_stream *a, g4_sse *s, json_t *d) {
     return g4_sse_event(s, "content_block_delta", json_pack("{s:s,s:i,s:o}", "type", "content_block_delta", "index", a->open, "delta", d));
 }
 
-static int st_events(void *p, g4_sse *s, const g4_out_event *ev, size_t n) {
+static int st_events(void *p, g4_sse *s, int i, const g4_out_event *ev, size_t n) {
+    (void)i;
     anth_stream *a = p;
     int rc = G4_OK;
     for (size_t k = 0; k < n && !rc; k++) {
@@ -470,7 +472,7 @@ static int st_events(void *p, g4_sse *s, const g4_out_event *ev, size_t n) {
     return rc;
 }
 
-static int st_finish(void *p, g4_sse *s, const g4_sse_end *e) {
+static int st_end(void *p, g4_sse *s, const g4_sse_end *e) {
     anth_stream *a = p;
     int rc = close_block(a, s);
     json_t *d = json_pack("{s:s}", "stop_reason", g4_anth_stop_reason(e->finish_reason, e->stop_sequence, a->n_calls));
@@ -490,4 +492,5 @@ static int st_error(void *p, g4_sse *s, const g4_api_err *ae) {
     return g4_sse_event(s, "error", j);
 }
 
-const g4_sse_shape g4_anth_sse_shape = {st_create, st_free, st_start, st_events, st_finish, st_error};
+const g4_sse_shape g4_anth_sse_shape = {.max_choices = 1, .create = st_create, .free = st_free, .start = st_start, .events = st_events, .end = st_end,
+                                     .error = st_error};

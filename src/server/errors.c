@@ -57,6 +57,9 @@ int g4_api_err_refuse(g4_api_err *ae, g4_api_refusal what, const char *param, co
     case G4_API_LOADING:         fill(ae, 503, "server_error", "model_loading", param); ae->retry_after_s = 1; break;
     case G4_API_SHUTTING_DOWN:   fill(ae, 503, "server_error", "shutting_down", param); break;
     case G4_API_MALFORMED:       fill(ae, 400, "invalid_request_error", "malformed_request", param); break;
+    case G4_API_HOST_NOT_ALLOWED: fill(ae, 403, "invalid_request_error", "host_not_allowed", param); break;
+    case G4_API_ORIGIN_NOT_ALLOWED: fill(ae, 403, "invalid_request_error", "origin_not_allowed", param); break;
+    case G4_API_NOT_JSON:        fill(ae, 415, "invalid_request_error", "unsupported_media_type", param); break;
     default:                     fill(ae, 500, "server_error", "internal_error", param); break;
     }
     va_list ap;
@@ -91,7 +94,7 @@ char *g4_api_err_json(const g4_api_err *ae) {
 
 const char *g4_api_err_anthropic_type(int status) {
     switch (status) {
-    case 400: case 405: return "invalid_request_error";
+    case 400: case 405: case 415: return "invalid_request_error";
     case 401: return "authentication_error";
     case 403: return "permission_error";
     case 404: return "not_found_error";

@@ -17,7 +17,10 @@ typedef enum {
     G4_API_INVALID_JSON,      /* 400 the body is not JSON */
     G4_API_LOADING,           /* 503 the model is still loading */
     G4_API_SHUTTING_DOWN,     /* 503 SIGTERM received */
-    G4_API_MALFORMED          /* 400 an HTTP request head we will not guess at */
+    G4_API_MALFORMED,         /* 400 an HTTP request head we will not guess at */
+    G4_API_HOST_NOT_ALLOWED,  /* 403 a Host name the server does not answer to (DNS rebinding) */
+    G4_API_ORIGIN_NOT_ALLOWED,/* 403 a CORS preflight from an origin --cors does not list */
+    G4_API_NOT_JSON           /* 415 an API body whose Content-Type is not JSON */
 } g4_api_refusal;
 
 typedef struct g4_api_err {

@@ -1,12 +1,12 @@
 /* generate.c — one generation request, whatever its API (/generate, /v1/completions,
- * /v1/chat/completions, /v1/messages, /v1/responses): the body is translated into the one
- * internal request (openai.c, anthropic.c, responses.c), the prompt rendered and tokenized,
+ * /v1/chat/completions, /v1/messages, /v1/responses): the route's row of the API table
+ * (api_family.h) translates the body into the one internal request, the prompt is rendered and tokenized,
  * its n choices submitted to the scheduler (choice 0 first; the others wait for its prompt and
  * take it from the prefix cache; a completions batch of several prompts does this per prompt,
  * choices prompt-major), and the events of all choices either streamed (sse.c, in the
- * API's shape) or collected into the API's response object. Logprobs come from the scheduler
+ * API's stream shape) or collected and rendered as the API's response object. Logprobs come from the scheduler
  * and become JSON in logprob_json.c. Errors go through errors.c only. */
-#include "server/server_internal.h"
+#include "server/generate.h"
 
 #include <jansson.h>
 #include <stdint.h>
@@ -17,10 +17,11 @@
 
 #include "grammar/constrain.h"
 #include "server/anthropic.h"
+#include "server/api_family.h"
 #include "server/errors.h"
 #include "server/logprob_json.h"
+#include "server/route_common.h"
 #include "server/openai.h"
-#include "server/responses.h"
 #include "server/sse.h"
 
 static double now_s(void) {
@@ -52,7 +53,8 @@ typedef struct part {
 
 typedef struct gen_job {
     g4_server *s;
-    const char *ep;
+    g4_srv_route rt;          /* the route: metrics name, the API's table row */
+    const g4_api_family *api;
     g4_api_request q;         /* owned: stop strings, extra fields */
     char id[64];
     int n, n_done, next;      /* all choices of all prompts; next: the member polled first (round robin) */
@@ -128,7 +130,7 @@ static json_t *take_logprobs(gen_job *j, int i, size_t upto) {
     if (!j->q.logprobs) return NULL;
     member *m = &j->m[i];
     g4_token_logprob buf[32];
-    json_t *arr = j->q.kind == G4_API_CHAT ? json_array() : NULL;
+    json_t *arr = j->api->chat_logprobs ? json_array() : NULL;
     size_t got, total = 0;
     while (m->lp_seen < upto && (got = g4_sched_req_logprobs(m->req, m->lp_seen, buf, upto - m->lp_seen < 32 ? upto - m->lp_seen : 32))) {
         m->lp_seen += got;
@@ -150,10 +152,9 @@ static int prompt_logprobs(gen_job *j, size_t k) {
     return 0;
 }
 
-static void make_id(g4_server *s, g4_api_kind kind, char *id, size_t n) {
-    static const char *const prefix[] = {"gen-", "cmpl-", "chatcmpl-", "msg_", "resp_"};
+static void make_id(g4_server *s, const g4_api_family *api, char *id, size_t n) {
     unsigned long long x = atomic_fetch_add(&s->next_id, 1) * 0x9E3779B97F4A7C15ull;
-    snprintf(id, n, "%s%016llx", prefix[kind], x);
+    snprintf(id, n, "%s%016llx", api->id_prefix, x);
 }
 
 static void engine_error(const g4_sched_event *ev, g4_api_err *ae) {
@@ -162,15 +163,10 @@ static void engine_error(const g4_sched_event *ev, g4_api_err *ae) {
     g4_api_err_from(ae, &e2, NULL);
 }
 
-static int parse_any(g4_api_kind kind, g4_http_req *hr, const char *body, size_t len, g4_api_request *q, g4_api_err *ae) {
-    switch (kind) {
-    case G4_API_ANTHROPIC: {
-        int rc = g4_anth_check_version(g4_http_header(hr, "anthropic-version"), ae);
-        return rc ? rc : g4_anth_parse(body, len, 0, q, ae);
-    }
-    case G4_API_RESPONSES: return g4_resp_parse(body, len, q, ae);
-    default: return g4_api_parse(kind, body, len, q, ae);
-    }
+/* The body as the one internal request, by the API's header check and parser. */
+static int parse_any(const g4_api_family *api, g4_http_req *hr, const char *body, size_t len, g4_api_request *q, g4_api_err *ae) {
+    int rc = api->header ? api->check_header(g4_http_header(hr, api->header), ae) : 0;
+    return rc ? rc : api->parse(body, len, q, ae);
 }
 
 /* The prompt's ids: a rendered chat, a tokenized text, or the ids given (taken from p). */
@@ -430,7 +426,7 @@ static int collect(gen_job *j, g4_http_req *hr) {
 static json_t *choice_logprobs(gen_job *j, int i) {
     if (!j->q.logprobs) return NULL;
     member *m = &j->m[i];
-    if (j->q.kind == G4_API_CHAT) {
+    if (j->api->chat_logprobs) {
         json_t *content = take_logprobs(j, i, SIZE_MAX);
         return json_pack("{s:o,s:n}", "content", content ? content : json_array(), "refusal");
     }
@@ -438,16 +434,6 @@ static json_t *choice_logprobs(gen_job *j, int i) {
     if (p->plp) g4_lpj_completion_append(&m->lpc, j->s->tg.tok, p->plp, p->n_prompt, 1);
     json_t *all = take_logprobs(j, i, SIZE_MAX); /* the prompt's (if any), then the answer's */
     return all ? all : g4_lpj_completion_take(&m->lpc);
-}
-
-static json_t *render(gen_job *j, g4_api_result *res) {
-    switch (j->q.kind) {
-    case G4_API_CHAT: return g4_api_chat_response_n(res, (size_t)j->n);
-    case G4_API_COMPLETIONS: return g4_api_completion_response_n(res, (size_t)j->n);
-    case G4_API_ANTHROPIC: return g4_anth_response(res);
-    case G4_API_RESPONSES: return g4_resp_response(res, j->q.extra);
-    default: return g4_api_generate_response(res);
-    }
 }
 
 static void answer_whole(gen_job *j, g4_http_req *hr, int thought) {
@@ -459,21 +445,21 @@ static void answer_whole(gen_job *j, g4_http_req *hr, int thought) {
         if (f->kind == G4_EV_ERROR || oom) {
             if (oom) g4_api_err_status(&ae, G4_ENOMEM, NULL, "out of memory");
             else engine_error(f, &ae);
-            g4_srv_answer_error(s, hr, j->ep, &ae);
+            g4_srv_answer_error(s, hr, &j->rt, &ae);
             return;
         }
         if (!strcmp(f->finish_reason, "cancelled")) {
             for (int k = 0; k < j->n; k++) observe_done(j, &j->m[k].fin, "cancelled");
             if (atomic_load(&s->stopping)) g4_api_err_refuse(&ae, G4_API_SHUTTING_DOWN, NULL, "the generation was cancelled: the server is shutting down");
             else g4_api_err_status(&ae, G4_ECANCELED, NULL, "the generation was cancelled");
-            g4_srv_answer_error(s, hr, j->ep, &ae);
+            g4_srv_answer_error(s, hr, &j->rt, &ae);
             return;
         }
     }
     for (size_t k = 0; k < j->n_parts; k++)
         if (prompt_logprobs(j, k)) {
             g4_api_err_status(&ae, G4_ENOMEM, NULL, "the prompt's logprobs are missing");
-            g4_srv_answer_error(s, hr, j->ep, &ae);
+            g4_srv_answer_error(s, hr, &j->rt, &ae);
             return;
         }
     const size_t n = (size_t)j->n;
@@ -485,7 +471,7 @@ static void answer_whole(gen_job *j, g4_http_req *hr, int thought) {
     if (!po || !parsed || !res || !lps || !joined) {
         free(po); free(parsed); free(res); free(lps); free(joined);
         g4_api_err_status(&ae, G4_ENOMEM, NULL, "out of memory");
-        g4_srv_answer_error(s, hr, j->ep, &ae);
+        g4_srv_answer_error(s, hr, &j->rt, &ae);
         return;
     }
     const long long created = (long long)time(NULL);
@@ -512,7 +498,7 @@ static void answer_whole(gen_job *j, g4_http_req *hr, int thought) {
                                  .new_prompt = i % j->per == 0};
         observe_done(j, f, g4_api_finish_reason(&res[i]));
     }
-    g4_srv_answer_json(s, hr, j->ep, 200, render(j, res));
+    g4_srv_answer_json(s, hr, &j->rt, 200, j->api->render(res, n, j->q.extra));
     for (int i = 0; i < j->n; i++) {
         if (parsed[i]) g4_api_output_free(&po[i]);
         json_decref(lps[i]);
@@ -523,7 +509,7 @@ static void answer_whole(gen_job *j, g4_http_req *hr, int thought) {
 
 /* ---- the route ------------------------------------------------------------------------------- */
 
-void g4_srv_generate(g4_server *s, g4_http_req *hr, const char *ep, g4_api_kind kind) {
+void g4_srv_generate(g4_server *s, g4_http_req *hr, const g4_srv_route *ep) {
     size_t blen;
     const char *body = g4_http_body(hr, &blen);
     g4_api_err ae;
@@ -535,8 +521,9 @@ void g4_srv_generate(g4_server *s, g4_http_req *hr, const char *ep, g4_api_kind 
     }
     g4_sched_notify_init(&j->note);
     j->s = s;
-    j->ep = ep;
-    if (parse_any(kind, hr, body, blen, &j->q, &ae)) {
+    j->rt = *ep;
+    j->api = ep->api;
+    if (parse_any(j->api, hr, body, blen, &j->q, &ae)) {
         job_free(j);
         g4_srv_answer_error(s, hr, ep, &ae);
         return;
@@ -548,6 +535,7 @@ void g4_srv_generate(g4_server *s, g4_http_req *hr, const char *ep, g4_api_kind 
     if (!(j->m = calloc((size_t)j->n, sizeof *j->m))) rc = g4_api_err_status(&ae, G4_ENOMEM, NULL, "out of memory");
     for (int i = 0; !rc && j->q.logprobs && i < j->n; i++) g4_lpj_completion_init(&j->m[i].lpc);
     if (!rc) rc = g4_srv_model_check(s, j->q.model, j->q.model_len, &ae);
+    if (!rc && j->q.stream && !j->api->sse) rc = g4_api_err_status(&ae, G4_EUNSUPPORTED, "stream", "%s does not stream", j->api->path);
     if (!rc) rc = make_parts(j, blen, &thought, &ae);
     g4_grammar *grammar = NULL; /* response_format / tool_choice (docs/structured-output.md) */
     if (!rc) rc = g4_api_constraint_cached(&j->q, thought, s->grammars, &grammar, &ae);
@@ -562,13 +550,13 @@ void g4_srv_generate(g4_server *s, g4_http_req *hr, const char *ep, g4_api_kind 
         g4_srv_answer_error(s, hr, ep, &ae);
         return;
     }
-    make_id(s, kind, j->id, sizeof j->id);
+    make_id(s, j->api, j->id, sizeof j->id);
     if (!j->q.stream) {
         answer_whole(j, hr, thought);
         job_free(j);
         return;
     }
-    g4_sse_opts so = {.kind = kind, .id = j->id, .model = s->model_id, .created = (long long)time(NULL), .include_usage = j->q.include_usage,
+    g4_sse_opts so = {.shape = j->api->sse, .kind = j->api->kind, .id = j->id, .model = s->model_id, .created = (long long)time(NULL), .include_usage = j->q.include_usage,
                       .parse_output = j->q.parse_output, .start_in_thought = thought, .n_choices = j->n, .prompt_tokens = n,
                       .extra = j->q.extra};
     g4_err err = {0};
@@ -580,12 +568,12 @@ void g4_srv_generate(g4_server *s, g4_http_req *hr, const char *ep, g4_api_kind 
     }
     j->t_out = now_s();
     static const char *const hdr[] = {"Cache-Control", "no-cache", "X-Accel-Buffering", "no", NULL, NULL};
-    g4_metrics_request(s->metrics, ep, 200);
+    g4_metrics_request(s->metrics, ep->endpoint, 200);
     g4_http_send_stream(hr, 200, "text/event-stream", stream_read, stream_done, j, hdr);
 }
 
 /* POST /v1/messages/count_tokens: the prompt's length as a /v1/messages request would have it. */
-void g4_srv_count_tokens(g4_server *s, g4_http_req *hr, const char *ep) {
+void g4_srv_count_tokens(g4_server *s, g4_http_req *hr, const g4_srv_route *ep) {
     size_t blen;
     const char *body = g4_http_body(hr, &blen);
     g4_api_err ae;

@@ -25,6 +25,8 @@ struct g4_http {
     atomic_int inflight;      /* requests begun and not yet completed */
 };
 
+#define MAX_EXTRA 8            /* headers added to every answer of a request (g4_http_add_header) */
+
 struct g4_http_req {
     g4_http *h;
     struct MHD_Connection *conn;
@@ -36,6 +38,8 @@ struct g4_http_req {
     int n_content_length;     /* Content-Length headers in the head */
     int broken;               /* a probe was cut short: the connection must be dropped */
     double probed_at;         /* monotonic seconds of the last 100 Continue probe (0: none) */
+    char *extra[2 * MAX_EXTRA];/* name, value pairs (owned) */
+    int n_extra;
 };
 
 typedef struct {
@@ -88,10 +92,22 @@ int g4_http_client_gone(g4_http_req *r) {
     return 1;
 }
 
-static int add_headers(struct MHD_Response *resp, const char *ctype, const char *const *headers) {
+int g4_http_add_header(g4_http_req *r, const char *name, const char *value) {
+    if (r->n_extra == MAX_EXTRA) return G4_EINVAL;
+    char *n = strdup(name), *v = strdup(value);
+    if (!n || !v) { free(n); free(v); return G4_ENOMEM; }
+    r->extra[2 * r->n_extra] = n;
+    r->extra[2 * r->n_extra + 1] = v;
+    r->n_extra++;
+    return G4_OK;
+}
+
+static int add_headers(const g4_http_req *r, struct MHD_Response *resp, const char *ctype, const char *const *headers) {
     if (ctype && MHD_add_response_header(resp, "Content-Type", ctype) != MHD_YES) return 0;
     for (size_t i = 0; headers && headers[i] && headers[i + 1]; i += 2)
         if (MHD_add_response_header(resp, headers[i], headers[i + 1]) != MHD_YES) return 0;
+    for (int i = 0; i < r->n_extra; i++)
+        if (MHD_add_response_header(resp, r->extra[2 * i], r->extra[2 * i + 1]) != MHD_YES) return 0;
     return 1;
 }
 
@@ -100,7 +116,7 @@ int g4_http_send(g4_http_req *r, int status, const char *content_type, const cha
     if (r->answered) return G4_EINVAL;
     struct MHD_Response *resp = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
     if (!resp) return G4_ENOMEM;
-    int ok = add_headers(resp, content_type, headers);
+    int ok = add_headers(r, resp, content_type, headers);
     if (ok) ok = MHD_queue_response(r->conn, (unsigned)status, resp) == MHD_YES;
     MHD_destroy_response(resp);
     r->answered = 1;
@@ -140,7 +156,7 @@ int g4_http_send_stream(g4_http_req *r, int status, const char *content_type, g4
     /* from here on the response owns s: stream_free runs when MHD is done with it */
     struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, s, stream_free);
     if (!resp) { stream_free(s); return G4_ENOMEM; }
-    int ok = add_headers(resp, content_type, headers);
+    int ok = add_headers(r, resp, content_type, headers);
     if (ok) ok = MHD_queue_response(r->conn, (unsigned)status, resp) == MHD_YES;
     MHD_destroy_response(resp); /* frees s (calls done) when it was not queued */
     return ok ? G4_OK : G4_EIO;
@@ -241,9 +257,36 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     g4_http_req *r = *con_cls;
     if (!r) return;
     atomic_fetch_sub(&r->h->inflight, 1);
+    for (int i = 0; i < 2 * r->n_extra; i++) free(r->extra[i]);
     free(r->body);
     free(r);
     *con_cls = NULL;
+}
+
+/* The address a host name binds: getaddrinfo's first answer. 0, or getaddrinfo's error. */
+static int resolve(const char *host, int port, struct sockaddr_storage *sa) {
+    struct addrinfo hints = {0}, *ai = NULL;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    int gr = getaddrinfo(host, ps, &hints, &ai);
+    if (!gr && !ai) gr = EAI_NONAME;
+    if (gr) return gr;
+    memset(sa, 0, sizeof *sa);
+    memcpy(sa, ai->ai_addr, ai->ai_addrlen);
+    freeaddrinfo(ai);
+    return 0;
+}
+
+int g4_http_host_is_loopback(const char *host) {
+    struct sockaddr_storage sa;
+    if (resolve(host && *host ? host : "127.0.0.1", 0, &sa)) return 0;
+    if (sa.ss_family == AF_INET) return (ntohl(((struct sockaddr_in *)&sa)->sin_addr.s_addr) >> 24) == 127;
+    if (sa.ss_family != AF_INET6) return 0;
+    const struct in6_addr *a = &((struct sockaddr_in6 *)&sa)->sin6_addr;
+    return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
 }
 
 int g4_http_start(const g4_http_opts *o, g4_http **out, g4_err *err) {
@@ -251,18 +294,10 @@ int g4_http_start(const g4_http_opts *o, g4_http **out, g4_err *err) {
     if (!o->handler) return g4_err_set(err, G4_EINVAL, "no request handler");
     if (o->port < 0 || o->port > 65535) return g4_err_set(err, G4_EINVAL, "port %d is out of range", o->port);
     const char *host = o->host && *o->host ? o->host : "127.0.0.1";
-    struct addrinfo hints = {0}, *ai = NULL;
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE;
-    char port[16];
-    snprintf(port, sizeof port, "%d", o->port);
-    int gr = getaddrinfo(host, port, &hints, &ai);
-    if (gr || !ai) return g4_err_set(err, G4_EINVAL, "cannot resolve host \"%s\": %s", host, gai_strerror(gr));
     struct sockaddr_storage sa;
-    memcpy(&sa, ai->ai_addr, ai->ai_addrlen);
-    int v6 = ai->ai_family == AF_INET6;
-    freeaddrinfo(ai);
+    int gr = resolve(host, o->port, &sa);
+    if (gr) return g4_err_set(err, G4_EINVAL, "cannot resolve host \"%s\": %s", host, gai_strerror(gr));
+    int v6 = sa.ss_family == AF_INET6;
     g4_http *h = calloc(1, sizeof *h);
     if (!h) return g4_err_set(err, G4_ENOMEM, "out of memory");
     h->o = *o;

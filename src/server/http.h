@@ -25,6 +25,8 @@ typedef struct g4_http_opts {
 } g4_http_opts;
 
 int g4_http_start(const g4_http_opts *o, g4_http **out, g4_err *err);
+/* 1 when host (as g4_http_opts.host: NULL is 127.0.0.1) binds a loopback address. */
+int g4_http_host_is_loopback(const char *host);
 int g4_http_port(const g4_http *h);
 /* Waits up to wait_ms for requests in progress to complete (their answers sent), then closes
  * the listener and every connection and waits for the connection threads. */
@@ -44,6 +46,10 @@ const char *g4_http_malformed(const g4_http_req *r);
  * "100 Continue" (clients skip 1xx answers, RFC 9110 15.2); a peer that closed answers it with
  * a reset, seen at the next check. HTTP/1.0 clients cannot be probed so: only a reset counts. */
 int g4_http_client_gone(g4_http_req *r);
+
+/* A header every answer to r carries from now on (up to 8; copied): what the router decides
+ * for the request as a whole (CORS), whoever answers it. */
+int g4_http_add_header(g4_http_req *r, const char *name, const char *value);
 
 /* Extra headers: a NULL-terminated list of name, value pairs (may be NULL). */
 int g4_http_send(g4_http_req *r, int status, const char *content_type, const char *body, size_t len,

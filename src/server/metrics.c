@@ -1,6 +1,8 @@
 /* metrics.c — Prometheus metrics of the server (see metrics.h and docs/server.md for names):
  * request counts by route and status, token counters, latency histograms, and the scheduler's
- * gauges (running/waiting sequences, KV cache). Knows nothing about HTTP or JSON. */
+ * gauges (running/waiting sequences, KV cache); then the same numbers under vLLM's names
+ * (vllm:..., labelled model_name, vLLM's histogram buckets) so that dashboards made for vLLM
+ * work. Knows nothing about HTTP or JSON. */
 #include "server/metrics.h"
 
 #include <pthread.h>
@@ -11,7 +13,7 @@
 #include <string.h>
 
 #define MAX_SERIES 96
-#define MAX_BUCKETS 20
+#define MAX_BUCKETS 22
 
 typedef struct {
     const double *le;
@@ -24,12 +26,19 @@ typedef struct {
 static const double ttft_le[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80};
 static const double itl_le[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 10};
 static const double e2e_le[] = {0.01, 0.05, 0.1, 0.3, 0.5, 1, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480};
+/* vLLM's buckets (vllm/v1/metrics/loggers.py) for its names */
+static const double vllm_ttft_le[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
+                                      1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560};
+static const double vllm_itl_le[] = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80};
+static const double vllm_e2e_le[] = {0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680};
 
 struct g4_metrics {
     pthread_mutex_t mu;
     struct { char endpoint[48]; int status; uint64_t n; } req[MAX_SERIES];
     int n_req;
     histo ttft, itl, e2e;
+    histo vttft, vitl, ve2e;  /* the same observations in vLLM's buckets */
+    char *model_label;        /* model_name="…" (escaped) */
     uint64_t fin_stop, fin_length, fin_tool, fin_cancel, fin_other;
     uint64_t req_prompt_tokens, req_completion_tokens;
     int preparing;
@@ -58,12 +67,17 @@ g4_metrics *g4_metrics_create(void) {
     histo_init(&m->ttft, ttft_le, (int)(sizeof ttft_le / sizeof *ttft_le));
     histo_init(&m->itl, itl_le, (int)(sizeof itl_le / sizeof *itl_le));
     histo_init(&m->e2e, e2e_le, (int)(sizeof e2e_le / sizeof *e2e_le));
+    histo_init(&m->vttft, vllm_ttft_le, (int)(sizeof vllm_ttft_le / sizeof *vllm_ttft_le));
+    histo_init(&m->vitl, vllm_itl_le, (int)(sizeof vllm_itl_le / sizeof *vllm_itl_le));
+    histo_init(&m->ve2e, vllm_e2e_le, (int)(sizeof vllm_e2e_le / sizeof *vllm_e2e_le));
+    if (g4_metrics_set_model(m, "")) { g4_metrics_free(m); return NULL; }
     return m;
 }
 
 void g4_metrics_free(g4_metrics *m) {
     if (!m) return;
     pthread_mutex_destroy(&m->mu);
+    free(m->model_label);
     free(m);
 }
 
@@ -82,10 +96,33 @@ void g4_metrics_request(g4_metrics *m, const char *endpoint, int status) {
     pthread_mutex_unlock(&m->mu);
 }
 
-#define LOCKED_ADD(field) do { pthread_mutex_lock(&m->mu); histo_add(&m->field, s); pthread_mutex_unlock(&m->mu); } while (0)
-void g4_metrics_ttft(g4_metrics *m, double s) { LOCKED_ADD(ttft); }
-void g4_metrics_itl(g4_metrics *m, double s) { LOCKED_ADD(itl); }
-void g4_metrics_e2e(g4_metrics *m, double s) { LOCKED_ADD(e2e); }
+#define LOCKED_ADD(field, vfield) \
+    do { pthread_mutex_lock(&m->mu); histo_add(&m->field, s); histo_add(&m->vfield, s); pthread_mutex_unlock(&m->mu); } while (0)
+void g4_metrics_ttft(g4_metrics *m, double s) { LOCKED_ADD(ttft, vttft); }
+void g4_metrics_itl(g4_metrics *m, double s) { LOCKED_ADD(itl, vitl); }
+void g4_metrics_e2e(g4_metrics *m, double s) { LOCKED_ADD(e2e, ve2e); }
+
+/* A label value in the text format escapes backslash, double quote and line feed. */
+int g4_metrics_set_model(g4_metrics *m, const char *model) {
+    static const char pre[] = "model_name=\"";
+    size_t n = sizeof pre + 2;
+    for (const char *p = model; *p; p++) n += *p == '\\' || *p == '"' || *p == '\n' ? 2 : 1;
+    char *l = malloc(n), *w = l;
+    if (!l) return G4_ENOMEM;
+    w += sprintf(w, "%s", pre);
+    for (const char *p = model; *p; p++) {
+        if (*p == '\\' || *p == '"') *w++ = '\\';
+        if (*p == '\n') { *w++ = '\\'; *w++ = 'n'; continue; }
+        *w++ = *p;
+    }
+    *w++ = '"';
+    *w = 0;
+    pthread_mutex_lock(&m->mu);
+    free(m->model_label);
+    m->model_label = l;
+    pthread_mutex_unlock(&m->mu);
+    return G4_OK;
+}
 
 void g4_metrics_finished(g4_metrics *m, const char *reason, size_t prompt_tokens, size_t completion_tokens) {
     pthread_mutex_lock(&m->mu);
@@ -119,15 +156,22 @@ static void bprintf(buf *b, const char *fmt, ...) {
     }
 }
 
-static void histo_render(buf *b, const char *name, const char *help, const histo *h) {
+/* A histogram; labels (may be NULL) go before le. vllm: le spelled as Python prints floats
+ * ("1.0"), as vLLM's buckets are. */
+static void histo_render(buf *b, const char *name, const char *help, const char *labels, int vllm, const histo *h) {
+    const char *l = labels ? labels : "", *comma = labels ? "," : "";
     bprintf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
     uint64_t cum = 0;
     for (int i = 0; i < h->n; i++) {
         cum += h->counts[i];
-        bprintf(b, "%s_bucket{le=\"%g\"} %llu\n", name, h->le[i], (unsigned long long)cum);
+        char le[32];
+        snprintf(le, sizeof le, "%g", h->le[i]);
+        if (vllm && !strpbrk(le, ".e")) strcat(le, ".0");
+        bprintf(b, "%s_bucket{%s%sle=\"%s\"} %llu\n", name, l, comma, le, (unsigned long long)cum);
     }
     cum += h->counts[h->n];
-    bprintf(b, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.6f\n%s_count %llu\n", name, (unsigned long long)cum, name, h->sum, name,
+    bprintf(b, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, l, comma, (unsigned long long)cum);
+    bprintf(b, labels ? "%s_sum{%s} %.6f\n%s_count{%s} %llu\n" : "%s_sum%s %.6f\n%s_count%s %llu\n", name, l, h->sum, name, l,
             (unsigned long long)h->total);
 }
 
@@ -142,6 +186,35 @@ void g4_metrics_grammars(g4_metrics *m, unsigned long long hits, unsigned long l
     m->grammar_hits = hits;
     m->grammar_misses = misses;
     m->grammar_entries = entries;
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* The numbers again under vLLM's names, types, label and buckets (vllm/v1/metrics/loggers.py;
+ * its counters are exposed with _total). prefix_cache_queries / _hits count tokens, as vLLM's do. */
+static void render_vllm(buf *b, g4_metrics *m, const g4_sched_stats *st) {
+    pthread_mutex_lock(&m->mu);
+    const char *l = m->model_label;
+#define VLLM(name, type, help, fmt, value) \
+    bprintf(b, "# HELP " name " " help "\n# TYPE " name " " type "\n" name "{%s} " fmt "\n", l, value)
+    VLLM("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.", "%d", st->running);
+    VLLM("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", "%d", st->waiting);
+    VLLM("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", "%.6f",
+         st->kv_budget ? (double)st->kv_used / (double)st->kv_budget : 0.0);
+    VLLM("vllm:prefix_cache_queries_total", "counter", "Prefix cache queries, in terms of number of queried tokens.", "%llu",
+         (unsigned long long)st->kv.cache_query_tokens);
+    VLLM("vllm:prefix_cache_hits_total", "counter", "Prefix cache hits, in terms of number of cached tokens.", "%llu",
+         (unsigned long long)st->kv.cache_hit_tokens);
+    VLLM("vllm:num_preemptions_total", "counter", "Cumulative number of preemption from the engine.", "%llu", (unsigned long long)st->preemptions);
+    VLLM("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", "%llu", (unsigned long long)st->prompt_tokens);
+    VLLM("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.", "%llu", (unsigned long long)st->generated_tokens);
+#undef VLLM
+    bprintf(b, "# HELP vllm:request_success_total Count of successfully processed requests.\n# TYPE vllm:request_success_total counter\n");
+    bprintf(b, "vllm:request_success_total{%s,finished_reason=\"stop\"} %llu\n", l, (unsigned long long)(m->fin_stop + m->fin_tool));
+    bprintf(b, "vllm:request_success_total{%s,finished_reason=\"length\"} %llu\n", l, (unsigned long long)m->fin_length);
+    bprintf(b, "vllm:request_success_total{%s,finished_reason=\"abort\"} %llu\n", l, (unsigned long long)(m->fin_cancel + m->fin_other));
+    histo_render(b, "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", l, 1, &m->vttft);
+    histo_render(b, "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", l, 1, &m->vitl);
+    histo_render(b, "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", l, 1, &m->ve2e);
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -165,9 +238,10 @@ char *g4_metrics_render(g4_metrics *m, const g4_sched_stats *st, int ready, size
             (unsigned long long)m->req_prompt_tokens);
     bprintf(&b, "# HELP g4tp_request_generation_tokens_total Generated tokens of finished generations.\n# TYPE g4tp_request_generation_tokens_total counter\ng4tp_request_generation_tokens_total %llu\n",
             (unsigned long long)m->req_completion_tokens);
-    histo_render(&b, "g4tp_time_to_first_token_seconds", "Time from submission to the first generated token.", &m->ttft);
-    histo_render(&b, "g4tp_inter_token_latency_seconds", "Time between consecutive generated tokens as the server received them.", &m->itl);
-    histo_render(&b, "g4tp_request_duration_seconds", "Time from submission to the end of a generation.", &m->e2e);
+    histo_render(&b, "g4tp_time_to_first_token_seconds", "Time from submission to the first generated token.", NULL, 0, &m->ttft);
+    histo_render(&b, "g4tp_inter_token_latency_seconds", "Time between consecutive generated tokens as the server received them.", NULL, 0,
+                 &m->itl);
+    histo_render(&b, "g4tp_request_duration_seconds", "Time from submission to the end of a generation.", NULL, 0, &m->e2e);
     bprintf(&b, "# HELP g4tp_num_requests_preparing Requests whose prompt is being rendered and tokenized.\n# TYPE g4tp_num_requests_preparing gauge\ng4tp_num_requests_preparing %d\n",
             m->preparing);
     bprintf(&b, "# HELP g4tp_grammar_cache_hits_total Constrained requests whose grammar was compiled before (--grammar-cache).\n# TYPE g4tp_grammar_cache_hits_total counter\n"
@@ -193,7 +267,7 @@ char *g4_metrics_render(g4_metrics *m, const g4_sched_stats *st, int ready, size
             st->kv_budget ? (double)st->kv_used / (double)st->kv_budget : 0.0);
     /* the paged KV pool (docs/kvcache.md): pages of 16 positions of some layers, per rank */
     const g4_kv_stats *kv = &st->kv;
-    bprintf(&b, "# HELP g4tp_kv_pages_total KV pool pages per rank.\n# TYPE g4tp_kv_pages_total gauge\ng4tp_kv_pages_total %lld\n", (long long)kv->pages_total);
+    bprintf(&b, "# HELP g4tp_kv_pages KV pool pages per rank.\n# TYPE g4tp_kv_pages gauge\ng4tp_kv_pages %lld\n", (long long)kv->pages_total);
     bprintf(&b, "# HELP g4tp_kv_pages_free KV pool pages free.\n# TYPE g4tp_kv_pages_free gauge\ng4tp_kv_pages_free %lld\n", (long long)kv->pages_free);
     bprintf(&b, "# HELP g4tp_kv_pages_cached KV pool pages held only by the prefix cache (evictable).\n# TYPE g4tp_kv_pages_cached gauge\ng4tp_kv_pages_cached %lld\n",
             (long long)kv->pages_cached);
@@ -216,6 +290,7 @@ char *g4_metrics_render(g4_metrics *m, const g4_sched_stats *st, int ready, size
             (unsigned long long)st->draft_accepted);
     bprintf(&b, "# HELP g4tp_spec_decode_steps_total Forward steps that verified drafts.\n# TYPE g4tp_spec_decode_steps_total counter\ng4tp_spec_decode_steps_total %llu\n",
             (unsigned long long)st->spec_steps);
+    render_vllm(&b, m, st);
     if (b.oom) { free(b.s); return NULL; }
     *len = b.len;
     return b.s;

@@ -1,5 +1,6 @@
 /* metrics.h — the server's counters and histograms, rendered in the Prometheus text format
- * (version 0.0.4) together with the scheduler's live numbers. Thread-safe. */
+ * (version 0.0.4) together with the scheduler's live numbers, under g4tp's names and again under
+ * vLLM's (docs/server.md, "Metrics"). Thread-safe. */
 #ifndef G4_SERVER_METRICS_H
 #define G4_SERVER_METRICS_H
 
@@ -11,6 +12,8 @@ typedef struct g4_metrics g4_metrics;
 
 g4_metrics *g4_metrics_create(void);
 void g4_metrics_free(g4_metrics *m);
+/* The served model's name: the model_name label of the vLLM-compatible series ("" at first). */
+int g4_metrics_set_model(g4_metrics *m, const char *model);
 
 /* One answered request: the route ("/v1/chat/completions", or "other") and the HTTP status. */
 void g4_metrics_request(g4_metrics *m, const char *endpoint, int status);

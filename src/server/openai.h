@@ -1,7 +1,7 @@
 /* openai.h — the OpenAI-compatible request and response shapes: parsing and validating the
  * bodies of /generate, /v1/completions and /v1/chat/completions into one request struct, and
  * building the response objects from a finished generation. Pure functions of JSON and text:
- * no HTTP, no engine. Streaming chunks are built by sse.h on top of these. */
+ * no HTTP, no engine. Streaming chunks are built on top of these (openai_sse.c). */
 #ifndef G4_SERVER_OPENAI_H
 #define G4_SERVER_OPENAI_H
 
@@ -13,7 +13,8 @@
 #include "text/output_parser.h"
 
 /* Every API translates into this one request shape and out of one result shape: OpenAI's here,
- * Anthropic's Messages in anthropic.h, OpenAI's Responses in responses.h. */
+ * Anthropic's Messages in anthropic.h, OpenAI's Responses in responses.h; api_family.h has the
+ * table of them (route, parser, renderer, stream shape, error body). */
 typedef enum { G4_API_GENERATE = 0, G4_API_COMPLETIONS, G4_API_CHAT, G4_API_ANTHROPIC, G4_API_RESPONSES } g4_api_kind;
 
 #define G4_API_MAX_STOPS 16
@@ -153,5 +154,10 @@ size_t g4_api_args_pieces(const char *json, size_t len, size_t *ends, size_t max
 json_t *g4_api_tool_call(const char *resp_id, size_t k, const g4_tool_call *c);
 /* The usage object; prompt_tokens_details.cached_tokens: prompt tokens from the prefix cache. */
 json_t *g4_api_usage(size_t prompt_tokens, size_t completion_tokens, size_t cached_tokens);
+
+/* OpenAI's stream shape (openai_sse.c, sse.h): chat.completion.chunk (g4_sse_opts.kind
+ * G4_API_CHAT) or text_completion chunks, n choices, logprobs, usage, [DONE]. */
+struct g4_sse_shape;
+extern const struct g4_sse_shape g4_openai_sse_shape;
 
 #endif

@@ -468,7 +468,8 @@ static int event(resp_stream *a, g4_sse *s, const char *type, json_t *data) {
     return g4_sse_event(s, type, e);
 }
 
-static int st_start(void *p, g4_sse *s) {
+static int st_start(void *p, g4_sse *s, int i) {
+    (void)i; /* one choice */
     resp_stream *a = p;
     int rc = event(a, s, "response.created", json_pack("{s:o}", "response", envelope(a->id, a->created, a->model, a->extra, NULL, json_array(), NULL)));
     if (!rc) rc = event(a, s, "response.in_progress", json_pack("{s:o}", "response", envelope(a->id, a->created, a->model, a->extra, NULL, json_array(), NULL)));
@@ -532,7 +533,8 @@ static int add_text(resp_stream *a, const char *t, size_t n) {
     return G4_OK;
 }
 
-static int st_events(void *p, g4_sse *s, const g4_out_event *ev, size_t n) {
+static int st_events(void *p, g4_sse *s, int i, const g4_out_event *ev, size_t n) {
+    (void)i;
     resp_stream *a = p;
     int rc = G4_OK;
     for (size_t k = 0; k < n && !rc; k++) {
@@ -566,7 +568,7 @@ static int st_events(void *p, g4_sse *s, const g4_out_event *ev, size_t n) {
     return rc;
 }
 
-static int st_finish(void *p, g4_sse *s, const g4_sse_end *e) {
+static int st_end(void *p, g4_sse *s, const g4_sse_end *e) {
     resp_stream *a = p;
     int rc = close_item(a, s);
     json_t *r = envelope(a->id, a->created, a->model, a->extra, e->finish_reason, json_incref(a->out),
@@ -584,4 +586,5 @@ static int st_error(void *p, g4_sse *s, const g4_api_err *ae) {
     return event(a, s, "error", d);
 }
 
-const g4_sse_shape g4_resp_sse_shape = {st_create, st_free, st_start, st_events, st_finish, st_error};
+const g4_sse_shape g4_resp_sse_shape = {.max_choices = 1, .create = st_create, .free = st_free, .start = st_start, .events = st_events, .end = st_end,
+                                     .error = st_error};

@@ -1,65 +1,26 @@
 /* routes.c — request handling: routing, authentication (Authorization: Bearer or x-api-key),
- * and the small endpoints (/health, /metrics, /v1/models, /tokenize, /detokenize, the chat
- * page's files through ui.c); the generation routes (/generate, /v1/completions,
- * /v1/chat/completions, /v1/messages, /v1/responses) go to generate.c. Errors go through errors.c only, in the route's API shape
- * (Anthropic's for /v1/messages*). Knows the HTTP adapter's interface, never MHD. */
-#include "server/server_internal.h"
+ * and the small endpoints (/health, /metrics, /v1/models, /tokenize, /detokenize,
+ * /v1/messages/count_tokens, the chat page's files through ui.c); the generation routes are the API table's (api_family.h) and go
+ * to generate.c. Errors go through errors.c only, in the route's API shape (Anthropic's for
+ * /v1/messages*). Knows the HTTP adapter's interface, never MHD. */
+#include "server/routes.h"
 
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "grammar/grammar_cache.h"
 #include "server/errors.h"
+#include "server/generate.h"
+#include "server/guard.h"
 #include "server/openai.h"
-#include "server/sse.h"
+#include "server/route_common.h"
 #include "server/ui.h"
-#include "text/output_parser.h"
-
-/* ---- answers --------------------------------------------------------------------------------- */
-
-static void answer_text(g4_server *s, g4_http_req *r, const char *endpoint, int status, const char *ctype, const char *body,
-                        size_t len, const char *const *headers) {
-    g4_http_send(r, status, ctype, body, len, headers);
-    g4_metrics_request(s->metrics, endpoint, status);
-}
-
-/* Takes the reference. */
-void g4_srv_answer_json(g4_server *s, g4_http_req *r, const char *endpoint, int status, json_t *j) {
-    char *txt = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    json_decref(j);
-    if (!txt) {
-        g4_api_err ae;
-        g4_api_err_status(&ae, G4_ENOMEM, NULL, "out of memory while rendering the response");
-        txt = g4_api_err_json(&ae);
-        status = ae.status;
-    }
-    answer_text(s, r, endpoint, status, "application/json", txt ? txt : "{}", txt ? strlen(txt) : 2, NULL);
-    free(txt);
-}
-
-/* close: the connection ends after the answer (the request's framing is in doubt). */
-static void answer_error_ex(g4_server *s, g4_http_req *r, const char *endpoint, const g4_api_err *ae, int close) {
-    char *txt = strncmp(endpoint, "/v1/messages", 12) ? g4_api_err_json(ae) : g4_api_err_json_anthropic(ae);
-    char retry[16];
-    const char *hdr[6] = {0};
-    int k = 0;
-    snprintf(retry, sizeof retry, "%d", ae->retry_after_s);
-    if (ae->retry_after_s > 0) { hdr[k++] = "Retry-After"; hdr[k++] = retry; }
-    if (close) { hdr[k++] = "Connection"; hdr[k++] = "close"; }
-    answer_text(s, r, endpoint, ae->status, "application/json", txt ? txt : "{}", txt ? strlen(txt) : 2, k ? hdr : NULL);
-    free(txt);
-}
-
-void g4_srv_answer_error(g4_server *s, g4_http_req *r, const char *endpoint, const g4_api_err *ae) {
-    answer_error_ex(s, r, endpoint, ae, 0);
-}
 
 /* ---- small endpoints ------------------------------------------------------------------------- */
 
-static void route_health(g4_server *s, g4_http_req *r, const char *ep) {
+static void route_health(g4_server *s, g4_http_req *r, const g4_srv_route *ep) {
     const char *failed = atomic_load(&s->ready) ? g4_engine_failure(s->e) : NULL; /* a rank died or failed */
     if (failed) g4_srv_answer_json(s, r, ep, 503, json_pack("{s:s,s:s}", "status", "failed", "error", failed));
     else if (atomic_load(&s->stopping)) g4_srv_answer_json(s, r, ep, 503, json_pack("{s:s}", "status", "shutting_down"));
@@ -67,7 +28,7 @@ static void route_health(g4_server *s, g4_http_req *r, const char *ep) {
     else g4_srv_answer_json(s, r, ep, 200, json_pack("{s:s}", "status", "ok"));
 }
 
-static void route_metrics(g4_server *s, g4_http_req *r, const char *ep) {
+static void route_metrics(g4_server *s, g4_http_req *r, const g4_srv_route *ep) {
     g4_sched_stats st;
     int ready = atomic_load(&s->ready);
     if (ready) {
@@ -87,7 +48,7 @@ static void route_metrics(g4_server *s, g4_http_req *r, const char *ep) {
         g4_srv_answer_error(s, r, ep, &ae);
         return;
     }
-    answer_text(s, r, ep, 200, "text/plain; version=0.0.4; charset=utf-8", txt, len, NULL);
+    g4_srv_answer_text(s, r, ep, 200, "text/plain; version=0.0.4; charset=utf-8", txt, len, NULL);
     free(txt);
 }
 
@@ -97,63 +58,11 @@ static json_t *model_card(g4_server *s) {
     return m;
 }
 
-static void route_models(g4_server *s, g4_http_req *r, const char *ep) {
+static void route_models(g4_server *s, g4_http_req *r, const g4_srv_route *ep) {
     g4_srv_answer_json(s, r, ep, 200, json_pack("{s:s,s:[o]}", "object", "list", "data", model_card(s)));
 }
 
-/* name holds len bytes (JSON strings may hold U+0000: such a name matches nothing) */
-static int model_ok(const g4_server *s, const char *name, size_t len) {
-    if (!name) return 1;
-    return (len == strlen(s->model_id) && !memcmp(name, s->model_id, len)) ||
-           (s->model_alias && len == strlen(s->model_alias) && !memcmp(name, s->model_alias, len));
-}
-
-int g4_srv_model_check(g4_server *s, const char *name, size_t len, g4_api_err *ae) {
-    if (model_ok(s, name, len)) return 0;
-    return g4_api_err_refuse(ae, G4_API_MODEL_NOT_FOUND, "model", "the model \"%s%s\" does not exist; this server serves \"%s\"", name,
-                             strlen(name) < len ? "\\u0000..." : "", s->model_id);
-}
-
-/* Prompt preparation (chat template, tokenizer) runs in the connection's thread, cannot be
- * interrupted and costs more the larger the request. Other connections keep being served (one
- * thread each), but the request bytes being prepared at once are bounded across requests
- * (render_budget) so that many huge requests cannot take every core and the memory: beyond it
- * the answer is 503 server_busy with Retry-After. A request alone always goes ahead. */
-int g4_srv_prep_begin(g4_server *s, size_t body_len, g4_api_err *ae) {
-    size_t cost = body_len + 1, cur = atomic_load(&s->render_bytes);
-    do {
-        if (cur && cur + cost > s->o.render_budget)
-            return g4_api_err_status(ae, G4_EBUSY, NULL, "too many large prompts are being prepared at once (%zu of %zu bytes in use); retry shortly",
-                                     cur, s->o.render_budget);
-    } while (!atomic_compare_exchange_weak(&s->render_bytes, &cur, cur + cost));
-    g4_metrics_preparing(s->metrics, 1);
-    if (s->o.test_render_delay_ms > 0) {
-        struct timespec ts = {s->o.test_render_delay_ms / 1000, (long)(s->o.test_render_delay_ms % 1000) * 1000000L};
-        nanosleep(&ts, NULL);
-    }
-    return 0;
-}
-
-void g4_srv_prep_end(g4_server *s, size_t body_len) {
-    g4_metrics_preparing(s->metrics, -1);
-    atomic_fetch_sub(&s->render_bytes, body_len + 1);
-}
-
-/* Renders a chat request and tokenizes it. *thought: the prompt ends inside a thought block. */
-int g4_srv_chat_ids(g4_server *s, const json_t *chat, int32_t **ids, size_t *n, int *thought, g4_api_err *ae) {
-    char *text = NULL;
-    size_t len = 0;
-    g4_err err = {0};
-    if (g4_textgen_render(&s->tg, chat, &text, &len, &err)) return g4_api_err_from(ae, &err, "messages");
-    static const char open_thought[] = "<|channel>thought\n";
-    size_t ol = sizeof open_thought - 1;
-    *thought = len >= ol && !memcmp(text + len - ol, open_thought, ol);
-    int rc = g4_tokenizer_encode(s->tg.tok, text, len, 0, ids, n, &err);
-    free(text);
-    return rc ? g4_api_err_from(ae, &err, "messages") : 0;
-}
-
-static void route_tokenize(g4_server *s, g4_http_req *r, const char *ep) {
+static void route_tokenize(g4_server *s, g4_http_req *r, const g4_srv_route *ep) {
     size_t len;
     const char *body = g4_http_body(r, &len);
     json_t *o;
@@ -195,7 +104,7 @@ static void route_tokenize(g4_server *s, g4_http_req *r, const char *ep) {
     g4_srv_answer_json(s, r, ep, 200, json_pack("{s:o,s:I,s:I}", "tokens", arr, "count", (json_int_t)n, "max_model_len", (json_int_t)g4_engine_max_ctx(s->e)));
 }
 
-static void route_detokenize(g4_server *s, g4_http_req *r, const char *ep) {
+static void route_detokenize(g4_server *s, g4_http_req *r, const g4_srv_route *ep) {
     size_t len;
     const char *body = g4_http_body(r, &len);
     json_t *o;
@@ -229,19 +138,6 @@ static void route_detokenize(g4_server *s, g4_http_req *r, const char *ep) {
     free(text);
 }
 
-/* The chat page: "/" and "/ui/NAME" (ui.c), without API key (the page asks for it). */
-static void route_ui(g4_server *s, g4_http_req *r, const char *ep) {
-    const g4_ui_file *f = g4_ui_find(g4_http_path(r));
-    int status;
-    if (!f) {
-        g4_api_err ae;
-        g4_api_err_refuse(&ae, G4_API_NO_ROUTE, NULL, "no route %s %s", g4_http_method(r), g4_http_path(r));
-        g4_srv_answer_error(s, r, ep, &ae);
-    } else if (g4_ui_answer(r, f, g4_http_header(r, "If-None-Match"), &status) == G4_OK) {
-        g4_metrics_request(s->metrics, ep, status);
-    }
-}
-
 /* ---- routing ------------------------------------------------------------------------------------ */
 
 static int key_match(const g4_server *s, const char *k) {
@@ -252,6 +148,19 @@ static int key_match(const g4_server *s, const char *k) {
     return diff == 0;
 }
 
+/* The chat page: "/" and "/ui/NAME" (ui.c), without API key (the page asks for it). */
+static void route_ui(g4_server *s, g4_http_req *r, const g4_srv_route *ep) {
+    const g4_ui_file *f = g4_ui_find(g4_http_path(r));
+    int status;
+    if (!f) {
+        g4_api_err ae;
+        g4_api_err_refuse(&ae, G4_API_NO_ROUTE, NULL, "no route %s %s", g4_http_method(r), g4_http_path(r));
+        g4_srv_answer_error(s, r, ep, &ae);
+    } else if (g4_ui_answer(r, f, g4_http_header(r, "If-None-Match"), &status) == G4_OK) {
+        g4_metrics_request(s->metrics, ep->endpoint, status);
+    }
+}
+
 /* Authorization: Bearer KEY (OpenAI clients), or x-api-key: KEY (Anthropic clients). */
 static int key_ok(const g4_server *s, const g4_http_req *r) {
     if (!s->api_key) return 1;
@@ -259,22 +168,80 @@ static int key_ok(const g4_server *s, const g4_http_req *r) {
     return (auth && !strncmp(auth, "Bearer ", 7) && key_match(s, auth + 7)) || key_match(s, x);
 }
 
-typedef enum { R_HEALTH, R_METRICS, R_MODELS, R_TOKENIZE, R_DETOKENIZE, R_GENERATE, R_COMPLETIONS, R_CHAT, R_MESSAGES, R_COUNT_TOKENS, R_RESPONSES, R_UI } route_id;
-static const struct { const char *path, *method; route_id id; int auth, needs_model; } routes[] = {
-    {"/health", "GET", R_HEALTH, 0, 0},
-    {"/metrics", "GET", R_METRICS, 0, 0},
-    {"/v1/models", "GET", R_MODELS, 1, 0},
-    {"/tokenize", "POST", R_TOKENIZE, 1, 1},
-    {"/detokenize", "POST", R_DETOKENIZE, 1, 1},
-    {"/generate", "POST", R_GENERATE, 1, 1},
-    {"/v1/completions", "POST", R_COMPLETIONS, 1, 1},
-    {"/v1/chat/completions", "POST", R_CHAT, 1, 1},
-    {"/v1/messages", "POST", R_MESSAGES, 1, 1},
-    {"/v1/messages/count_tokens", "POST", R_COUNT_TOKENS, 1, 1},
-    {"/v1/responses", "POST", R_RESPONSES, 1, 1},
-    {"/", "GET", R_UI, 0, 0},
-    {"/ui/{file}", "GET", R_UI, 0, 0}, /* every /ui/NAME (one metrics label); stays the last row */
+/* The routes other than the generation APIs (api_family.h has those: POST, authenticated, need
+ * the model). err_api: the API whose error body the route answers with (-1: OpenAI's). */
+typedef enum { R_HEALTH, R_METRICS, R_MODELS, R_TOKENIZE, R_DETOKENIZE, R_COUNT_TOKENS, R_GENERATE, R_UI } route_id;
+typedef struct { const char *path, *method; route_id id; int auth, needs_model, err_api; } route;
+static const route routes[] = {
+    {"/health", "GET", R_HEALTH, 0, 0, -1},
+    {"/metrics", "GET", R_METRICS, 0, 0, -1},
+    {"/v1/models", "GET", R_MODELS, 1, 0, -1},
+    {"/tokenize", "POST", R_TOKENIZE, 1, 1, -1},
+    {"/detokenize", "POST", R_DETOKENIZE, 1, 1, -1},
+    {"/v1/messages/count_tokens", "POST", R_COUNT_TOKENS, 1, 1, G4_API_ANTHROPIC},
+    {"/", "GET", R_UI, 0, 0, -1},
+    {"/ui/{file}", "GET", R_UI, 0, 0, -1}, /* every /ui/NAME (one metrics label); stays the last row */
 };
+
+/* The route of path (NULL: none) and what its answers are counted and shaped as. */
+static const route *find_route(const char *path, route *gen, g4_srv_route *rt) {
+    const size_t nr = sizeof routes / sizeof *routes;
+    *rt = (g4_srv_route){"other", NULL};
+    for (size_t k = 0; k < nr; k++)
+        if (!strcmp(path, routes[k].path)) {
+            *rt = (g4_srv_route){routes[k].path, routes[k].err_api < 0 ? NULL : g4_api_family_of((g4_api_kind)routes[k].err_api)};
+            return &routes[k];
+        }
+    if (!strncmp(path, "/ui/", 4)) { /* the /ui/{file} row */
+        *rt = (g4_srv_route){routes[nr - 1].path, NULL};
+        return &routes[nr - 1];
+    }
+    const g4_api_family *f = g4_api_family_at(path);
+    if (!f) return NULL;
+    *gen = (route){f->path, "POST", R_GENERATE, 1, 1, (int)f->kind};
+    *rt = (g4_srv_route){f->path, f};
+    return gen;
+}
+
+/* The rules for what a browser may make the server do (guard.h; docs/server.md, "Browsers"),
+ * before anything else: a Host name the server does not answer to is refused (a page that
+ * rebound its own name to this address must not read the answers); an allowed Origin gets its
+ * CORS headers on every answer; a preflight (OPTIONS) is answered here. 0: answered. */
+static int browser_rules(g4_server *s, g4_http_req *r, const char *path, const char *method, const route *row, const g4_srv_route *ep) {
+    g4_api_err ae;
+    const char *host = g4_http_header(r, "Host"), *origin = g4_http_header(r, "Origin");
+    if (!g4_guard_host_ok(s->guard, host)) {
+        g4_api_err_refuse(&ae, G4_API_HOST_NOT_ALLOWED, NULL,
+                          "this server does not answer to the Host \"%.80s\" (it is bound to %s; --allowed-hosts adds names)", host,
+                          s->o.host && *s->o.host ? s->o.host : "127.0.0.1");
+        g4_srv_answer_error(s, r, ep, &ae);
+        return 0;
+    }
+    const char *allow = g4_guard_cors(s->guard, origin);
+    if (allow) {
+        g4_http_add_header(r, "Access-Control-Allow-Origin", allow);
+        if (!g4_guard_cors_any(s->guard)) g4_http_add_header(r, "Vary", "Origin");
+    }
+    if (strcmp(method, "OPTIONS")) return 1;
+    if (!row && strncmp(path, "/v1/models/", 11)) return 1; /* unknown path: 404 as for any method */
+    const char *want = row ? row->method : "GET", *allow_methods = strcmp(want, "GET") ? "POST, OPTIONS" : "GET, HEAD, OPTIONS";
+    const char *req_method = g4_http_header(r, "Access-Control-Request-Method");
+    if (!origin || !req_method) { /* a plain OPTIONS: what the route takes */
+        g4_srv_answer_text(s, r, ep, 204, NULL, "", 0, (const char *const[]){"Allow", allow_methods, NULL, NULL});
+        return 0;
+    }
+    if (!allow) {
+        g4_api_err_refuse(&ae, G4_API_ORIGIN_NOT_ALLOWED, NULL, "the origin %.100s may not call this server from a browser (--cors lists the origins that may)",
+                          origin);
+        g4_srv_answer_error(s, r, ep, &ae);
+        return 0;
+    }
+    const char *req_headers = g4_http_header(r, "Access-Control-Request-Headers");
+    const char *hdr[] = {"Access-Control-Allow-Methods", allow_methods, "Access-Control-Max-Age", "600",
+                         req_headers ? "Access-Control-Allow-Headers" : NULL, req_headers, NULL, NULL};
+    g4_srv_answer_text(s, r, ep, 204, NULL, "", 0, hdr);
+    return 0;
+}
 
 void g4_srv_handle(void *user, g4_http_req *r) {
     g4_server *s = user;
@@ -283,25 +250,26 @@ void g4_srv_handle(void *user, g4_http_req *r) {
     const char *bad = g4_http_malformed(r);
     if (bad) {
         g4_api_err_refuse(&ae, G4_API_MALFORMED, NULL, "%s", bad);
-        answer_error_ex(s, r, "other", &ae, 1);
+        g4_srv_answer_error_close(s, r, &(g4_srv_route){"other", NULL}, &ae);
         return;
     }
-    size_t k, nr = sizeof routes / sizeof *routes;
-    for (k = 0; k < nr; k++) if (!strcmp(path, routes[k].path)) break;
-    if (k == nr && !strncmp(path, "/ui/", 4)) k = nr - 1; /* the /ui/{file} row */
-    const char *ep = k < nr ? routes[k].path : "other";
-    if (k == nr && !strncmp(path, "/v1/models/", 11)) { /* GET /v1/models/{id} */
-        ep = "/v1/models/{id}";
+    route gen;
+    g4_srv_route route_of;
+    const g4_srv_route *ep = &route_of;
+    const route *row = find_route(path, &gen, &route_of);
+    if (!browser_rules(s, r, path, method, row, ep)) return;
+    if (!row && !strncmp(path, "/v1/models/", 11)) { /* GET /v1/models/{id} */
+        route_of.endpoint = "/v1/models/{id}";
         if (strcmp(method, "GET") && strcmp(method, "HEAD")) g4_api_err_refuse(&ae, G4_API_BAD_METHOD, NULL, "%s does not accept %s (use GET)", path, method);
         else if (!key_ok(s, r)) g4_api_err_refuse(&ae, G4_API_UNAUTHORIZED, NULL, "a valid API key is required (Authorization: Bearer KEY, or x-api-key: KEY)");
         else if (g4_srv_model_check(s, path + 11, strlen(path + 11), &ae) == 0) { g4_srv_answer_json(s, r, ep, 200, model_card(s)); return; }
         g4_srv_answer_error(s, r, ep, &ae);
         return;
     }
-    if (k == nr) { g4_api_err_refuse(&ae, G4_API_NO_ROUTE, NULL, "no route %s %s", method, path); g4_srv_answer_error(s, r, ep, &ae); return; }
-    int head = !strcmp(method, "HEAD") && !strcmp(routes[k].method, "GET");
-    if (strcmp(method, routes[k].method) && !head) {
-        g4_api_err_refuse(&ae, G4_API_BAD_METHOD, NULL, "%s does not accept %s (use %s)", path, method, routes[k].method);
+    if (!row) { g4_api_err_refuse(&ae, G4_API_NO_ROUTE, NULL, "no route %s %s", method, path); g4_srv_answer_error(s, r, ep, &ae); return; }
+    int head = !strcmp(method, "HEAD") && !strcmp(row->method, "GET");
+    if (strcmp(method, row->method) && !head) {
+        g4_api_err_refuse(&ae, G4_API_BAD_METHOD, NULL, "%s does not accept %s (use %s)", path, method, row->method);
         g4_srv_answer_error(s, r, ep, &ae);
         return;
     }
@@ -310,29 +278,32 @@ void g4_srv_handle(void *user, g4_http_req *r) {
         g4_srv_answer_error(s, r, ep, &ae);
         return;
     }
-    if (routes[k].auth && !key_ok(s, r)) {
+    if (row->auth && !key_ok(s, r)) {
         g4_api_err_refuse(&ae, G4_API_UNAUTHORIZED, NULL, "a valid API key is required (Authorization: Bearer KEY, or x-api-key: KEY)");
         g4_srv_answer_error(s, r, ep, &ae);
         return;
     }
-    if (routes[k].needs_model && !atomic_load(&s->ready)) {
+    if (!strcmp(row->method, "POST") && !g4_guard_json_type(g4_http_header(r, "Content-Type"))) {
+        const char *ct = g4_http_header(r, "Content-Type");
+        g4_api_err_refuse(&ae, G4_API_NOT_JSON, NULL, "%s takes a JSON body: send Content-Type: application/json (got %s%.60s%s)", path,
+                          ct ? "\"" : "", ct ? ct : "none", ct ? "\"" : "");
+        g4_srv_answer_error(s, r, ep, &ae);
+        return;
+    }
+    if (row->needs_model && !atomic_load(&s->ready)) {
         if (atomic_load(&s->stopping)) g4_api_err_refuse(&ae, G4_API_SHUTTING_DOWN, NULL, "the server is shutting down");
         else g4_api_err_refuse(&ae, G4_API_LOADING, NULL, "the model is still loading; retry shortly");
         g4_srv_answer_error(s, r, ep, &ae);
         return;
     }
-    switch (routes[k].id) {
+    switch (row->id) {
     case R_HEALTH: route_health(s, r, ep); break;
     case R_METRICS: route_metrics(s, r, ep); break;
     case R_MODELS: route_models(s, r, ep); break;
     case R_TOKENIZE: route_tokenize(s, r, ep); break;
     case R_DETOKENIZE: route_detokenize(s, r, ep); break;
-    case R_GENERATE: g4_srv_generate(s, r, ep, G4_API_GENERATE); break;
-    case R_COMPLETIONS: g4_srv_generate(s, r, ep, G4_API_COMPLETIONS); break;
-    case R_CHAT: g4_srv_generate(s, r, ep, G4_API_CHAT); break;
-    case R_MESSAGES: g4_srv_generate(s, r, ep, G4_API_ANTHROPIC); break;
     case R_COUNT_TOKENS: g4_srv_count_tokens(s, r, ep); break;
-    case R_RESPONSES: g4_srv_generate(s, r, ep, G4_API_RESPONSES); break;
+    case R_GENERATE: g4_srv_generate(s, r, ep); break;
     case R_UI: route_ui(s, r, ep); break;
     }
 }

@@ -5,6 +5,8 @@
 #include "server/server_internal.h"
 
 #include "grammar/grammar_cache.h"
+#include "server/guard.h"
+#include "server/routes.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +31,15 @@ int g4_server_start(const g4_server_opts *o, g4_server **out, g4_err *err) {
     s->created = (long long)time(NULL);
     s->metrics = g4_metrics_create();
     atomic_store(&s->next_id, ((unsigned long long)time(NULL) << 20) ^ (unsigned long long)clock());
-    if (!s->model_id || !s->metrics) { g4_server_stop(s); return g4_err_set(err, G4_ENOMEM, "out of memory"); }
+    if (!s->model_id || !s->metrics || g4_metrics_set_model(s->metrics, s->model_id)) {
+        g4_server_stop(s);
+        return g4_err_set(err, G4_ENOMEM, "out of memory");
+    }
+    const char *host = o->host && *o->host ? o->host : "127.0.0.1";
+    if (g4_guard_create(host, g4_http_host_is_loopback(host), o->allowed_hosts, o->cors, &s->guard, err)) {
+        g4_server_stop(s);
+        return err->code;
+    }
     g4_http_opts ho = {.host = o->host, .port = o->port, .max_body = s->o.max_body, .max_conns = s->o.max_conns,
                        .handler = g4_srv_handle, .user = s};
     int rc = g4_http_start(&ho, &s->http, err);
@@ -79,6 +89,7 @@ void g4_server_stop(g4_server *s) {
     if (s->tg_open) g4_textgen_close(&s->tg);
     g4_metrics_free(s->metrics);
     g4_grammar_cache_free(s->grammars);
+    g4_guard_free(s->guard);
     free(s->model_id);
     free(s->model_alias);
     free(s->api_key);

@@ -25,6 +25,9 @@ typedef struct g4_server_opts {
     size_t render_budget;       /* body bytes of requests whose prompt (chat template, tokenizer) is
                                  * being prepared at once; more: 503 (default 2 x max_body) */
     int grammar_cache;          /* structured output: compiled grammars kept for reuse (default 16; < 0: none) */
+    const char *allowed_hosts;  /* Host names served besides the loopback ones and host (comma-separated; "*": any); on a
+                                 * loopback host only those are served (DNS rebinding), elsewhere any unless given */
+    const char *cors;           /* origins answered with CORS headers (comma-separated, or "*"); NULL: none */
     int test_render_delay_ms;   /* tests only: hold each prompt preparation this long */
 } g4_server_opts;
 

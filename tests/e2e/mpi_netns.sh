@@ -65,7 +65,7 @@ done
 expect_eq "$code" 200 "serve --comm mpi: /health from rank 0's namespace"
 q='{"prompt":"What is the capital of France?","temperature":0}'
 for ns in $NS_A $NS_B; do
-  ans=$(ip netns exec $ns curl -s --max-time 60 http://$ADDR_A:$port/generate -d "$q" | python3 -c "import json,sys;print(json.load(sys.stdin)['response'])" 2>&1)
+  ans=$(ip netns exec $ns curl -H 'Content-Type: application/json' -s --max-time 60 http://$ADDR_A:$port/generate -d "$q" | python3 -c "import json,sys;print(json.load(sys.stdin)['response'])" 2>&1)
   expect_eq "$ans" "The capital of France is Paris." "serve --comm mpi answers Paris to a client in $([ $ns = $NS_A ] && echo A || echo "B, across the hop")"
 done
 grep -q "tp 2" $T/srv.err && ok "the server runs tp 2" || bad "server log: $(cat $T/srv.err)"

@@ -33,11 +33,11 @@ wait_chunks() { # FILE N: until the stream has N text chunks (bounded)
 # clients run as "${CL[@]}" curl ... (CL: empty, or the namespace of rank 0)
 CL=()
 BODY='{"prompt":"hello","max_tokens":1900,"ignore_eos":true'
-start_stream() { "${CL[@]}" curl -sN --max-time $((120 * SLOW)) "$URL/v1/completions" -d "$BODY,\"stream\":true}" >$T/stream.out & STREAM_PID=$!; }
+start_stream() { "${CL[@]}" curl -H 'Content-Type: application/json' -sN --max-time $((120 * SLOW)) "$URL/v1/completions" -d "$BODY,\"stream\":true}" >$T/stream.out & STREAM_PID=$!; }
 # a long stream and a long plain request against URL: STREAM_PID, PLAIN_PID
 start_clients() {
   start_stream
-  "${CL[@]}" curl -s --max-time $((120 * SLOW)) -o $T/plain.out -w '%{http_code}' "$URL/v1/completions" -d "$BODY}" >$T/plain.code &
+  "${CL[@]}" curl -H 'Content-Type: application/json' -s --max-time $((120 * SLOW)) -o $T/plain.out -w '%{http_code}' "$URL/v1/completions" -d "$BODY}" >$T/plain.code &
   PLAIN_PID=$!
 }
 wait_ready() { local i; for i in $(seq 1 $((300 * SLOW))); do [ "$("${CL[@]}" curl -s -o /dev/null -w '%{http_code}' --max-time 2 $URL/health)" = 200 ] && return 0; sleep 0.2; done; return 1; }

@@ -46,7 +46,7 @@ post /v1/chat/completions '{"messages":[]}' -H "x-api-key: $KEY"
 pyck "d['error']['code']=='invalid_value'" && ok "the OpenAI routes keep the OpenAI error shape" || bad "chat error shape: $BODY"
 
 # a stream: message_start, one text block, message_delta with the usage, message_stop
-STREAM=$(curl -sN --max-time $((60*SLOW)) -H "x-api-key: $KEY" "$URL/v1/messages" -d '{"model":"g4tp-demo","max_tokens":32,"temperature":0,"stream":true,"messages":[{"role":"user","content":"What is the capital of Japan?"}]}')
+STREAM=$(curl -H 'Content-Type: application/json' -sN --max-time $((60*SLOW)) -H "x-api-key: $KEY" "$URL/v1/messages" -d '{"model":"g4tp-demo","max_tokens":32,"temperature":0,"stream":true,"messages":[{"role":"user","content":"What is the capital of Japan?"}]}')
 printf '%s' "$STREAM" | python3 -c "
 import json,sys
 lines=sys.stdin.read().split('\n')

@@ -22,7 +22,7 @@ post /v1/completions '{"prompt":"The capital of","max_tokens":3,"ignore_eos":"ye
 expect_eq "$CODE" 400 "ignore_eos must be a boolean"
 
 # the issue's exact command (temperature from generation_config: sampled, so only the shape)
-BODY=$(curl -s --max-time 60 "$URL/generate" -d "{\"prompt\":\"$Q\"}")
+BODY=$(curl -H 'Content-Type: application/json' -s --max-time 60 "$URL/generate" -d "{\"prompt\":\"$Q\"}")
 pyck "isinstance(d['response'],str) and d['finish_reason'] in ('stop','length')" && ok "/generate with default sampling" || bad "/generate default: $BODY"
 
 
@@ -32,7 +32,7 @@ pyck "d['object']=='chat.completion' and d['id'].startswith('chatcmpl-') and d['
   && ok "chat completion (OpenAI shape, usage)" || bad "chat: $BODY"
 
 # streaming: the concatenated deltas equal the whole answer; [DONE]; usage chunk
-STREAM=$(curl -sN --max-time $((60*SLOW)) "$URL/v1/chat/completions" -d '{"messages":[{"role":"user","content":"What is the capital of Japan?"}],"temperature":0,"stream":true,"stream_options":{"include_usage":true}}')
+STREAM=$(curl -H 'Content-Type: application/json' -sN --max-time $((60*SLOW)) "$URL/v1/chat/completions" -d '{"messages":[{"role":"user","content":"What is the capital of Japan?"}],"temperature":0,"stream":true,"stream_options":{"include_usage":true}}')
 printf '%s' "$STREAM" | python3 -c "
 import json,sys
 ev=[l[6:] for l in sys.stdin.read().split('\n') if l.startswith('data: ')]
@@ -54,7 +54,7 @@ pyck "d['object']=='text_completion' and d['choices'][0]['finish_reason']=='leng
   && ok "completions: max_tokens -> finish_reason length" || bad "completions: $BODY"
 post /v1/completions '{"prompt":[2,538,1447],"max_tokens":2,"temperature":0}'
 pyck "d['usage']['prompt_tokens']==3" && ok "completions: prompt as token ids" || bad "completions ids: $BODY"
-STREAM=$(curl -sN --max-time $((60*SLOW)) "$URL/v1/completions" -d '{"prompt":"The capital of","max_tokens":3,"temperature":0,"stream":true}')
+STREAM=$(curl -H 'Content-Type: application/json' -sN --max-time $((60*SLOW)) "$URL/v1/completions" -d '{"prompt":"The capital of","max_tokens":3,"temperature":0,"stream":true}')
 printf '%s' "$STREAM" | python3 -c "
 import json,sys
 ev=[l[6:] for l in sys.stdin.read().split('\n') if l.startswith('data: ')]
@@ -177,7 +177,7 @@ expect_eq "$CODE" 200 "the server still answers after the errors"
 # ---- U+0000: generated text keeps it whole; request strings do not match or cut by a prefix ----
 # the issue's case: this seed samples a U+0000 early; the whole answer must equal the stream
 NUL='"seed":2,"temperature":100,"top_k":-1,"max_tokens":400'
-STREAM=$(curl -sN --max-time $((60*SLOW)) "$URL/v1/chat/completions" -d "{\"messages\":[{\"role\":\"user\",\"content\":\"Tell me a long story.\"}],$NUL,\"stream\":true}")
+STREAM=$(curl -H 'Content-Type: application/json' -sN --max-time $((60*SLOW)) "$URL/v1/chat/completions" -d "{\"messages\":[{\"role\":\"user\",\"content\":\"Tell me a long story.\"}],$NUL,\"stream\":true}")
 SLEN=$(printf '%s' "$STREAM" | python3 -c "
 import json,sys
 ev=[l[6:] for l in sys.stdin.read().split('\n') if l.startswith('data: ')]

@@ -21,7 +21,7 @@ expect_eq "$SRV_RC" 0 "clean exit"
 # the test hook holds each preparation (template + tokenizer) for a while, so that two overlap
 G4_SERVE_TEST_RENDER_DELAY_MS=$((4000 * SLOW)) srv_start --render-budget-bytes 64 || bad "server with a render budget starts"
 R='{"messages":[{"role":"user","content":"What is the capital of France? Tell me in one word."}]}'
-curl -s --max-time $((60 * SLOW)) "$URL/tokenize" -d "$R" > "$SRV_TMP/prep1" & A=$!
+curl -H 'Content-Type: application/json' -s --max-time $((60 * SLOW)) "$URL/tokenize" -d "$R" > "$SRV_TMP/prep1" & A=$!
 for i in $(seq 1 $((100 * SLOW))); do [ "$(metric g4tp_num_requests_preparing)" = 1 ] && break; sleep 0.05; done
 expect_eq "$(metric g4tp_num_requests_preparing)" 1 "a request is being prepared"
 [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$URL/health")" = 200 ] && ok "/health answers while a prompt is being prepared" || bad "/health blocked by a render"

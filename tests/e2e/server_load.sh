@@ -24,11 +24,11 @@ run_clients() { # MODEL_TAG BODY_TEMPLATE_PY: runs solo then N concurrent, compa
   local tag=$1 i
   for i in $(seq 0 $((N-1))); do
     python3 -c "$2" $i > "$SRV_TMP/$tag.body.$i"
-    curl -sN --max-time $((120*SLOW)) "$URL/v1/chat/completions" -d @"$SRV_TMP/$tag.body.$i" > "$SRV_TMP/$tag.solo.$i"
+    curl -H 'Content-Type: application/json' -sN --max-time $((120*SLOW)) "$URL/v1/chat/completions" -d @"$SRV_TMP/$tag.body.$i" > "$SRV_TMP/$tag.solo.$i"
   done
   local pids=()
   for i in $(seq 0 $((N-1))); do
-    curl -sN --max-time $((300*SLOW)) "$URL/v1/chat/completions" -d @"$SRV_TMP/$tag.body.$i" > "$SRV_TMP/$tag.conc.$i" &
+    curl -H 'Content-Type: application/json' -sN --max-time $((300*SLOW)) "$URL/v1/chat/completions" -d @"$SRV_TMP/$tag.body.$i" > "$SRV_TMP/$tag.conc.$i" &
     pids+=($!)
   done
   local peak=0 r
@@ -83,7 +83,7 @@ wait_idle() { # seconds: waits until nothing runs; prints the seconds it took or
 # ---- disconnect mid-stream: the generation stops and its cache is freed ----
 G0=$(metric g4tp_generation_tokens_total)
 C0=$(metric 'g4tp_request_finished_total{finish_reason="cancelled"}')
-curl -sN --max-time $((2*SLOW)) "$URL/v1/chat/completions" -d '{"messages":[{"role":"user","content":"go on"}],"stream":true,"max_tokens":1900,"temperature":0}' > "$SRV_TMP/cut" 2>/dev/null
+curl -H 'Content-Type: application/json' -sN --max-time $((2*SLOW)) "$URL/v1/chat/completions" -d '{"messages":[{"role":"user","content":"go on"}],"stream":true,"max_tokens":1900,"temperature":0}' > "$SRV_TMP/cut" 2>/dev/null
 grep -q '"content"' "$SRV_TMP/cut" && ok "disconnect: the client got tokens before leaving" || bad "disconnect: no tokens streamed: $(head -c 300 "$SRV_TMP/cut")"
 expect_eq "$(wait_idle $((10*SLOW)))" ok "disconnect mid-stream: running goes back to 0"
 expect_eq "$(metric g4tp_kv_cache_used_bytes)" 0 "disconnect: KV cache freed"
@@ -93,7 +93,7 @@ C1=$(metric 'g4tp_request_finished_total{finish_reason="cancelled"}')
 [ "$C1" -gt "$C0" ] && ok "disconnect counted as cancelled" || bad "cancelled not counted: $C0 -> $C1"
 # the same for a non-streaming request
 G0=$(metric g4tp_generation_tokens_total)
-curl -s --max-time $((2*SLOW)) "$URL/v1/chat/completions" -d '{"messages":[{"role":"user","content":"go on"}],"max_tokens":1900,"temperature":0}' >/dev/null 2>&1
+curl -H 'Content-Type: application/json' -s --max-time $((2*SLOW)) "$URL/v1/chat/completions" -d '{"messages":[{"role":"user","content":"go on"}],"max_tokens":1900,"temperature":0}' >/dev/null 2>&1
 expect_eq "$(wait_idle $((10*SLOW)))" ok "disconnect while waiting for a whole answer: running goes back to 0"
 G1=$(metric g4tp_generation_tokens_total)
 [ $((G1 - G0)) -lt 1900 ] && ok "non-streaming disconnect: generation stopped early ($((G1 - G0)) of 1900)" || bad "non-streaming disconnect: generated $((G1 - G0))"
@@ -103,7 +103,7 @@ pyck "d['usage']['completion_tokens']==3" && ok "serves normally after disconnec
 # ---- half-close is not a disconnect: a client that shuts down its write side (nc -N, some
 # proxies) still reads its whole answer ----
 hc_request() { # BODY [HTTP_VERSION]
-  raw_http "POST /v1/chat/completions HTTP/${2:-1.1}\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${#1}\r\n\r\n$1" halfclose
+  raw_http "POST /v1/chat/completions HTTP/${2:-1.1}\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${#1}\r\n\r\n$1" halfclose
 }
 HC='{"messages":[{"role":"user","content":"go on"}],"max_tokens":100,"temperature":0}'
 for v in 1.1 1.0; do
@@ -123,7 +123,7 @@ make_long_demo_model || bad "long-context demo model"
 srv_start --model "$LONG_DEMO_MODEL" --max-ctx 32768 || bad "long-context demo server starts"
 G0=$(metric g4tp_generation_tokens_total)
 C0=$(metric 'g4tp_request_finished_total{finish_reason="cancelled"}')
-curl -sN --max-time $((2*SLOW)) "$URL/v1/chat/completions" -d '{"messages":[{"role":"user","content":"Tell me a long story."}],"stream":true,"max_tokens":30000,"ignore_eos":true,"temperature":0}' > "$SRV_TMP/silent.out" 2>/dev/null
+curl -H 'Content-Type: application/json' -sN --max-time $((2*SLOW)) "$URL/v1/chat/completions" -d '{"messages":[{"role":"user","content":"Tell me a long story."}],"stream":true,"max_tokens":30000,"ignore_eos":true,"temperature":0}' > "$SRV_TMP/silent.out" 2>/dev/null
 grep -q '"content":"The' "$SRV_TMP/silent.out" && grep -q '^: keep-alive' "$SRV_TMP/silent.out" && ok "silent stream: the answer, then keep-alives while tokens give no bytes" || bad "silent stream: $(head -c 600 "$SRV_TMP/silent.out")"
 expect_eq "$(wait_idle $((20*SLOW)))" ok "silent stream: running goes back to 0 once the client left"
 G1=$(metric g4tp_generation_tokens_total)
@@ -135,9 +135,9 @@ srv_stop
 # ---- queue full: 503 + Retry-After ----
 srv_start --model "$SLOW_MODEL" --max-seqs 1 --max-waiting 1 || bad "queue server starts"
 LONG='{"messages":[{"role":"user","content":"go on"}],"stream":true,"max_tokens":1500,"temperature":0}'
-curl -sN --max-time $((60*SLOW)) "$URL/v1/chat/completions" -d "$LONG" >/dev/null 2>&1 & A=$!
+curl -H 'Content-Type: application/json' -sN --max-time $((60*SLOW)) "$URL/v1/chat/completions" -d "$LONG" >/dev/null 2>&1 & A=$!
 for i in $(seq 1 $((100*SLOW))); do [ "$(metric g4tp_num_requests_running)" = 1 ] && break; sleep 0.1; done
-curl -sN --max-time $((60*SLOW)) "$URL/v1/chat/completions" -d "$LONG" >/dev/null 2>&1 & B=$!
+curl -H 'Content-Type: application/json' -sN --max-time $((60*SLOW)) "$URL/v1/chat/completions" -d "$LONG" >/dev/null 2>&1 & B=$!
 for i in $(seq 1 $((100*SLOW))); do [ "$(metric g4tp_num_requests_waiting)" = 1 ] && break; sleep 0.1; done
 post /v1/chat/completions '{"messages":[{"role":"user","content":"hi"}],"max_tokens":3}' -D "$SRV_TMP/h503"
 expect_error 503 server_busy "full queue -> 503"
@@ -150,8 +150,8 @@ srv_stop
 
 # ---- SIGTERM: short requests drain, long ones are cancelled, clean exit ----
 srv_start --model "$SLOW_MODEL" --drain-seconds 1 || bad "sigterm server starts"
-curl -sN --max-time $((60*SLOW)) "$URL/v1/chat/completions" -d "$LONG" > "$SRV_TMP/long" 2>/dev/null & A=$!
-curl -s --max-time $((60*SLOW)) "$URL/v1/chat/completions" -d '{"messages":[{"role":"user","content":"go"}],"max_tokens":1500,"temperature":0}' > "$SRV_TMP/long2" 2>/dev/null & B=$!
+curl -H 'Content-Type: application/json' -sN --max-time $((60*SLOW)) "$URL/v1/chat/completions" -d "$LONG" > "$SRV_TMP/long" 2>/dev/null & A=$!
+curl -H 'Content-Type: application/json' -s --max-time $((60*SLOW)) "$URL/v1/chat/completions" -d '{"messages":[{"role":"user","content":"go"}],"max_tokens":1500,"temperature":0}' > "$SRV_TMP/long2" 2>/dev/null & B=$!
 for i in $(seq 1 $((100*SLOW))); do [ "$(metric g4tp_num_requests_running)" = 2 ] && break; sleep 0.1; done
 srv_stop
 expect_eq "$SRV_RC" 0 "SIGTERM with requests in flight: exit 0"
@@ -159,7 +159,7 @@ wait $A $B
 tail -c 300 "$SRV_TMP/long" | grep -q 'shutting_down' && tail -c 20 "$SRV_TMP/long" | grep -q '\[DONE\]' && ok "SIGTERM: the stream ends with an error chunk and [DONE]" || bad "stream after SIGTERM: $(tail -c 300 "$SRV_TMP/long")"
 grep -q '"code":"shutting_down"' "$SRV_TMP/long2" && ok "SIGTERM: the waiting non-streaming client gets a 503 error body" || bad "non-streaming after SIGTERM: $(cat "$SRV_TMP/long2")"
 srv_start --model "$SLOW_MODEL" --drain-seconds $((30*SLOW)) || bad "drain server starts"
-curl -s --max-time $((60*SLOW)) "$URL/v1/chat/completions" -d '{"messages":[{"role":"user","content":"go"}],"max_tokens":40,"temperature":0}' > "$SRV_TMP/short" 2>/dev/null & A=$!
+curl -H 'Content-Type: application/json' -s --max-time $((60*SLOW)) "$URL/v1/chat/completions" -d '{"messages":[{"role":"user","content":"go"}],"max_tokens":40,"temperature":0}' > "$SRV_TMP/short" 2>/dev/null & A=$!
 for i in $(seq 1 $((100*SLOW))); do [ "$(metric g4tp_num_requests_running)" = 1 ] && break; sleep 0.05; done
 srv_stop
 wait $A

@@ -27,7 +27,7 @@ chat "[{\"role\":\"system\",\"content\":\"$SYS\"},{\"role\":\"user\",\"content\"
 pyck "d['usage']['prompt_tokens_details']['cached_tokens']>=$P1-16 and d['choices'][0]['message']['content']=='The capital of Peru is Lima.'" \
   && ok "shared system prompt reused" || bad "system prompt: $BODY"
 # streaming usage carries it too
-STREAM=$(curl -sN --max-time $((60*SLOW)) "$URL/v1/chat/completions" -d "{\"messages\":$M2,\"temperature\":0,\"stream\":true,\"stream_options\":{\"include_usage\":true}}")
+STREAM=$(curl -H 'Content-Type: application/json' -sN --max-time $((60*SLOW)) "$URL/v1/chat/completions" -d "{\"messages\":$M2,\"temperature\":0,\"stream\":true,\"stream_options\":{\"include_usage\":true}}")
 printf '%s' "$STREAM" | python3 -c "
 import json,sys
 ch=[json.loads(l[6:]) for l in sys.stdin.read().split('\n') if l.startswith('data: {')]
@@ -43,7 +43,7 @@ post /generate "{\"prompt\":\"What is the capital of France?\",\"temperature\":0
 pyck "d['cached_tokens']>0 and d['cached_tokens']<d['prompt_tokens'] and d['response']=='The capital of France is Paris.'" \
   && ok "/generate: cached_tokens" || bad "/generate: $BODY"
 # /metrics
-q=$(metric g4tp_prefix_cache_queries_total); h=$(metric g4tp_prefix_cache_hit_tokens_total); t=$(metric g4tp_kv_pages_total)
+q=$(metric g4tp_prefix_cache_queries_total); h=$(metric g4tp_prefix_cache_hit_tokens_total); t=$(metric g4tp_kv_pages)
 [ "${q:-0}" -ge 8 ] && [ "${h:-0}" -gt 0 ] && [ "${t:-0}" -gt 0 ] && ok "/metrics: prefix cache queries $q, hit tokens $h, $t pages" || bad "/metrics: q=$q h=$h t=$t"
 curl -s "$URL/metrics" | grep -q '^g4tp_kv_blocks_used{kind="full"} [0-9]' && curl -s "$URL/metrics" | grep -q '^g4tp_preemptions_total 0' \
   && ok "/metrics: blocks used, preemptions" || bad "/metrics: blocks/preemptions"

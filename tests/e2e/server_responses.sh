@@ -13,7 +13,7 @@ AUTH="Authorization: Bearer $KEY"
 post /v1/responses '{"model":"g4tp-demo","input":"What is the capital of France?","temperature":0,"instructions":"Be brief."}' -H "$AUTH"
 pyck "d['object']=='response' and d['status']=='completed' and d['output'][0]['content'][0]['text']=='The capital of France is Paris.' and d['instructions']=='Be brief.' and d['store'] is False" \
   && ok "a whole response" || bad "response: $CODE $BODY"
-STREAM=$(curl -sN --max-time $((60*SLOW)) -H "$AUTH" "$URL/v1/responses" -d '{"input":[{"role":"user","content":"What is the capital of Japan?"}],"temperature":0,"stream":true}')
+STREAM=$(curl -H 'Content-Type: application/json' -sN --max-time $((60*SLOW)) -H "$AUTH" "$URL/v1/responses" -d '{"input":[{"role":"user","content":"What is the capital of Japan?"}],"temperature":0,"stream":true}')
 printf '%s' "$STREAM" | python3 -c "
 import json,sys
 lines=sys.stdin.read().split('\n')

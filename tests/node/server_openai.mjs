@@ -101,7 +101,7 @@ test('completions, non-streaming and streaming', async () => {
 });
 
 test('completions with several prompts (strings and token ids): choices prompt-major', async () => {
-  const tk = await fetch(`${process.env.G4TP_URL}/tokenize`, { method: 'POST', headers: { Authorization: `Bearer ${apiKey}` }, body: JSON.stringify({ prompt: 'The capital of Peru is' }) });
+  const tk = await fetch(`${process.env.G4TP_URL}/tokenize`, { method: 'POST', headers: { Authorization: `Bearer ${apiKey}`, 'Content-Type': 'application/json' }, body: JSON.stringify({ prompt: 'The capital of Peru is' }) });
   const ids = (await tk.json()).tokens;
   const prompts = ['The capital of France is', ids];
   const req = { model: 'g4tp-demo', max_tokens: 4, temperature: 1, seed: 3, n: 2, echo: true, logprobs: 1 };

@@ -72,7 +72,7 @@ for (const [name, schema] of Object.entries(SCHEMAS)) {
 test('chat json_schema greedy, streaming equals the whole answer', async () => {
   const req = { messages: ask, response_format: format('p', SCHEMAS.person), temperature: 0, max_tokens: 1500 };
   const whole = await post('/v1/chat/completions', req);
-  const r = await fetch(base + '/v1/chat/completions', { method: 'POST', body: JSON.stringify({ ...req, stream: true }) });
+  const r = await fetch(base + '/v1/chat/completions', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ ...req, stream: true }) });
   let text = '';
   for (const line of (await r.text()).split('\n')) {
     if (!line.startsWith('data: ') || line === 'data: [DONE]') continue;
@@ -142,7 +142,7 @@ test('streamed tool calls reassemble to the same calls', async () => {
   for (let seed = 1; seed <= 3; seed++) {
     const req = { messages: ask, tools: TOOLS, tool_choice: 'required', temperature: 1, seed, max_tokens: 200 };
     const whole = await post('/v1/chat/completions', req);
-    const r = await fetch(base + '/v1/chat/completions', { method: 'POST', body: JSON.stringify({ ...req, stream: true }) });
+    const r = await fetch(base + '/v1/chat/completions', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ ...req, stream: true }) });
     const calls = [];
     for (const line of (await r.text()).split('\n')) {
       if (!line.startsWith('data: ') || line === 'data: [DONE]') continue;

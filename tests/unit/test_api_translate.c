@@ -13,6 +13,7 @@
 #include "grammar/constrain.h"
 #include "grammar/json_schema.h"
 #include "server/anthropic.h"
+#include "server/api_family.h"
 #include "server/errors.h"
 #include "server/logprob_json.h"
 #include "server/openai.h"
@@ -456,7 +457,8 @@ typedef struct { char *buf; size_t len; } bytes;
 
 /* Runs a stream of one choice over text cut at a and b, and returns what it wrote. */
 static bytes stream(g4_api_kind kind, const char *text, size_t a, size_t b, const json_t *extra) {
-    g4_sse_opts o = {.kind = kind, .id = kind == G4_API_ANTHROPIC ? "msg_abc" : "resp_abc", .model = "m", .created = 5, .parse_output = 1,
+    g4_sse_opts o = {.shape = kind == G4_API_ANTHROPIC ? &g4_anth_sse_shape : &g4_resp_sse_shape, .kind = kind,
+                     .id = kind == G4_API_ANTHROPIC ? "msg_abc" : "resp_abc", .model = "m", .created = 5, .parse_output = 1,
                      .prompt_tokens = 30, .extra = extra};
     g4_sse *s;
     assert_int_equal(g4_sse_create(&o, &s, NULL), 0);
@@ -612,7 +614,8 @@ static void test_responses_stream(void **st) {
 static void test_stream_errors(void **st) {
     (void)st;
     for (int k = 0; k < 2; k++) {
-        g4_sse_opts o = {.kind = k ? G4_API_RESPONSES : G4_API_ANTHROPIC, .id = "x_1", .model = "m", .parse_output = 1};
+        g4_sse_opts o = {.shape = k ? &g4_resp_sse_shape : &g4_anth_sse_shape, .kind = k ? G4_API_RESPONSES : G4_API_ANTHROPIC, .id = "x_1",
+                         .model = "m", .parse_output = 1};
         g4_sse *s;
         assert_int_equal(g4_sse_create(&o, &s, NULL), 0);
         assert_int_equal(g4_sse_feed(s, "Hi", 2, NULL), 0);
@@ -634,7 +637,8 @@ static void test_stream_errors(void **st) {
  * the next content chunk, never the role chunk; usage counts every choice. */
 static void test_sse_choices(void **st) {
     (void)st;
-    g4_sse_opts o = {.kind = G4_API_CHAT, .id = "chatcmpl-x", .model = "m", .created = 1, .include_usage = 1, .parse_output = 1, .n_choices = 2};
+    g4_sse_opts o = {.shape = &g4_openai_sse_shape, .kind = G4_API_CHAT, .id = "chatcmpl-x", .model = "m", .created = 1, .include_usage = 1,
+                     .parse_output = 1, .n_choices = 2};
     g4_sse *s;
     assert_int_equal(g4_sse_create(&o, &s, NULL), 0);
     assert_int_equal(g4_sse_feed_choice(s, 1, "B", 1, load("[{\"token\":\"B\"}]"), NULL), 0);
@@ -721,6 +725,38 @@ static void test_logprob_json(void **st) {
     g4_tokenizer_free(tok);
 }
 
+/* The API table: a row per kind, found by its route; each parses into its own kind, errors in
+ * its shape (Anthropic's for /v1/messages), streams where the API does. */
+static void test_api_families(void **st) {
+    (void)st;
+    static const struct { g4_api_kind k; const char *path, *body; int streams, anthropic_errors; } want[] = {
+        {G4_API_GENERATE, "/generate", "{\"prompt\":\"x\"}", 0, 0},
+        {G4_API_COMPLETIONS, "/v1/completions", "{\"prompt\":\"x\"}", 1, 0},
+        {G4_API_CHAT, "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 1, 0},
+        {G4_API_ANTHROPIC, "/v1/messages", "{\"model\":\"m\",\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 1, 1},
+        {G4_API_RESPONSES, "/v1/responses", "{\"input\":\"x\"}", 1, 0},
+    };
+    g4_api_err ae;
+    g4_api_err_status(&ae, G4_EINVAL, "x", "bad");
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        const g4_api_family *f = g4_api_family_of(want[i].k);
+        assert_non_null(f);
+        assert_ptr_equal(g4_api_family_at(want[i].path), f);
+        assert_int_equal(f->sse != NULL, want[i].streams);
+        g4_api_request q;
+        assert_int_equal(f->parse(want[i].body, strlen(want[i].body), &q, &ae), 0);
+        assert_int_equal(q.kind, want[i].k);
+        g4_api_request_free(&q);
+        char *e = g4_api_family_error(f, &ae);
+        assert_int_equal(strstr(e, "\"type\":\"error\"") != NULL, want[i].anthropic_errors);
+        free(e);
+    }
+    assert_null(g4_api_family_at("/v1/messages/count_tokens"));
+    assert_null(g4_api_family_of((g4_api_kind)99));
+    assert_string_equal(g4_api_family_of(G4_API_ANTHROPIC)->header, "anthropic-version");
+    assert_int_not_equal(g4_api_family_of(G4_API_ANTHROPIC)->check_header("2022-01-01", &ae), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_anthropic_request_renders_like_chat),
@@ -735,6 +771,7 @@ int main(void) {
         cmocka_unit_test(test_stream_errors),
         cmocka_unit_test(test_sse_choices),
         cmocka_unit_test(test_logprob_json),
+        cmocka_unit_test(test_api_families),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,6 +7,7 @@
 #include <jansson.h>
 
 #include "server/errors.h"
+#include "server/guard.h"
 #include "server/metrics.h"
 #include "server/openai.h"
 #include "server/sse.h"
@@ -366,7 +367,8 @@ static void summarize(const char *s, size_t n, sse_sum *o) {
 }
 
 static void run_sse(const char *text, size_t split_a, size_t split_b, sse_sum *out) {
-    g4_sse_opts o = {.kind = G4_API_CHAT, .id = "chatcmpl-x", .model = "m", .created = 1, .include_usage = 1, .parse_output = 1};
+    g4_sse_opts o = {.shape = &g4_openai_sse_shape, .kind = G4_API_CHAT, .id = "chatcmpl-x", .model = "m", .created = 1, .include_usage = 1,
+                     .parse_output = 1};
     g4_sse *s;
     assert_int_equal(g4_sse_create(&o, &s, NULL), 0);
     size_t n = strlen(text);
@@ -409,7 +411,7 @@ static void test_sse_splits(void **st) {
 
 static void test_sse_completions_and_errors(void **st) {
     (void)st;
-    g4_sse_opts o = {.kind = G4_API_COMPLETIONS, .id = "cmpl-1", .model = "m", .created = 1};
+    g4_sse_opts o = {.shape = &g4_openai_sse_shape, .kind = G4_API_COMPLETIONS, .id = "cmpl-1", .model = "m", .created = 1};
     g4_sse *s;
     assert_int_equal(g4_sse_create(&o, &s, NULL), 0);
     char buf[4096];
@@ -448,6 +450,7 @@ static void test_sse_completions_and_errors(void **st) {
 static void test_metrics(void **st) {
     (void)st;
     g4_metrics *m = g4_metrics_create();
+    assert_int_equal(g4_metrics_set_model(m, "a\"b\\c\n"), 0);
     g4_metrics_request(m, "/v1/chat/completions", 200);
     g4_metrics_request(m, "/v1/chat/completions", 200);
     g4_metrics_request(m, "/v1/chat/completions", 400);
@@ -475,15 +478,89 @@ static void test_metrics(void **st) {
         "g4tp_num_requests_running 2\n", "g4tp_num_requests_waiting 3\n", "g4tp_kv_cache_used_bytes 50\n",
         "g4tp_kv_cache_usage_ratio 0.250000\n", "g4tp_prompt_tokens_total 11\n", "g4tp_generation_tokens_total 12\n",
         "# TYPE g4tp_inter_token_latency_seconds histogram\n", "g4tp_model_ready 1\n", "g4tp_num_requests_preparing 1\n",
+        "# TYPE g4tp_kv_pages gauge\n", /* a gauge without _total (promtool) */
+        /* vLLM's names: its label (escaped), its types, its buckets spelled as it spells them */
+        "vllm:num_requests_running{model_name=\"a\\\"b\\\\c\\n\"} 2\n", "vllm:num_requests_waiting{model_name=\"a\\\"b\\\\c\\n\"} 3\n",
+        "vllm:kv_cache_usage_perc{model_name=\"a\\\"b\\\\c\\n\"} 0.250000\n", "# TYPE vllm:prefix_cache_queries_total counter\n",
+        "# TYPE vllm:prefix_cache_hits_total counter\n", "# TYPE vllm:time_to_first_token_seconds histogram\n",
+        "vllm:time_to_first_token_seconds_bucket{model_name=\"a\\\"b\\\\c\\n\",le=\"1.0\"} 1\n",
+        "vllm:time_to_first_token_seconds_bucket{model_name=\"a\\\"b\\\\c\\n\",le=\"2560.0\"} 2\n",
+        "vllm:time_to_first_token_seconds_count{model_name=\"a\\\"b\\\\c\\n\"} 2\n",
+        "vllm:inter_token_latency_seconds_bucket{model_name=\"a\\\"b\\\\c\\n\",le=\"0.025\"} 1\n",
+        "vllm:request_success_total{model_name=\"a\\\"b\\\\c\\n\",finished_reason=\"stop\"} 1\n",
     };
     for (size_t i = 0; i < sizeof want / sizeof *want; i++)
         if (!strstr(t, want[i])) fail_msg("missing: %s", want[i]);
+    assert_null(strstr(t, "g4tp_kv_pages_total"));
+    /* vLLM's TTFT buckets: 22 bounds and +Inf */
+    size_t nb = 0;
+    for (const char *p = t; (p = strstr(p, "vllm:time_to_first_token_seconds_bucket{")); p++) nb++;
+    assert_int_equal(nb, 23);
     free(t);
     t = g4_metrics_render(m, NULL, 0, &len); /* while loading */
     assert_non_null(strstr(t, "g4tp_model_ready 0\n"));
     assert_non_null(strstr(t, "g4tp_num_requests_running 0\n"));
     free(t);
     g4_metrics_free(m);
+}
+
+/* The browser rules: Host names on a loopback bind, --allowed-hosts, --cors, JSON bodies. */
+static void test_guard(void **st) {
+    (void)st;
+    g4_guard *g;
+    g4_err err = {0};
+    assert_int_equal(g4_guard_create("127.0.0.1", 1, NULL, NULL, &g, &err), 0);
+    const char *served[] = {"localhost", "LOCALHOST:8080", "localhost.", "127.0.0.1:1", "[::1]:80", "[::1]"};
+    for (size_t i = 0; i < sizeof served / sizeof *served; i++)
+        if (!g4_guard_host_ok(g, served[i])) fail_msg("refused %s", served[i]);
+    assert_true(g4_guard_host_ok(g, NULL)); /* HTTP/1.0 without Host: no browser */
+    const char *refused[] = {"evil.example", "evil.example:8080", "", "localhost.evil.example", "127.0.0.1.nip.io", "[::2]", "localhost:80:80"};
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++)
+        if (g4_guard_host_ok(g, refused[i])) fail_msg("served %s", refused[i]);
+    assert_null(g4_guard_cors(g, "http://localhost:3000")); /* no --cors: no CORS headers */
+    assert_null(g4_guard_cors(g, NULL));
+    g4_guard_free(g);
+
+    assert_int_equal(g4_guard_create("::1", 1, "Example.com, foo.test:99", "http://app.example:3000/, https://b.example", &g, &err), 0);
+    assert_true(g4_guard_host_ok(g, "example.com") && g4_guard_host_ok(g, "EXAMPLE.COM:1") && g4_guard_host_ok(g, "foo.test"));
+    assert_true(g4_guard_host_ok(g, "[::1]:8080") && !g4_guard_host_ok(g, "bar.test"));
+    const char *o = "HTTP://APP.EXAMPLE:3000";
+    assert_ptr_equal(g4_guard_cors(g, o), o); /* the origin itself, echoed */
+    assert_non_null(g4_guard_cors(g, "https://b.example"));
+    assert_null(g4_guard_cors(g, "http://app.example"));
+    assert_null(g4_guard_cors(g, "http://b.example"));
+    assert_null(g4_guard_cors(g, "null"));
+    assert_false(g4_guard_cors_any(g));
+    g4_guard_free(g);
+
+    assert_int_equal(g4_guard_create("0.0.0.0", 0, NULL, "*", &g, &err), 0); /* beyond loopback: any Host unless told */
+    assert_true(g4_guard_host_ok(g, "evil.example"));
+    assert_string_equal(g4_guard_cors(g, "http://anything.example"), "*");
+    assert_true(g4_guard_cors_any(g));
+    g4_guard_free(g);
+    assert_int_equal(g4_guard_create("0.0.0.0", 0, "a.example", NULL, &g, &err), 0);
+    assert_true(g4_guard_host_ok(g, "a.example") && g4_guard_host_ok(g, "localhost") && !g4_guard_host_ok(g, "b.example"));
+    g4_guard_free(g);
+    assert_int_equal(g4_guard_create("127.0.0.1", 1, "*", NULL, &g, &err), 0);
+    assert_true(g4_guard_host_ok(g, "evil.example"));
+    g4_guard_free(g);
+
+    const char *bad_cors[] = {"null", "app.example", "http://a.example/path", "http://*.example", "ftp://a.example", "http://"};
+    for (size_t i = 0; i < sizeof bad_cors / sizeof *bad_cors; i++) {
+        err = (g4_err){0};
+        if (g4_guard_create("127.0.0.1", 1, NULL, bad_cors[i], &g, &err) != G4_EINVAL || !strstr(err.msg, "--cors")) fail_msg("--cors %s accepted", bad_cors[i]);
+    }
+    assert_int_equal(g4_guard_create("127.0.0.1", 1, "a/b", NULL, &g, &err), G4_EINVAL);
+    assert_non_null(strstr(err.msg, "--allowed-hosts"));
+
+    const char *json[] = {"application/json", "Application/JSON; charset=utf-8", " application/json ;x=y", "application/vnd.api+json"};
+    for (size_t i = 0; i < sizeof json / sizeof *json; i++)
+        if (!g4_guard_json_type(json[i])) fail_msg("not JSON: %s", json[i]);
+    const char *not_json[] = {"", "text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
+                              "application/jsonx", "application/+json", "text/json", "application/a/b+json"};
+    for (size_t i = 0; i < sizeof not_json / sizeof *not_json; i++)
+        if (g4_guard_json_type(not_json[i])) fail_msg("JSON: %s", not_json[i]);
+    assert_false(g4_guard_json_type(NULL));
 }
 
 int main(void) {
@@ -497,6 +574,7 @@ int main(void) {
         cmocka_unit_test(test_sse_splits),
         cmocka_unit_test(test_sse_completions_and_errors),
         cmocka_unit_test(test_metrics),
+        cmocka_unit_test(test_guard),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
