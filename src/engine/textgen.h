@@ -36,7 +36,7 @@ typedef struct g4_gen_params {
     int ignore_eos;           /* end-of-sequence ids do not end the generation (benchmarks) */
     int speculative;          /* 0: the engine's drafter (if any); -1: none for this request; 1..G4_SPEC_MAX_K:
                                * at most that many drafts per round (docs/speculative.md) */
-    struct g4_grammar *grammar; /* constrained decoding (grammar/json_schema.h): what the output must be, or NULL;
+    struct g4_grammar *grammar; /* constrained decoding (grammar/grammar.h): what the output must be, or NULL;
                                * the request keeps its own reference (docs/structured-output.md) */
 } g4_gen_params;
 

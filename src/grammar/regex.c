@@ -129,7 +129,7 @@ typedef struct {
     uint32_t *rp;
     size_t nrp, rcap;
     g4_err *err;
-    int rc;
+    int rc, depth;
 } rx;
 
 static int rx_fail(rx *R, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -424,7 +424,9 @@ static int parse_atom(rx *R) {
                 return rx_fail(R, G4_EUNSUPPORTED, "lookahead and lookbehind ((?=, (?!, (?<=, (?<!) are not supported");
             }
         }
+        if (++R->depth > G4_REGEX_MAX_NEST) return rx_fail(R, G4_EUNSUPPORTED, "groups nested deeper than %d are not supported", G4_REGEX_MAX_NEST);
         node = parse_alt(R, 0, NULL);
+        R->depth--;
         if (node < 0) return -1;
         if (R->i >= R->n || R->p[R->i] != ')') return rx_fail(R, G4_EINVAL, "missing ')'");
         R->i++;
@@ -567,14 +569,42 @@ static void emit(rx *R, g4_nfa *a, int node, int from, int to, g4_str_enc enc) {
     }
 }
 
+/* Automaton states the construction makes for node (an upper estimate, saturating at cap):
+ * counted before anything is built, so that nested counts like (a{1000}){1000} are refused by
+ * their product instead of built until memory runs out. */
+static double node_states(const rx *R, int node, double cap) {
+    const rxnode *x = &R->nd[node];
+    double v;
+    switch (x->kind) {
+    case RX_EMPTY: return 1;
+    case RX_SET: return 4.0 * x->nr + 1; /* UTF-8 ranges split into a few chains each */
+    case RX_ALT: v = node_states(R, x->a, cap) + node_states(R, x->b, cap); break;
+    case RX_CAT: v = node_states(R, x->a, cap) + node_states(R, x->b, cap) + 1; break;
+    default: { /* RX_REP */
+        double copies = x->max < 0 ? (double)x->min + 1 : (double)x->max;
+        v = (node_states(R, x->a, cap) + 1) * (copies > 0 ? copies : 1) + 1;
+        break;
+    }
+    }
+    return v > cap ? cap : v;
+}
+
 int g4_regex_compile(const char *pat, size_t len, g4_str_enc enc, g4_nfa *a, int from, int to, g4_err *err) {
     rx R = {.p = (const unsigned char *)pat, .n = len, .err = err};
     int root = parse_alt(&R, 1, NULL);
     if (root >= 0 && R.i < R.n) rx_fail(&R, G4_EINVAL, "unmatched ')'");
+    if (!R.rc && a->max_states) {
+        double need = node_states(&R, root, 1e15), room = (double)(a->max_states - a->n);
+        if (need > room) a->over = 1;
+        if (need > room)
+            R.rc = g4_err_set(err, G4_EINVAL, "pattern: its repetitions expand to about %.3g automaton states, more than the %d left of the limit "
+                              "(the grammar NFA state limit)", need, a->max_states - a->n);
+    }
     if (!R.rc) {
         emit(&R, a, root, from, to, enc);
-        if (a->oom) R.rc = g4_err_set(err, G4_ENOMEM, "pattern: out of memory");
-        else if (a->over) R.rc = g4_err_set(err, G4_EINVAL, "pattern: the automaton has more than %d states (the construction limit)", a->max_states);
+        if (a->oom) R.rc = g4_fsa_budget_err(a->budget, err);
+        else if (a->over) R.rc = g4_err_set(err, G4_EINVAL, "pattern: the automaton has more than %d states (the grammar NFA state limit)", a->max_states);
+        else if (a->over_edges) R.rc = g4_err_set(err, G4_EINVAL, "pattern: the automaton has more than %zu transitions (the grammar transition limit)", a->max_edges);
     }
     free(R.nd);
     free(R.rp);

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "grammar/constrain.h"
+#include "grammar/grammar.h"
 #include "server/anthropic.h"
 #include "server/errors.h"
 #include "server/logprob_json.h"
@@ -550,7 +550,7 @@ void g4_srv_generate(g4_server *s, g4_http_req *hr, const char *ep, g4_api_kind 
     if (!rc) rc = g4_srv_model_check(s, j->q.model, j->q.model_len, &ae);
     if (!rc) rc = make_parts(j, blen, &thought, &ae);
     g4_grammar *grammar = NULL; /* response_format / tool_choice (docs/structured-output.md) */
-    if (!rc) rc = g4_api_constraint_cached(&j->q, thought, s->grammars, &grammar, &ae);
+    if (!rc) rc = g4_srv_compile_output(s, hr, &j->q, thought, &grammar, &ae);
     for (size_t k = 0; !rc && k < j->n_parts; k++) rc = echo_text(j, k, &ae);
     j->t0 = now_s();
     if (!rc) rc = submit_all(j, grammar, &ae);

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "grammar/grammar_cache.h"
+#include "grammar/grammar.h"
 #include "server/errors.h"
 #include "server/openai.h"
 #include "server/sse.h"

@@ -27,6 +27,7 @@ struct g4_server {
     int tg_open;
     g4_sched *sched;
     struct g4_grammar_cache *grammars; /* NULL: each request compiles its own */
+    atomic_size_t grammar_bytes; /* working memory of the grammar compiles in flight (structured.c) */
 };
 
 /* The HTTP handler (routes.c). */
@@ -43,6 +44,12 @@ int g4_srv_prep_begin(g4_server *s, size_t body_len, g4_api_err *ae);
 void g4_srv_prep_end(g4_server *s, size_t body_len);
 /* Renders a chat request and tokenizes it. *thought: the prompt ends inside a thought block. */
 int g4_srv_chat_ids(g4_server *s, const json_t *chat, int32_t **ids, size_t *n, int *thought, g4_api_err *ae);
+
+/* The grammar of what q asks of its output (structured.c): compiled through the cache within
+ * the server's limits, cancelled when the client leaves or the server stops, counted in
+ * /metrics. *out NULL: free text. */
+struct g4_grammar;
+int g4_srv_compile_output(g4_server *s, g4_http_req *hr, const g4_api_request *q, int thought, struct g4_grammar **out, g4_api_err *ae);
 
 /* The generation routes (generate.c), in the API of kind. */
 void g4_srv_generate(g4_server *s, g4_http_req *hr, const char *ep, g4_api_kind kind);
