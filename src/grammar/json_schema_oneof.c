@@ -17,6 +17,7 @@
 #include <string.h>
 
 #define DJ_DEPTH 24 /* references and nested properties followed */
+#define DJ_STEP 64  /* budget steps one comparison counts for (it looks at a few keywords) */
 
 /* JSON equality as JSON Schema has it: 1 and 1.0 are the same number */
 static int value_eq(const json_t *a, const json_t *b) {
@@ -112,6 +113,7 @@ static int list_test(sc *c, const json_t *list, const json_t *other, int depth, 
 static int fails(sc *c, const json_t *s, const json_t *v, int depth) {
     if (json_is_false(s)) return 1;
     if (!json_is_object(s) || depth > DJ_DEPTH) return 0;
+    if (g4_fsa_poll(&c->bud, DJ_STEP)) return 0; /* nested lists branch: the compile's steps bound it */
     json_t *ref = json_object_get(s, "$ref"), *x;
     const json_t *t = ref ? target(c, ref) : NULL;
     if (t && fails(c, t, v, depth + 1)) return 1;
@@ -186,7 +188,7 @@ static int required_apart(sc *c, const json_t *a, const json_t *b, int depth) {
 static int disjoint(sc *c, const json_t *a, const json_t *b, int depth) {
     if (json_is_false(a) || json_is_false(b)) return 1;
     if (!json_is_object(a) || !json_is_object(b) || depth > DJ_DEPTH) return 0;
-    if (g4_fsa_poll(&c->bud, 1)) return 0; /* the compile stops on its budget anyway */
+    if (g4_fsa_poll(&c->bud, DJ_STEP)) return 0; /* the compile stops on its budget anyway */
     /* a schema is within each of its references and allOf members, and within the union of its
      * anyOf / oneOf members: any of these disjoint from the other side is enough */
     for (int side = 0; side < 2; side++) {

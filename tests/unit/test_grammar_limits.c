@@ -81,6 +81,43 @@ static void test_ref_fanout(void **st) {
     free(s);
 }
 
+/* Proving oneOf alternatives disjoint follows anyOf lists and references, which branch: the
+ * proof is charged to the compile's steps like the automata. */
+static void test_oneof_proof_bounded(void **st) {
+    (void)st;
+    char *s = malloc(1 << 20);
+    g4_grammar_limits lim = {.max_work = 5000000};
+    g4_grammar_compile_stats cs;
+    g4_err err = {0};
+    /* alternatives whose anyOf lists branch, 3 ways per level */
+    size_t k = (size_t)sprintf(s, "{\"oneOf\":[{\"$ref\":\"#/$defs/d0\"},{\"$ref\":\"#/$defs/d0\"}],\"$defs\":{");
+    for (int i = 0; i < 22; i++)
+        k += (size_t)sprintf(s + k, "\"d%d\":{\"anyOf\":[{\"$ref\":\"#/$defs/d%d\"},{\"$ref\":\"#/$defs/d%d\"},{\"type\":\"object\","
+                                    "\"properties\":{\"k\":{\"$ref\":\"#/$defs/d%d\"}},\"required\":[\"k\"]}]},", i, i + 1, i + 1, i + 1);
+    sprintf(s + k, "\"d22\":{\"type\":\"integer\"}}}");
+    assert_int_equal(compile(s, &lim, &cs, &err), G4_EINVAL);
+    assert_int_equal(cs.limit, G4_GLIM_WORK);
+    assert_true(cs.work < 6000000);
+    /* a const checked against an anyOf of 30 object members per level, 7 levels deep */
+    k = (size_t)sprintf(s, "{\"oneOf\":[{\"const\":");
+    for (int i = 0; i < 7; i++) k += (size_t)sprintf(s + k, "{\"k\":");
+    k += (size_t)sprintf(s + k, "\"s\"");
+    for (int i = 0; i < 7; i++) s[k++] = '}';
+    k += (size_t)sprintf(s + k, "},{\"$ref\":\"#/$defs/d0\"}],\"$defs\":{");
+    for (int i = 0; i < 7; i++) {
+        k += (size_t)sprintf(s + k, "\"d%d\":{\"anyOf\":[", i);
+        for (int m = 0; m < 30; m++)
+            k += (size_t)sprintf(s + k, "%s{\"type\":\"object\",\"properties\":{\"k\":{\"$ref\":\"#/$defs/d%d\"}},\"required\":[\"k\"],\"maxProperties\":%d}",
+                                 m ? "," : "", i + 1, m + 1);
+        k += (size_t)sprintf(s + k, "]},");
+    }
+    sprintf(s + k, "\"d7\":{\"type\":\"integer\"}}}");
+    if (compile(s, &lim, &cs, &err) != G4_EINVAL) fail_msg("%s", err.msg);
+    assert_int_equal(cs.limit, G4_GLIM_WORK);
+    assert_true(cs.work < 6000000);
+    free(s);
+}
+
 /* Item 2: counts multiply, (a{1000}){1000} is a million states; refused by its product before
  * anything is built. */
 static void test_regex_product(void **st) {
@@ -214,6 +251,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nested_arrays),
         cmocka_unit_test(test_ref_fanout),
+        cmocka_unit_test(test_oneof_proof_bounded),
         cmocka_unit_test(test_regex_product),
         cmocka_unit_test(test_subset_blowup),
         cmocka_unit_test(test_each_limit),
