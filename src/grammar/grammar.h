@@ -67,7 +67,7 @@ int g4_output_spec_constrains(const g4_output_spec *s);
 #define G4_MASK_CACHE_MATCHER 64      /* masks cached per matcher for stack-dependent states */
 
 /* Defaults of g4_grammar_limits (a field left 0 takes its default). The largest schema of the
- * benchmark (docs/structured-output.md, Speed) takes about 5 % of each. */
+ * benchmark (docs/structured-output.md, Speed) takes under 5 % of each. */
 #define G4_GRAMMAR_DEFAULT_NFA_STATES 1000000   /* automaton states while building */
 #define G4_GRAMMAR_DEFAULT_TRANSITIONS 4000000  /* automaton transitions while building */
 #define G4_GRAMMAR_DEFAULT_MEMORY (256u << 20)  /* working memory, bytes */

@@ -136,6 +136,37 @@ static void test_regex_product(void **st) {
     }
 }
 
+/* A pattern as long as a request body: its concatenation and alternation chains were built
+ * recursively, one stack frame per character (300,000 took the stack). Now they are walked as
+ * lists; the tree is charged to the budget; the pattern is refused by its size, not a crash. */
+static void test_long_pattern(void **st) {
+    (void)st;
+    const size_t n = 600000;
+    char *s = malloc(n + 64);
+    for (int alt = 0; alt < 2; alt++) {
+        size_t k = (size_t)sprintf(s, "{\"type\":\"string\",\"pattern\":\"^");
+        for (size_t i = 0; i < n / 2; i++) { s[k++] = 'a'; s[k++] = alt ? '|' : 'b'; }
+        k += (size_t)sprintf(s + k, "c$\"}");
+        g4_grammar_compile_stats cs;
+        g4_err err = {0};
+        assert_int_equal(compile(s, NULL, &cs, &err), G4_EINVAL);
+        assert_true(cs.limit == G4_GLIM_NFA_STATES || cs.limit == G4_GLIM_MEMORY);
+        g4_grammar_limits lim = {.max_memory = 16u << 20};
+        assert_int_equal(compile(s, &lim, &cs, &err), G4_EINVAL);
+        assert_int_equal(cs.limit, G4_GLIM_MEMORY);
+        assert_true(cs.peak_memory <= lim.max_memory);
+    }
+    /* within the NFA limit, so it is built: 120,000 characters in a row, then too many DFA states */
+    size_t k = (size_t)sprintf(s, "{\"type\":\"string\",\"pattern\":\"^");
+    for (size_t i = 0; i < 120000; i++) s[k++] = 'a';
+    sprintf(s + k, "$\"}");
+    g4_grammar_compile_stats cs;
+    g4_err err = {0};
+    assert_int_equal(compile(s, NULL, &cs, &err), G4_EINVAL);
+    assert_int_equal(cs.limit, G4_GLIM_STATES);
+    free(s);
+}
+
 /* An unanchored pattern whose subset construction grows quadratically: stopped by the steps or
  * the memory limit, whichever comes first, with the memory accounted under its limit. */
 static void test_subset_blowup(void **st) {
@@ -253,6 +284,7 @@ int main(void) {
         cmocka_unit_test(test_ref_fanout),
         cmocka_unit_test(test_oneof_proof_bounded),
         cmocka_unit_test(test_regex_product),
+        cmocka_unit_test(test_long_pattern),
         cmocka_unit_test(test_subset_blowup),
         cmocka_unit_test(test_each_limit),
         cmocka_unit_test(test_cancel),
