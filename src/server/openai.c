@@ -485,8 +485,8 @@ int g4_api_check_stops(const g4_api_request *r, const char *stop_field, g4_api_e
 /* vLLM's guided decoding fields (chat and completions): guided_json (a schema, or its JSON text),
  * guided_regex (the answer matches it whole), guided_choice (the answer is one of the strings)
  * map onto the compiler; guided_grammar (EBNF) and guided_whitespace_pattern do not and are
- * refused; guided_decoding_backend names vLLM's engine and is accepted and ignored (one compiler
- * enforces every format here). */
+ * refused, as is vLLM's newer structured_outputs object; guided_decoding_backend names vLLM's
+ * engine and is accepted and ignored (one compiler enforces every format here). */
 static int parse_guided(const json_t *o, g4_api_request *r, g4_api_err *ae) {
     static const char *const fields[] = {"guided_json", "guided_regex", "guided_choice", "guided_grammar", NULL};
     const char *given = NULL;
@@ -499,6 +499,10 @@ static int parse_guided(const json_t *o, g4_api_request *r, g4_api_err *ae) {
         v = x;
     }
     json_t *be = json_object_get(o, "guided_decoding_backend"), *ws = json_object_get(o, "guided_whitespace_pattern");
+    json_t *so = json_object_get(o, "structured_outputs");
+    if (so && !json_is_null(so)) /* vLLM 0.10's successor of guided_*: refused rather than ignored */
+        return UNSUPPORTED(ae, "structured_outputs", "'structured_outputs' is not supported; use guided_json, guided_regex, guided_choice or "
+                           "response_format (docs/structured-output.md)");
     if (be && !json_is_null(be) && !json_is_string(be)) return BAD(ae, "guided_decoding_backend", "'guided_decoding_backend' must be a string");
     if (ws && !json_is_null(ws))
         return UNSUPPORTED(ae, "guided_whitespace_pattern", "'guided_whitespace_pattern' is not supported (white space between JSON tokens is at "

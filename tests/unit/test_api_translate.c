@@ -755,6 +755,7 @@ static void test_guided_and_stops(void **st) {
         {G4_API_CHAT, "\"guided_json\":\"not json\"", "guided_json", "invalid_value"},
         {G4_API_CHAT, "\"guided_json\":{},\"guided_whitespace_pattern\":\" *\"", "guided_whitespace_pattern", "unsupported_value"},
         {G4_API_COMPLETIONS, "\"guided_regex\":\"\"", "guided_regex", "invalid_value"},
+        {G4_API_CHAT, "\"structured_outputs\":{\"json\":{}}", "structured_outputs", "unsupported_value"},
         /* stop strings would cut the constrained answer */
         {G4_API_CHAT, "\"stop\":[\"}\"],\"response_format\":{\"type\":\"json_object\"}", "stop", "unsupported_value"},
         {G4_API_COMPLETIONS, "\"stop\":\"\\n\",\"guided_regex\":\"a+\"", "stop", "unsupported_value"},
