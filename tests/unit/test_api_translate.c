@@ -720,6 +720,13 @@ static void test_logprob_json(void **st) {
     g4_tokenizer_free(tok);
 }
 
+/* A chat (one user message) or completions body with more fields, parsed. */
+static int parse_with(int kind, const char *extra, g4_api_request *r, g4_api_err *ae) {
+    char body[512];
+    snprintf(body, sizeof body, kind == G4_API_CHAT ? "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],%s}" : "{\"prompt\":\"q\",%s}", extra);
+    return g4_api_parse(kind, body, strlen(body), r, ae);
+}
+
 /* vLLM's guided_* fields on chat and completions (issue 24 item 8): guided_json / guided_regex /
  * guided_choice are enforced (a grammar, errors naming the field), guided_grammar and
  * guided_whitespace_pattern are refused, guided_decoding_backend is accepted and ignored; one
@@ -735,10 +742,7 @@ static void test_guided_and_stops(void **st) {
         {G4_API_CHAT, "\"guided_choice\":[\"yes\",\"no\"]", G4_FMT_CHOICE},
     };
     for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
-        char body[512];
-        snprintf(body, sizeof body, ok[i].kind == G4_API_CHAT ? "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],%s}" : "{\"prompt\":\"q\",%s}",
-                 ok[i].extra);
-        if (g4_api_parse(ok[i].kind, body, strlen(body), &r, &ae)) fail_msg("%s: %s", ok[i].extra, ae.message);
+        if (parse_with(ok[i].kind, ok[i].extra, &r, &ae)) fail_msg("%s: %s", ok[i].extra, ae.message);
         assert_int_equal(r.out_format, ok[i].format);
         g4_grammar *gr = NULL;
         if (g4_api_constraint(&r, 0, &gr, &ae)) fail_msg("%s: %s", ok[i].extra, ae.message);
@@ -762,10 +766,7 @@ static void test_guided_and_stops(void **st) {
         {G4_API_CHAT, "\"stop\":\"x\",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"tool_choice\":\"required\"", "stop", "unsupported_value"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        char body[512];
-        snprintf(body, sizeof body, bad[i].kind == G4_API_CHAT ? "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],%s}" : "{\"prompt\":\"q\",%s}",
-                 bad[i].extra);
-        if (g4_api_parse(bad[i].kind, body, strlen(body), &r, &ae) != 400) fail_msg("%s: not refused", bad[i].extra);
+        if (parse_with(bad[i].kind, bad[i].extra, &r, &ae) != 400) fail_msg("%s: not refused", bad[i].extra);
         assert_string_equal(ae.param, bad[i].param);
         assert_string_equal(ae.code, bad[i].code);
     }
