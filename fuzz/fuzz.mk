@@ -11,6 +11,12 @@ FUZZ_CC    ?= clang
 FUZZ_BUILD ?= build-fuzz
 FUZZ_TIME  ?= 60
 FUZZ_ARGS  ?=
+# libFuzzer's per-input limits; the grammar compilers get tight ones, so that an input whose
+# compile is slow or big fails like a crash (docs/fuzzing.md). `make fuzz-limits-NAME` prints them.
+FUZZ_LIMITS             := -timeout=30 -rss_limit_mb=4096
+FUZZ_LIMITS_json_schema := -timeout=10 -rss_limit_mb=1024
+FUZZ_LIMITS_regex       := -timeout=10 -rss_limit_mb=1024
+fuzz_limits = $(or $(FUZZ_LIMITS_$(1)),$(FUZZ_LIMITS))
 
 FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -g -O1 -pthread -Iinclude -Isrc \
@@ -27,7 +33,7 @@ FUZZ_LIB_OBJS := $(FUZZ_LIB_SRCS:%.c=$(FUZZ_BUILD)/obj/%.o)
 FUZZ_NAMES    := $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
 FUZZ_BINS     := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/fuzz_%)
 
-.PHONY: fuzz fuzz-bins fuzz-clean $(FUZZ_NAMES:%=fuzz-%)
+.PHONY: fuzz fuzz-bins fuzz-clean $(FUZZ_NAMES:%=fuzz-%) $(FUZZ_NAMES:%=fuzz-limits-%)
 
 $(FUZZ_BUILD)/obj/%.o: %.c fuzz/fuzz.mk
 	@mkdir -p $(dir $@)
@@ -44,8 +50,11 @@ fuzz-bins: $(FUZZ_BINS)
 
 $(FUZZ_NAMES:%=fuzz-%): fuzz-%: $(FUZZ_BUILD)/fuzz_%
 	@mkdir -p $(FUZZ_BUILD)/corpus/$* $(FUZZ_BUILD)/crashes
-	$(FUZZ_BUILD)/fuzz_$* -max_total_time=$(FUZZ_TIME) -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 \
+	$(FUZZ_BUILD)/fuzz_$* -max_total_time=$(FUZZ_TIME) $(call fuzz_limits,$*) -print_final_stats=1 \
 	    -artifact_prefix=$(FUZZ_BUILD)/crashes/$*- $(FUZZ_ARGS) $(FUZZ_BUILD)/corpus/$* fuzz/corpus/$*
+
+$(FUZZ_NAMES:%=fuzz-limits-%): fuzz-limits-%:
+	@echo $(call fuzz_limits,$*)
 
 fuzz: fuzz-bins
 	@for n in $(FUZZ_NAMES); do $(MAKE) --no-print-directory fuzz-$$n || exit 1; done

@@ -9,8 +9,7 @@
 
 #include <jansson.h>
 
-#include "grammar/constrain.h"
-#include "grammar/json_schema.h"
+#include "grammar/grammar.h"
 #include "fuzz_tok.h"
 #include "server/openai.h"
 #include "text/chat_template.h"

@@ -1,18 +1,25 @@
-/* fuzz_json_schema.c — the JSON Schema compiler (json_schema.h). Input: a flags byte, a schema
- * (JSON text) and, after a line "--", a candidate output. Bit 0 of the flags compiles the schema
+/* fuzz_json_schema.c — the JSON Schema compiler (g4_output_compile_ex, grammar.h). Input: a flags
+ * byte, a schema (JSON text) and, after a line "--", a candidate output. Bit 0 of the flags compiles the schema
  * as a tool's parameters under tool_choice "required" in a chat turn (Gemma's call syntax), else
  * as response_format json_schema (plain JSON); bit 1 lets the schema stand for "any JSON object"
  * (json_object) instead. Invariants: a refusal is G4_EINVAL / G4_EUNSUPPORTED / G4_ENOMEM with a
  * message that says where in the schema ("#...") and the request part at fault; a grammar has
  * at most G4_GRAMMAR_MAX_STATES states and a matcher over the demo vocabulary starts on it; and
  * (plain JSON) a candidate the matcher takes whole, up to where the output may end, parses as
- * JSON — the grammar never lets through what is not JSON. */
+ * JSON — the grammar never lets through what is not JSON. Time and memory: the compile runs
+ * within LIM_WORK steps and LIM_BYTES of working memory (a refusal past them names the limit in
+ * its stats and the peak stays within); fuzz.mk runs this harness with -timeout and
+ * -rss_limit_mb small enough that a schema whose automaton multiplies (the seeds regress-dos-*:
+ * nested arrays, counts inside counts, a $ref used twice at every level) fails it, as it did
+ * before the compiler was bounded. */
 #include <jansson.h>
 
-#include "grammar/constrain.h"
-#include "grammar/json_schema.h"
+#include "grammar/grammar.h"
 #include "fuzz_util.h"
 #include "text/tokenizer.h"
+
+#define LIM_WORK 20000000ull
+#define LIM_BYTES (128u << 20)
 
 static g4_tokenizer *tok;
 static g4_vocab *vocab;
@@ -50,9 +57,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     g4_grammar *g = NULL;
     char part[64];
     g4_err err = {0};
-    int rc = g4_output_compile(&sp, &g, part, sizeof part, &err);
+    const g4_grammar_limits lim = {.max_work = LIM_WORK, .max_memory = LIM_BYTES};
+    g4_grammar_compile_stats st;
+    int rc = g4_output_compile_ex(&sp, &lim, &st, &g, part, sizeof part, &err);
+    FUZZ_CHECK(st.peak_memory <= LIM_BYTES, "peak working memory %zu over the limit", st.peak_memory);
+    FUZZ_CHECK(!st.limit || rc, "limit %s without an error", g4_grammar_limit_name(st.limit));
     if (rc) {
         FUZZ_CHECK(rc == G4_EINVAL || rc == G4_EUNSUPPORTED || rc == G4_ENOMEM, "rc %d: %s", rc, err.msg);
+        FUZZ_CHECK(!st.limit || strstr(err.msg, "limit"), "stopped by the %s limit but the message does not say: %s", g4_grammar_limit_name(st.limit), err.msg);
         FUZZ_CHECK(err.msg[0] == '#' || rc == G4_ENOMEM, "the message does not say where: %s", err.msg);
         FUZZ_CHECK(part[0], "no request part named: %s", err.msg);
         FUZZ_CHECK(!g, "a grammar with an error");

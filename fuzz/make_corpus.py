@@ -189,12 +189,26 @@ for i, (flags, sch, cand) in enumerate([(0, PERSON, {"name": "Ann", "age": 3, "t
                                         (0, event, {"when": "2024-01-02T03:04:05Z", "score": 0.5}), (2, {}, {"a": 1}), (5, PERSON, None),
                                         (0, {"type": "string", "pattern": "^[a-z]{2,4}-[0-9]+$"}, "ab-12"), (0, {"type": ["integer", "null"], "maximum": 99}, 42)]):
     put(d, "schema-%d" % i, bytes([flags]) + json.dumps(sch).encode() + (b"\n--\n" + json.dumps(cand, separators=(",", ":")).encode() if cand is not None else b""))
+# the bodies that hung the server or took its memory (issue 24): nested arrays 60 deep, counts
+# inside counts, an unanchored pattern whose subset construction grows, a $ref used twice per level
+nested = {"type": "integer"}
+for _ in range(60):
+    nested = {"type": "array", "maxItems": 2, "items": nested}
+fan = {"$ref": "#/$defs/d0", "$defs": {"d25": {"type": "string", "maxLength": 20}}}
+for i in range(25):
+    fan["$defs"]["d%d" % i] = {"type": "object", "properties": {"a": {"$ref": "#/$defs/d%d" % (i + 1)}, "b": {"$ref": "#/$defs/d%d" % (i + 1)}},
+                               "additionalProperties": False}
+for name, sch in [("nested-arrays", nested), ("count-product", {"type": "string", "pattern": "(a{1000}){1000}"}),
+                  ("subset-growth", {"type": "string", "pattern": "(a{300}){300}"}), ("ref-fanout", fan)]:
+    put(d, "regress-dos-" + name, b"\x00" + json.dumps(sch).encode())
 
 d = reset("regex")
 for i, (flags, pat, cand) in enumerate([(0, "^[a-z]{2,4}-[0-9]+$", "ab-12"), (1, "^(?:\\d{3}|[A-F]+)\\.?$", "123."), (0, "colou?r", "my color"),
                                         (1, "^\\u00e9[^\\s\"]*$", "\u00e9t\u00e9"), (0, "(a|b)*c{1,3}", "ababcc"), (0, "^(?<y>[0-9]{4})-\\1$", "2024-2024"),
                                         (0, "[\\w.+-]+@[\\w-]+\\.[a-z]{2,}", "a.b@c.org"), (1, "^.{0,5}$", "\n")]):
     put(d, "pattern-%d" % i, bytes([flags]) + pat.encode() + b"\n--\n" + cand.encode())
+for name, pat in [("count-product", "^(a{1000}){1000}$"), ("subset-growth", "(a{200}){50}")]:
+    put(d, "regress-dos-" + name, b"\x00" + pat.encode() + b"\n--\naaaa")
 
 # ---- safetensors, checkpoint folder, artifact folder (from a tiny synthetic checkpoint) --------
 def st_bytes(tensors, meta=None):

@@ -41,6 +41,9 @@ static const char *help =
     "  --drain-seconds S       on SIGTERM, time running requests get to finish (default 10)\n"
     "  --grammar-cache N       structured output: compiled grammars (schemas, tools) kept for\n"
     "                          the next requests that ask the same (default 16; 0 = none)\n"
+    "  --grammar-budget-bytes N  working memory of the grammar compiles running at once;\n"
+    "                          beyond it 503 (default 536870912; one compile alone may use 256 MiB)\n"
+    "  --grammar-timeout-ms N  time limit of one grammar compile; beyond it 400 (default 20000)\n"
     "environment: MODEL_DIR, TP_DEGREE (--tp), KV_MAX (--max-ctx), HOST, PORT, API_KEY\n"
     "%s";
 
@@ -111,6 +114,8 @@ int cmd_serve(int argc, char **argv) {
         INTFLAG("--default-max-tokens", 1, 1LL << 31, so.default_max_tokens)
         INTFLAG("--drain-seconds", 0, 3600, so.drain_s)
         INTFLAG("--grammar-cache", 0, 4096, grammars)
+        INTFLAG("--grammar-budget-bytes", 1, 1LL << 40, so.grammar_budget)
+        INTFLAG("--grammar-timeout-ms", 1, 3600000, so.grammar_timeout_ms)
         else { fprintf(stderr, "g4tp serve: unknown option %s (see --help)\n", a); bad = 1; }
 #undef INTFLAG
     }
@@ -141,6 +146,8 @@ int cmd_serve(int argc, char **argv) {
 
     const char *rdelay = getenv("G4_SERVE_TEST_RENDER_DELAY_MS"); /* tests: hold prompt preparations */
     if (rdelay && *rdelay) so.test_render_delay_ms = atoi(rdelay);
+    const char *cdelay = getenv("G4_SERVE_TEST_COMPILE_DELAY_MS"); /* tests: hold grammar compiles */
+    if (cdelay && *cdelay) so.test_compile_delay_ms = atoi(cdelay);
     g4_err err = {0};
     g4_server *srv = NULL;
     int mpi = o.comm && !strcmp(o.comm, "mpi");

@@ -16,7 +16,7 @@
 
 #include "engine/images.h"
 #include "engine/speculate.h"
-#include "grammar/constrain.h"
+#include "grammar/grammar.h"
 #include "text/stop_strings.h"
 
 enum { ST_WAITING, ST_PREFILL, ST_DECODE, ST_DONE };

@@ -52,7 +52,7 @@ typedef struct g4_gen_params {
     size_t n_stop_ids;        /* ... the request keeps its own copy */
     int speculative;          /* 0: the engine's drafter (if any); -1: none for this request; 1..G4_SPEC_MAX_K:
                                * at most that many drafts per round (docs/speculative.md) */
-    struct g4_grammar *grammar; /* constrained decoding (grammar/json_schema.h): what the output must be, or NULL;
+    struct g4_grammar *grammar; /* constrained decoding (grammar/grammar.h): what the output must be, or NULL;
                                * the request keeps its own reference (docs/structured-output.md) */
     const g4_prompt_image *images; /* the prompt's images, in position order */
     int n_images;

@@ -84,9 +84,10 @@ static int left_cycle(const g4_dfa *r, int n, int at, uint8_t *mark) {
     return 0;
 }
 
-int g4_grammar_build(const g4_dfa *rules, int n_rules, const char *const *specials, int n_specials, g4_grammar **out,
-                     g4_err *err) {
+int g4_grammar_build(const g4_dfa *rules, int n_rules, const char *const *specials, int n_specials, int max_states,
+                     g4_fsa_budget *budget, g4_grammar **out, g4_err *err) {
     *out = NULL;
+    if (max_states <= 0 || max_states > G4_GRAMMAR_MAX_STATES) max_states = G4_GRAMMAR_MAX_STATES;
     if (n_rules < 1 || n_rules > G4_GRAMMAR_MAX_RULES)
         return g4_err_set(err, G4_EINVAL, "a grammar needs 1 to %d rules (got %d)", G4_GRAMMAR_MAX_RULES, n_rules);
     if (n_specials < 0 || n_specials > G4_SYM_NSPECIAL)
@@ -112,13 +113,15 @@ int g4_grammar_build(const g4_dfa *rules, int n_rules, const char *const *specia
     size_t total = 0;
     for (int r = 0; r < n_rules; r++) {
         if (!prod[r]) continue;
-        if ((rc = g4_dfa_copy(&rules[r], &R[r], err)) || (rc = g4_dfa_trim(&R[r], prod, err))) goto fail;
+        g4_dfa src = rules[r];
+        src.budget = budget;
+        if ((rc = g4_dfa_copy(&src, &R[r], err)) || (rc = g4_dfa_trim(&R[r], prod, err))) goto fail;
         rc = G4_ENOMEM;
         if (r > 0 && R[r].acc[0]) { rc = g4_err_set(err, G4_EINVAL, "grammar rule %d accepts the empty string", r); goto fail; }
         total += (size_t)R[r].n;
     }
-    if (total > G4_GRAMMAR_MAX_STATES) {
-        rc = g4_err_set(err, G4_EINVAL, "the schema compiles to %zu automaton states, more than the limit of %d", total, G4_GRAMMAR_MAX_STATES);
+    if (total > (size_t)max_states) {
+        rc = g4_err_set(err, G4_EINVAL, "the schema compiles to %zu automaton states, more than the limit of %d (the grammar state limit)", total, max_states);
         goto fail;
     }
     /* one class map for all rules: symbols whose class is the same in every rule */
@@ -142,6 +145,9 @@ int g4_grammar_build(const g4_dfa *rules, int n_rules, const char *const *specia
         g->n_rules = n_rules;
         size_t K = (size_t)nk, ncall = 0;
         for (int r = 0; r < n_rules; r++) if (R[r].n) ncall += (size_t)R[r].coff[R[r].n];
+        /* the tables outlive the compile; its budget counts them as long as it runs */
+        size_t table_bytes = total * (K * sizeof *g->next + 1 + sizeof *g->coff + sizeof *g->cache + 2 * sizeof *g->prev) + 2 * ncall * sizeof *g->call;
+        if (g4_fsa_reserve(budget, table_bytes) || g4_fsa_poll(budget, total * K)) { rc = g4_fsa_budget_err(budget, err); goto fail; }
         g->next = malloc(total * K * sizeof *g->next + 1);
         g->flags = calloc(total + 1, 1);
         g->coff = malloc((total + 1) * sizeof *g->coff);

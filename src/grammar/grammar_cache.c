@@ -1,6 +1,8 @@
 /* grammar_cache.c — an LRU of compiled grammars keyed by the output spec's canonical text (see
- * grammar_cache.h). Few entries (tens), so a linear scan with a last-use stamp is enough. */
-#include "grammar/grammar_cache.h"
+ * grammar.h): agents send the same tools and schemas turn after turn, and a shared grammar keeps
+ * its per-state mask cache warm (docs/structured-output.md, Speed). Few entries (tens), so a
+ * linear scan with a last-use stamp is enough. */
+#include "grammar/grammar.h"
 
 #include <jansson.h>
 #include <pthread.h>
@@ -46,7 +48,8 @@ void g4_grammar_cache_free(g4_grammar_cache *c) {
 /* Everything g4_output_compile reads, as compact JSON in the spec's own key order (a schema's
  * property order is the order of the generated object, so it is part of the key). */
 static char *spec_key(const g4_output_spec *sp) {
-    json_t *k = json_pack("{s:i,s:O?,s:O?,s:i,s:s?,s:i,s:i,s:i,s:i}", "format", (int)sp->format, "schema", sp->schema, "tools", sp->tools,
+    json_t *k = json_pack("{s:i,s:O?,s:s#,s:O?,s:O?,s:i,s:s?,s:i,s:i,s:i,s:i}", "format", (int)sp->format, "schema", sp->schema, "regex",
+                          sp->regex ? sp->regex : "", sp->regex ? (int)sp->regex_len : 0, "choices", sp->choices, "tools", sp->tools,
                           "mode", (int)sp->tool_mode, "name", sp->tool_name, "parallel", sp->parallel_calls, "strict", sp->strict_calls,
                           "chat", sp->chat, "thought", (int)sp->thought);
     char *s = k ? json_dumps(k, JSON_COMPACT | JSON_ENCODE_ANY | JSON_PRESERVE_ORDER) : NULL;
@@ -54,9 +57,11 @@ static char *spec_key(const g4_output_spec *sp) {
     return s;
 }
 
-int g4_output_compile_cached(g4_grammar_cache *c, const g4_output_spec *sp, g4_grammar **out, char *param, size_t pcap, g4_err *err) {
+int g4_output_compile_cached(g4_grammar_cache *c, const g4_output_spec *sp, const g4_grammar_limits *lim, g4_grammar_compile_stats *st,
+                             g4_grammar **out, char *param, size_t pcap, g4_err *err) {
     *out = NULL;
-    if (!c || !g4_output_spec_constrains(sp)) return g4_output_compile(sp, out, param, pcap, err);
+    if (st) memset(st, 0, sizeof *st);
+    if (!c || !g4_output_spec_constrains(sp)) return g4_output_compile_ex(sp, lim, st, out, param, pcap, err);
     char *key = spec_key(sp);
     if (!key) return g4_err_set(err, G4_ENOMEM, "out of memory");
     pthread_mutex_lock(&c->mu);
@@ -72,10 +77,11 @@ int g4_output_compile_cached(g4_grammar_cache *c, const g4_output_spec *sp, g4_g
     pthread_mutex_unlock(&c->mu);
     if (*out) {
         if (param && pcap) param[0] = 0;
+        if (st) { st->cached = 1; st->states = g4_grammar_n_states(*out); }
         free(key);
         return G4_OK;
     }
-    int rc = g4_output_compile(sp, out, param, pcap, err);
+    int rc = g4_output_compile_ex(sp, lim, st, out, param, pcap, err);
     if (rc || !*out) { free(key); return rc; }
     pthread_mutex_lock(&c->mu);
     int slot = -1, dup = 0;

@@ -1,17 +1,44 @@
-/* json_schema.c — output specs and JSON Schemas compiled into grammars (see json_schema.h).
+/* json_schema.c — output specs and JSON Schemas compiled into grammars (g4_output_compile in
+ * grammar.h): a JSON object, a JSON Schema, a regex, a choice or tool calls; the grammar accepts
+ * only outputs that parse and validate.
  *
  * Every schema node becomes NFA paths between two states of the rule being built (gen_m). A
- * $ref is inlined unless its target is already being inlined further up (recursion): then it
- * becomes a call of a rule of its own. Array items that would be copied many times (minItems /
- * maxItems) become a rule too. Strings are DFAs of their content (encoding x length x pattern x
- * the markers a chat turn must not contain) embedded between the quotes. At the end each rule
- * is determinized and constrain.c builds the grammar. */
+ * $ref is inlined unless its target is already being inlined further up (recursion) or is large
+ * and used again: then it becomes a call of a rule of its own. Array items that would be copied
+ * many times (minItems / maxItems) become a rule too when large. Strings are DFAs of their
+ * content (encoding x length x pattern x the markers a chat turn must not contain) embedded
+ * between the quotes. At the end each rule is determinized and constrain.c builds the grammar.
+ * Every automaton is charged to the compile's budget (fsa.h), which enforces the limits.
+ *
+ * JSON Schema coverage (docs/structured-output.md has the details): type (and type lists,
+ * nullable), properties, required, additionalProperties (true / false / a schema; absent means
+ * no extra properties unless the object declares no properties at all), enum, const, items,
+ * prefixItems (and the older items-array / additionalItems), minItems, maxItems, anyOf, oneOf
+ * (alternatives must be provably disjoint as JSON Schema validates them: json_schema_oneof.c), allOf (merged: objects, bounds, enums), local $ref
+ * and $defs / definitions (recursion through rule calls), string minLength / maxLength /
+ * pattern (regex.h) / format (date, time, date-time, uuid, email, ipv4; int32 / int64 on
+ * integers, float / double on numbers), integer and number
+ * minimum / maximum / exclusiveMinimum / exclusiveMaximum (whole-number bounds for numbers),
+ * uniqueItems false, unevaluatedProperties / unevaluatedItems false, minProperties /
+ * maxProperties / multipleOf where the rest of the schema already implies them. Annotations
+ * (title, description, default, examples, ...) and x-* keywords are ignored. Any other keyword
+ * is refused with G4_EUNSUPPORTED naming it and where it is; an invalid schema is G4_EINVAL.
+ *
+ * Generated text: JSON with at most one space between tokens (after '{' '[' ',' ':' and before
+ * '}' ']'), never a newline, strings in one canonical escaping, numbers of at most 18 integer, 16
+ * fraction and 2 exponent digits; objects in the schema's property order. Tool calls in
+ * Gemma-4's format: <|tool_call>call:NAME{key:value,...}<tool_call|>, keys sorted as the chat
+ * template writes them, strings between <|"|> tokens. In a chat turn no string holds the byte
+ * pair "<|" or the texts "<turn|>" and "<eos>", which the output parser would take for markup:
+ * literal strings (const, enum, keys) write such a '<' as \u003c in JSON and cannot be written in
+ * a tool call. */
 #include "grammar/json_schema_int.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- keywords ---------------------------------------------------------------------------------- */
 
@@ -27,7 +54,7 @@ static const char *const UNSUPPORTED_KW[] = {"patternProperties", "propertyNames
                                              "$recursiveRef", "$recursiveAnchor", "$anchor", "$vocabulary", "contentSchema", NULL};
 static const char *const OBJ_KW[] = {"properties", "required", "additionalProperties", "minProperties", "maxProperties", "unevaluatedProperties", NULL};
 static const char *const ARR_KW[] = {"items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "unevaluatedItems", NULL};
-static const char *const STR_KW[] = {"minLength", "maxLength", "pattern", "format", NULL};
+static const char *const STR_KW[] = {"minLength", "maxLength", "pattern", NULL}; /* and a string format */
 static const char *const NUM_KW[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", NULL};
 
 static int in_list(const char *const *l, const char *k) {
@@ -91,10 +118,12 @@ static int type_set(sc *c, const json_t *s) {
         }
         if (!m) { jsc_fail(c, G4_EINVAL, "'type' must be one of null, boolean, integer, number, string, array, object, or a non-empty list of them without repeats"); return -1; }
     } else {
+        json_t *f = json_object_get(s, "format");
+        int fk = json_is_string(f) ? jsc_format_kind(json_string_value(f)) : 0;
         if (has_any(s, OBJ_KW)) m |= T_OBJ;
         if (has_any(s, ARR_KW)) m |= T_ARR;
-        if (has_any(s, STR_KW)) m |= T_STR;
-        if (has_any(s, NUM_KW)) m |= T_NUM;
+        if (has_any(s, STR_KW) || (f && fk != JSC_FMT_NUMBER)) m |= T_STR; /* an unknown format is refused there */
+        if (has_any(s, NUM_KW) || (f && fk == JSC_FMT_NUMBER)) m |= T_NUM;
         if (!m) m = T_ALL;
     }
     json_t *nl = json_object_get(s, "nullable");
@@ -102,18 +131,6 @@ static int type_set(sc *c, const json_t *s) {
     if (json_is_true(nl)) m |= T_NULL;
     if ((m & T_NUM) && (m & T_INT)) m &= ~T_INT;
     return m;
-}
-
-static int value_types(const json_t *v) {
-    switch (json_typeof(v)) {
-    case JSON_NULL: return T_NULL;
-    case JSON_TRUE: case JSON_FALSE: return T_BOOL;
-    case JSON_INTEGER: return T_INT | T_NUM;
-    case JSON_REAL: { double d = json_real_value(v); return T_NUM | (d == floor(d) ? T_INT : 0); }
-    case JSON_STRING: return T_STR;
-    case JSON_ARRAY: return T_ARR;
-    default: return T_OBJ;
-    }
 }
 
 /* non-negative integer keyword: -2 absent, -1 failed */
@@ -129,41 +146,6 @@ static long count_kw(sc *c, const json_t *s, const char *k) {
     return (long)d;
 }
 
-/* ---- $ref ------------------------------------------------------------------------------------- */
-
-static const json_t *resolve_ref(sc *c, const char *ref) {
-    if (ref[0] != '#') { jsc_fail(c, G4_EUNSUPPORTED, "only local references ('#...') are supported, not '%s'", ref); return NULL; }
-    const json_t *cur = c->root;
-    const char *p = ref + 1;
-    if (*p && *p != '/') { jsc_fail(c, G4_EUNSUPPORTED, "'$ref' '%s': anchors are not supported, only JSON pointers ('#/...')", ref); return NULL; }
-    while (*p == '/') {
-        p++;
-        char seg[256];
-        size_t k = 0;
-        while (*p && *p != '/' && k + 1 < sizeof seg) {
-            if (*p == '~' && (p[1] == '0' || p[1] == '1')) { seg[k++] = p[1] == '0' ? '~' : '/'; p += 2; continue; }
-            if (*p == '%' && p[1] && p[2]) {
-                char h[3] = {p[1], p[2], 0};
-                char *e;
-                long v = strtol(h, &e, 16);
-                if (!*e) { seg[k++] = (char)v; p += 3; continue; }
-            }
-            seg[k++] = *p++;
-        }
-        seg[k] = 0;
-        if (json_is_object(cur)) cur = json_object_get(cur, seg);
-        else if (json_is_array(cur)) {
-            char *e;
-            long i = strtol(seg, &e, 10);
-            cur = *e || i < 0 ? NULL : json_array_get(cur, (size_t)i);
-        } else {
-            cur = NULL;
-        }
-        if (!cur) { jsc_fail(c, G4_EINVAL, "'$ref' '%s' does not resolve", ref); return NULL; }
-    }
-    return cur;
-}
-
 /* ---- merging (allOf) ------------------------------------------------------------------------------ */
 
 static void gen_m(sc *c, const json_t *s, int fmt, int mask, int from, int to);
@@ -177,7 +159,7 @@ static int collect_members(sc *c, const json_t *s, const json_t **out, int *n, i
     json_t *ref = json_object_get(s, "$ref"), *all = json_object_get(s, "allOf");
     if (ref) {
         if (!json_is_string(ref)) { jsc_fail(c, G4_EINVAL, "'$ref' must be a string"); return -1; }
-        const json_t *t = resolve_ref(c, json_string_value(ref));
+        const json_t *t = jsc_resolve_ref(c, json_string_value(ref), 0);
         if (!t) return -1;
         for (int i = 0; i < c->depth; i++)
             if (c->stack[i] == t) { jsc_fail(c, G4_EUNSUPPORTED, "a recursive '$ref' merged with other keywords (or inside allOf) is not supported"); return -1; }
@@ -229,7 +211,13 @@ static const json_t *merge(sc *c, const json_t *const *in, int n_in) {
             if (is_annotation(k)) continue;
             json_t *cur = json_object_get(o, k);
             if (!strcmp(k, "type") || !strcmp(k, "nullable")) {
-                if (!strcmp(k, "type")) { int t = type_set(c, m[i]); if (t < 0) goto bad; types &= t; any_types = 1; }
+                if (!strcmp(k, "type")) {
+                    int t = type_set(c, m[i]);
+                    if (t < 0) goto bad;
+                    if (t & T_NUM) t |= T_INT; /* a number may be an integer: integer ∩ number is integer */
+                    types &= t;
+                    any_types = 1;
+                }
                 continue;
             }
             if (!strcmp(k, "properties")) {
@@ -413,6 +401,12 @@ static void gen_object(sc *c, const json_t *s, int fmt, int from, int to) {
     int o = jsc_lit_new(c, from, "{"), af = jsc_st(c), at = -1;
     jsc_ws(c, fmt, o, af);
     for (int i = 0; i < n && !c->rc; i++) {
+        if (!jsc_key_ok(c, fmt, p[i].name, p[i].len)) { /* markup in a tool call's key: as in a free string, never written */
+            if (!p[i].req) continue;
+            jsc_fail(c, G4_EUNSUPPORTED, "the required property '%s' holds '<|', '<turn|>' or '<eos>', which Gemma's call syntax cannot carry",
+                     p[i].name);
+            break;
+        }
         int naf = jsc_st(c), nat = jsc_st(c), key = jsc_st(c);
         jsc_eps(c, af, key);
         if (at >= 0) jsc_eps(c, jsc_comma(c, fmt, at), key);
@@ -443,6 +437,53 @@ static void gen_object(sc *c, const json_t *s, int fmt, int from, int to) {
     jsc_lit(c, af, to, "}");
     if (at >= 0) { int e = jsc_st(c); jsc_ws(c, fmt, at, e); jsc_lit(c, e, to, "}"); }
     free(p);
+}
+
+/* ---- shared pieces ---------------------------------------------------------------------------------- */
+
+/* A schema node used more than once (array items copied, a $def referenced from many places) is
+ * built inline while it is small and called as a rule of its own when it is large, so that the
+ * automaton grows with the schema and not with the product of its counts (nested arrays with
+ * maxItems 2 were exponential in their depth). The size of a node is learnt the first time it
+ * is built and remembered. */
+static int size_get(const sc *c, const json_t *s, int fmt, int mask) {
+    for (int i = 0; i < c->nsizes; i++)
+        if (c->sizes[i].schema == s && c->sizes[i].root == c->root && c->sizes[i].fmt == fmt && c->sizes[i].mask == mask) return c->sizes[i].states;
+    return -1;
+}
+
+static void size_put(sc *c, const json_t *s, int fmt, int mask, int states) {
+    for (int i = 0; i < c->nsizes; i++)
+        if (c->sizes[i].schema == s && c->sizes[i].root == c->root && c->sizes[i].fmt == fmt && c->sizes[i].mask == mask) { c->sizes[i].states = states; return; }
+    if (c->nsizes == c->capsizes) {
+        int cap = c->capsizes ? 2 * c->capsizes : 64;
+        sc_size *n = realloc(c->sizes, (size_t)cap * sizeof *n);
+        if (!n) { jsc_fail(c, G4_ENOMEM, "out of memory"); return; }
+        c->sizes = n;
+        c->capsizes = cap;
+    }
+    c->sizes[c->nsizes++] = (sc_size){s, c->root, fmt, mask, states};
+}
+
+/* Builds s between from and to as one of `copies` uses: inline (1) when copies of it stay within
+ * SC_COPY_BUDGET states, else as a call of its rule (0). A node of unknown size is built inline
+ * first to learn it, and undone (with the rules it made) when it is too large. */
+static int copy_or_rule(sc *c, const json_t *s, int fmt, int mask, long copies, int from, int to) {
+    int known = size_get(c, s, fmt, mask);
+    if (known < 0 || (double)known * (double)copies <= SC_COPY_BUDGET) {
+        const int n0 = c->a.n, r0 = c->nr, any0 = c->any_rule[0], any1 = c->any_rule[1];
+        size_t e0 = c->a.ne;
+        gen_m(c, s, fmt, mask, from, to);
+        if (c->rc) return 1;
+        size_put(c, s, fmt, mask, c->a.n - n0);
+        if ((double)(c->a.n - n0) * (double)copies <= SC_COPY_BUDGET) return 1;
+        g4_nfa_truncate(&c->a, n0, e0); /* too large: undone, and the rules it made (their states went too) */
+        c->nr = r0;
+        c->any_rule[0] = any0;
+        c->any_rule[1] = any1;
+    }
+    jsc_call(c, from, to, jsc_new_rule(c, s, fmt, mask, 0));
+    return 0;
 }
 
 /* ---- arrays --------------------------------------------------------------------------------------- */
@@ -484,21 +525,15 @@ static void gen_array(sc *c, const json_t *s, int fmt, int from, int to) {
     jsc_ws(c, fmt, o, P[0]);
     for (long k = 1; k <= U; k++) P[k] = jsc_st(c);
     int rule = -1;
+    const long copies = U - np + loop; /* of the item schema after the prefix */
     for (long k = 0; k < U && !c->rc; k++) {
         const json_t *it = k < np ? json_array_get(prefix, (size_t)k) : extra;
         int src = k ? jsc_comma(c, fmt, P[k]) : P[0];
         size_t m = k < np ? jsc_path_push_i(c, "prefixItems", (size_t)k) : jsc_path_push(c, "items");
         if (k >= np && rule >= 0) {
             jsc_call(c, src, P[k + 1], rule);
-        } else if (k == np && U - np > 1) { /* many copies: as a rule if one is large */
-            int n0 = c->a.n, r0 = c->nr;
-            size_t e0 = c->a.ne;
-            gen_m(c, it, fmt, T_ALL, src, P[k + 1]);
-            if (!c->rc && c->nr == r0 && (long)(c->a.n - n0) * (U - np) > SC_COPY_BUDGET) {
-                g4_nfa_truncate(&c->a, n0, e0);
-                rule = jsc_new_rule(c, it, fmt, T_ALL, 0);
-                jsc_call(c, src, P[k + 1], rule);
-            }
+        } else if (k == np && copies > 1) { /* many copies: one rule if the item is large */
+            if (!copy_or_rule(c, it, fmt, T_ALL, copies, src, P[k + 1])) rule = jsc_new_rule(c, it, fmt, T_ALL, 0);
         } else {
             gen_m(c, it, fmt, T_ALL, src, P[k + 1]);
         }
@@ -536,8 +571,8 @@ static void gen_string(sc *c, const json_t *s, int fmt, int from, int to) {
     g4_dfa body;
     size_t m = jsc_path_push(c, pat ? "pattern" : "format");
     if (!pat && !f) jsc_path_pop(c, m);
-    int rc = jsc_string_body(c, enc, mk, mn, mx, pat ? json_string_value(pat) : NULL, pat ? json_string_length(pat) : 0,
-                         f ? json_string_value(f) : NULL, NULL, NULL, 0, &body);
+    const char *fs = f && jsc_format_kind(json_string_value(f)) != JSC_FMT_NUMBER ? json_string_value(f) : NULL; /* int32: the number's */
+    int rc = jsc_string_body(c, enc, mk, mn, mx, pat ? json_string_value(pat) : NULL, pat ? json_string_length(pat) : 0, fs, NULL, NULL, 0, &body);
     jsc_path_pop(c, m);
     if (rc) return;
     if (body.n == 0) { jsc_fail(c, G4_EINVAL, "no string satisfies its length, pattern and format together"); g4_dfa_free(&body); return; }
@@ -567,6 +602,23 @@ static void gen_any_body(sc *c, int fmt, int from, int to) {
 
 /* ---- dispatch -------------------------------------------------------------------------------------- */
 
+/* 'format' where it stands: an unknown one, or one of another type than the schema generates
+ * (a date on an integer), is refused rather than left unchecked. */
+static int check_format(sc *c, const json_t *s, int types) {
+    json_t *f = json_object_get(s, "format");
+    if (!f) return 0;
+    size_t m = jsc_path_push(c, "format");
+    int k = json_is_string(f) ? jsc_format_kind(json_string_value(f)) : -1;
+    if (k < 0) jsc_fail(c, G4_EINVAL, "'format' must be a string");
+    else if (!k) jsc_fail(c, G4_EUNSUPPORTED, "'format' \"%s\" is not supported (%s)", json_string_value(f), JSC_FORMATS_KNOWN);
+    else if (k == JSC_FMT_STRING && !(types & T_STR))
+        jsc_fail(c, G4_EUNSUPPORTED, "'format' \"%s\" applies to strings, and this schema allows none", json_string_value(f));
+    else if (k == JSC_FMT_NUMBER && !(types & (T_INT | T_NUM)))
+        jsc_fail(c, G4_EUNSUPPORTED, "'format' \"%s\" applies to numbers, and this schema allows none", json_string_value(f));
+    if (!c->rc) jsc_path_pop(c, m);
+    return c->rc ? -1 : 0;
+}
+
 static void gen_types(sc *c, const json_t *s, int fmt, int types, int from, int to) {
     if (types & T_NULL) jsc_lit(c, from, to, "null");
     if (types & T_BOOL) { jsc_lit(c, from, to, "true"); jsc_lit(c, from, to, "false"); }
@@ -582,7 +634,7 @@ static void gen_types(sc *c, const json_t *s, int fmt, int types, int from, int 
 static int value_fits(sc *c, const json_t *s, const json_t *v) {
     const char *k;
     json_t *x;
-    int vt = value_types(v);
+    int vt = jsc_value_types(v);
     json_object_foreach((json_t *)s, k, x) {
         if (is_annotation(k) || !strcmp(k, "enum") || !strcmp(k, "const") || !strcmp(k, "type") || !strcmp(k, "nullable")) continue;
         int lo = !strcmp(k, "minimum") || !strcmp(k, "exclusiveMinimum"), hi = !strcmp(k, "maximum") || !strcmp(k, "exclusiveMaximum");
@@ -596,9 +648,7 @@ static int value_fits(sc *c, const json_t *s, const json_t *v) {
         } else if (!strcmp(k, "minLength") || !strcmp(k, "maxLength")) {
             if (!(vt & T_STR)) continue;
             if (!json_is_integer(x)) { jsc_fail(c, G4_EINVAL, "'%s' must be a non-negative integer", k); return -1; }
-            long n = 0;
-            const char *p = json_string_value(v);
-            for (size_t i = 0; i < json_string_length(v); i++) n += ((unsigned char)p[i] & 0xC0) != 0x80;
+            long n = (long)jsc_utf8_chars(json_string_value(v), json_string_length(v));
             if (k[1] == 'i' ? n < json_integer_value(x) : n > json_integer_value(x)) return 0;
         } else {
             jsc_fail(c, G4_EUNSUPPORTED, "'%s' together with '%s' is not supported", k, json_object_get(s, "enum") ? "enum" : "const");
@@ -615,51 +665,25 @@ static void gen_enum(sc *c, const json_t *s, int fmt, int mask, int from, int to
     if (types < 0) return;
     if (types & T_NUM) types |= T_INT;
     types &= mask | (mask & T_NUM ? T_INT : 0);
-    int n = 0;
+    int n = 0, unwritable = 0;
     size_t i = 0;
     json_t *v;
     for (;;) {
         v = en ? json_array_get(en, i++) : (i++ ? NULL : cn);
         if (!v) break;
         if (en && cn && !json_equal(cn, v)) continue;
-        if (!(value_types(v) & types)) continue;
+        if (!(jsc_value_types(v) & types)) continue;
         int fit = value_fits(c, s, v);
         if (fit < 0) return;
         if (!fit) continue;
+        if (!jsc_literal_ok(c, fmt, v)) { unwritable++; continue; } /* as free strings: no markup in a tool call */
         jsc_emit_value(c, v, fmt, from, to);
         n++;
     }
-    if (!n && !c->rc) jsc_fail(c, G4_EINVAL, "no value of '%s' fits the rest of the schema", en ? "enum" : "const");
-}
-
-/* 0 disjoint, 1 overlap, 2 cannot tell (a recursive rule is reached) */
-static int dfa_overlap(const g4_dfa *a, const g4_dfa *b) {
-    if (!a->n || !b->n) return 0;
-    size_t n = (size_t)a->n * (size_t)b->n;
-    if (n > (64u << 20)) return 2;
-    uint8_t *seen = calloc(n, 1);
-    int32_t *q = malloc(2 * n * sizeof *q);
-    int r = 2;
-    if (!seen || !q) goto out;
-    size_t qh = 0, qt = 0;
-    q[qt++] = 0; q[qt++] = 0;
-    seen[0] = 1;
-    r = 0;
-    while (qh < qt && r == 0) {
-        int32_t x = q[qh++], y = q[qh++];
-        if (a->acc[x] && b->acc[y]) { r = 1; break; }
-        if (a->coff[x + 1] > a->coff[x] || b->coff[y + 1] > b->coff[y]) { r = 2; break; }
-        for (int s = 0; s < G4_NSYM; s++) {
-            int32_t u = a->next[(size_t)x * (size_t)a->ncls + a->cls[s]], v = b->next[(size_t)y * (size_t)b->ncls + b->cls[s]];
-            if (u < 0 || v < 0) continue;
-            size_t id = (size_t)u * (size_t)b->n + (size_t)v;
-            if (!seen[id]) { seen[id] = 1; q[qt++] = u; q[qt++] = v; }
-        }
-    }
-out:
-    free(seen);
-    free(q);
-    return r;
+    if (!n && !c->rc && unwritable)
+        jsc_fail(c, G4_EUNSUPPORTED, "no value of '%s' can be written in a tool call: the strings hold '<|', '<turn|>' or '<eos>', which "
+                 "Gemma's call syntax cannot carry", en ? "enum" : "const");
+    else if (!n && !c->rc) jsc_fail(c, G4_EINVAL, "no value of '%s' fits the rest of the schema", en ? "enum" : "const");
 }
 
 static void gen_alts(sc *c, const json_t *s, const char *key, int fmt, int mask, int from, int to) {
@@ -675,39 +699,29 @@ static void gen_alts(sc *c, const json_t *s, const char *key, int fmt, int mask,
         json_array_append_new(c->owned, sib);
     }
     size_t n = json_array_size(arr), i;
-    int *se = malloc(2 * n * sizeof *se);
-    g4_dfa *d = one ? calloc(n, sizeof *d) : NULL;
-    if (!se || (one && !d)) { free(se); free(d); jsc_fail(c, G4_ENOMEM, "out of memory"); return; }
+    const json_t **x = calloc(n, sizeof *x);
+    if (!x) { jsc_fail(c, G4_ENOMEM, "out of memory"); return; }
     json_t *alt;
     json_array_foreach(arr, i, alt) {
         size_t m = jsc_path_push_i(c, key, i);
-        const json_t *x = alt;
-        if (sib) { const json_t *pair[2] = {sib, alt}; x = merge(c, pair, 2); }
-        se[2 * i] = one ? jsc_st(c) : from;
-        se[2 * i + 1] = one ? jsc_st(c) : to;
-        if (x) gen_m(c, x, fmt, mask, se[2 * i], se[2 * i + 1]);
+        x[i] = alt;
+        if (sib) { const json_t *pair[2] = {sib, alt}; x[i] = merge(c, pair, 2); }
+        if (x[i]) gen_m(c, x[i], fmt, mask, from, to);
         jsc_path_pop(c, m);
         if (c->rc) break;
     }
-    if (one && !c->rc) {
-        g4_err e = {0};
-        for (i = 0; i < n && !c->rc; i++)
-            if (g4_nfa_to_dfa(&c->a, se[2 * i], se[2 * i + 1], G4_GRAMMAR_MAX_STATES, &d[i], &e)) jsc_fail_err(c, &e);
-        for (size_t a = 0; a < n && !c->rc; a++)
-            for (size_t b = a + 1; b < n && !c->rc; b++) {
-                int ov = dfa_overlap(&d[a], &d[b]);
-                if (ov == 1) jsc_fail(c, G4_EUNSUPPORTED, "'oneOf' alternatives %zu and %zu accept a common value (only disjoint alternatives are supported; use anyOf)", a, b);
-                if (ov == 2) jsc_fail(c, G4_EUNSUPPORTED, "'oneOf' alternatives %zu and %zu may overlap through a recursive reference (use anyOf)", a, b);
-            }
-        for (i = 0; i < n; i++) { jsc_eps(c, from, se[2 * i]); jsc_eps(c, se[2 * i + 1], to); }
-    }
-    if (d) for (i = 0; i < n; i++) g4_dfa_free(&d[i]);
-    free(d);
-    free(se);
+    /* oneOf is the union of its alternatives only when no value validates against two of them */
+    for (size_t a = 0; one && a < n && !c->rc; a++)
+        for (size_t b = a + 1; b < n && !c->rc; b++)
+            if (!jsc_disjoint(c, x[a], x[b]) && !c->bud.stop)
+                jsc_fail(c, G4_EUNSUPPORTED, "'oneOf' alternatives %zu and %zu may both match one value (only alternatives that are provably "
+                         "disjoint are supported: by type, const / enum values, ranges, lengths, or a required property; use anyOf)", a, b);
+    if (!c->rc && c->bud.stop) jsc_fail_budget(c);
+    free(x);
 }
 
 static void gen_ref(sc *c, const char *ref, int fmt, int mask, int from, int to) {
-    const json_t *t = resolve_ref(c, ref);
+    const json_t *t = jsc_resolve_ref(c, ref, 0);
     if (!t) return;
     for (int i = 0; i < c->depth; i++)
         if (c->stack[i] == t) { jsc_call(c, from, to, jsc_new_rule(c, t, fmt, mask, 0)); return; } /* recursion */
@@ -715,9 +729,15 @@ static void gen_ref(sc *c, const char *ref, int fmt, int mask, int from, int to)
     char save[512];
     memcpy(save, c->path, sizeof save);
     snprintf(c->path, sizeof c->path, "%s", ref);
-    c->stack[c->depth++] = t;
-    gen_m(c, t, fmt, mask, from, to);
-    c->depth--;
+    if (size_get(c, t, fmt, mask) > SC_REF_SHARE) { /* referenced again and large: one rule for all its uses */
+        jsc_call(c, from, to, jsc_new_rule(c, t, fmt, mask, 0));
+    } else {
+        const int n0 = c->a.n;
+        c->stack[c->depth++] = t;
+        gen_m(c, t, fmt, mask, from, to);
+        c->depth--;
+        if (!c->rc) size_put(c, t, fmt, mask, c->a.n - n0);
+    }
     if (!c->rc) memcpy(c->path, save, sizeof save);
 }
 
@@ -753,7 +773,7 @@ static void gen_m(sc *c, const json_t *s, int fmt, int mask, int from, int to) {
             int t = type_set(c, s);
             if (t > 0) {
                 if (!(t & mask)) jsc_fail(c, G4_EINVAL, "the schema must describe an object here");
-                else gen_types(c, s, fmt, t & mask, from, to);
+                else if (!check_format(c, s, t & mask)) gen_types(c, s, fmt, t & mask, from, to);
             }
         }
     }
@@ -824,21 +844,107 @@ static void gen_calls(sc *c, const g4_output_spec *sp, int from, int to, int mul
     if (multi) jsc_eps(c, done, L);
 }
 
-int g4_output_compile(const g4_output_spec *sp, g4_grammar **out, char *param, size_t pcap, g4_err *err) {
+static double mono_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* exactly one of the choices, as raw text (those a chat turn cannot carry left out) */
+static void gen_choice(sc *c, const json_t *choices, int from, int to) {
+    size_t i, n = 0;
+    json_t *v;
+    if (!json_is_array(choices) || !json_array_size(choices)) { jsc_fail(c, G4_EINVAL, "the choices must be a non-empty array of strings"); return; }
+    json_array_foreach(choices, i, v) {
+        if (!json_is_string(v)) { jsc_fail(c, G4_EINVAL, "choice %zu is not a string", i); return; }
+        if (c->chat && !jsc_literal_ok(c, FMT_GEMMA, v)) continue; /* as a free text: no markup in a chat turn */
+        g4_nfa_lit(&c->a, from, to, json_string_value(v), json_string_length(v));
+        n++;
+    }
+    if (!n) jsc_fail(c, G4_EUNSUPPORTED, "every choice holds '<|', '<turn|>' or '<eos>', which a chat answer cannot carry");
+}
+
+/* text the pattern matches whole (vLLM's guided_regex), without markup in a chat turn */
+static void gen_regex(sc *c, const char *pat, size_t len, int from, int to) {
+    if (!pat) { jsc_fail(c, G4_EINVAL, "no pattern"); return; }
+    char *w = malloc(len + 8);
+    if (!w) { jsc_fail(c, G4_ENOMEM, "out of memory"); return; }
+    size_t a = 0, b = len, n = 0, bs = 0;
+    if (b > a && pat[a] == '^') a++; /* anchors there are what the whole match means anyway */
+    if (b > a && pat[b - 1] == '$') {
+        while (b - 1 - bs > a && pat[b - 2 - bs] == '\\') bs++; /* an escaped $ is a character */
+        if (!(bs & 1)) b--;
+    }
+    memcpy(w, "^(?:", 4);
+    n = 4;
+    memcpy(w + n, pat + a, b - a);
+    n += b - a;
+    memcpy(w + n, ")$", 2);
+    n += 2;
+    g4_dfa body;
+    if (!jsc_string_body(c, G4_ENC_RAW, c->chat ? MK_CONTENT : MK_NONE, 0, -1, w, n, NULL, NULL, NULL, 0, &body)) {
+        if (body.n == 0) jsc_fail(c, G4_EINVAL, "no text matches the pattern%s", c->chat ? " (without '<|', '<turn|>' or '<eos>')" : "");
+        else g4_nfa_embed(&c->a, &body, from, to);
+        g4_dfa_free(&body);
+    }
+    free(w);
+}
+
+static void set_limits(sc *c, const g4_grammar_limits *lim) {
+    static const g4_grammar_limits none;
+    if (!lim) lim = &none;
+    c->max_states = lim->max_states > 0 && lim->max_states < G4_GRAMMAR_MAX_STATES ? lim->max_states : G4_GRAMMAR_MAX_STATES;
+    c->max_nfa = lim->max_nfa_states > 0 ? lim->max_nfa_states : G4_GRAMMAR_DEFAULT_NFA_STATES;
+    c->max_edges = lim->max_transitions ? lim->max_transitions : G4_GRAMMAR_DEFAULT_TRANSITIONS;
+    c->bud.max_bytes = lim->max_memory ? lim->max_memory : G4_GRAMMAR_DEFAULT_MEMORY;
+    c->bud.max_work = lim->max_work ? lim->max_work : G4_GRAMMAR_DEFAULT_WORK;
+    uint32_t ms = lim->timeout_ms ? lim->timeout_ms : G4_GRAMMAR_DEFAULT_TIMEOUT_MS;
+    c->bud.deadline = ms == UINT32_MAX ? 0 : mono_now() + ms / 1e3;
+    c->bud.cancelled = lim->cancelled;
+    c->bud.user = lim->user;
+    c->bud.shared = lim->shared;
+    c->bud.shared_max = lim->shared_max;
+    c->a.max_states = c->max_nfa;
+    c->a.max_edges = c->max_edges;
+    c->a.budget = &c->bud;
+}
+
+const char *g4_grammar_limit_name(int limit) {
+    static const char *const names[] = {"", "states", "nfa_states", "transitions", "memory", "work", "time", "busy", "cancelled"};
+    return limit >= 0 && limit <= G4_GLIM_CANCELLED ? names[limit] : "";
+}
+
+static int budget_limit(int stop) {
+    switch (stop) {
+    case G4_FSA_MEMORY: return G4_GLIM_MEMORY;
+    case G4_FSA_WORK: return G4_GLIM_WORK;
+    case G4_FSA_TIME: return G4_GLIM_TIME;
+    case G4_FSA_SHARED: return G4_GLIM_BUSY;
+    case G4_FSA_CANCELLED: return G4_GLIM_CANCELLED;
+    default: return G4_GLIM_NONE;
+    }
+}
+
+int g4_output_compile_ex(const g4_output_spec *sp, const g4_grammar_limits *lim, g4_grammar_compile_stats *st, g4_grammar **out, char *param,
+                         size_t pcap, g4_err *err) {
     *out = NULL;
     if (param && pcap) param[0] = 0;
+    if (st) memset(st, 0, sizeof *st);
     if (!g4_output_spec_constrains(sp)) return G4_OK;
+    const double t0 = mono_now();
     sc c;
     memset(&c, 0, sizeof c);
-    c.a.max_states = SC_NFA_MAX;
+    set_limits(&c, lim);
     c.err = err;
     c.chat = sp->chat;
     c.any_rule[0] = c.any_rule[1] = -1;
     c.owned = json_array();
     snprintf(c.path, sizeof c.path, "#");
+    if (g4_fsa_poll(&c.bud, 0)) jsc_fail_budget(&c); /* cancelled before it starts: nothing is done */
     jsc_new_rule(&c, NULL, FMT_JSON, T_ALL, 0); /* rule 0: the whole output */
-    int cur = c.rules[0].start, acc = c.rules[0].accept;
-    if (sp->chat && sp->thought == G4_THOUGHT_INSIDE) {
+    int cur = c.rules ? c.rules[0].start : -1, acc = c.rules ? c.rules[0].accept : -1;
+    if (c.rc) {
+    } else if (sp->chat && sp->thought == G4_THOUGHT_INSIDE) {
         int t = jsc_st(&c), e = jsc_st(&c);
         text(&c, MK_THOUGHT, cur, t);
         jsc_tok(&c, t, e, "<channel|>");
@@ -855,7 +961,8 @@ int g4_output_compile(const g4_output_spec *sp, g4_grammar **out, char *param, s
         cur = e;
     }
     int tools = sp->chat && n_tools(sp);
-    if (sp->tool_mode == G4_TOOLS_REQUIRED || sp->tool_mode == G4_TOOLS_NAMED) {
+    if (c.rc) {
+    } else if (sp->tool_mode == G4_TOOLS_REQUIRED || sp->tool_mode == G4_TOOLS_NAMED) {
         if (!tools) { snprintf(c.part, sizeof c.part, "tool_choice"); jsc_fail(&c, G4_EINVAL, "tool_choice asks for a tool call but there are no tools"); }
         else gen_calls(&c, sp, cur, acc, sp->parallel_calls);
     } else if (sp->format != G4_FMT_TEXT) {
@@ -863,6 +970,12 @@ int g4_output_compile(const g4_output_spec *sp, g4_grammar **out, char *param, s
         int v = cur; /* no white space first: a model let in may spend its tokens there */
         if (sp->format == G4_FMT_JSON_OBJECT) {
             gen_object(&c, NULL, FMT_JSON, v, acc);
+        } else if (sp->format == G4_FMT_REGEX) {
+            snprintf(c.part, sizeof c.part, "regex");
+            gen_regex(&c, sp->regex, sp->regex_len, v, acc);
+        } else if (sp->format == G4_FMT_CHOICE) {
+            snprintf(c.part, sizeof c.part, "choice");
+            gen_choice(&c, sp->choices, v, acc);
         } else {
             c.root = sp->schema;
             c.stack[c.depth++] = sp->schema;
@@ -892,7 +1005,7 @@ int g4_output_compile(const g4_output_spec *sp, g4_grammar **out, char *param, s
         }
     }
     g4_dfa *d = NULL;
-    if (!c.rc && c.a.oom) jsc_fail(&c, G4_ENOMEM, "out of memory");
+    if (!c.rc && c.a.oom) jsc_fail_budget(&c);
     if (!c.rc) {
         snprintf(c.path, sizeof c.path, "#");
         d = calloc((size_t)c.nr, sizeof *d);
@@ -900,21 +1013,37 @@ int g4_output_compile(const g4_output_spec *sp, g4_grammar **out, char *param, s
         g4_err e = {0};
         size_t total = 0;
         for (int r = 0; r < c.nr && !c.rc; r++) {
-            if (g4_nfa_to_dfa(&c.a, c.rules[r].start, c.rules[r].accept, G4_GRAMMAR_MAX_STATES, &d[r], &e)) jsc_fail_err(&c, &e);
+            if (g4_nfa_to_dfa(&c.a, c.rules[r].start, c.rules[r].accept, c.max_states, &d[r], &e)) jsc_fail_fsa(&c, NULL, &e);
             total += (size_t)d[r].n;
-            if (!c.rc && total > G4_GRAMMAR_MAX_STATES)
-                jsc_fail(&c, G4_EINVAL, "the schema compiles to more than %d automaton states (the limit G4_GRAMMAR_MAX_STATES)", G4_GRAMMAR_MAX_STATES);
+            if (!c.rc && total > (size_t)c.max_states) {
+                c.limit = G4_GLIM_STATES;
+                jsc_fail(&c, G4_EINVAL, "the schema compiles to more than %d automaton states (the grammar state limit)", c.max_states);
+            }
         }
-        if (!c.rc && g4_grammar_build(d, c.nr, c.special, c.ns, out, &e)) jsc_fail_err(&c, &e);
+        if (!c.rc && g4_grammar_build(d, c.nr, c.special, c.ns, c.max_states, &c.bud, out, &e)) jsc_fail_fsa(&c, NULL, &e);
     }
     if (d) for (int r = 0; r < c.nr; r++) g4_dfa_free(&d[r]);
     free(d);
     if (c.rc && param && pcap) snprintf(param, pcap, "%s", c.fail_part);
+    if (st) {
+        st->limit = c.bud.stop ? budget_limit(c.bud.stop) : c.rc ? c.limit : G4_GLIM_NONE;
+        st->seconds = mono_now() - t0;
+        st->peak_memory = c.bud.peak;
+        st->work = c.bud.work;
+        st->nfa_states = c.a.n;
+        st->states = *out ? g4_grammar_n_states(*out) : 0;
+    }
     for (int k = 0; k < 4; k++) if (c.have_body[k]) g4_dfa_free(&c.body[k]);
     g4_nfa_free(&c.a);
     free(c.rules);
+    free(c.sizes);
     json_decref(c.owned);
+    g4_fsa_budget_release(&c.bud); /* what is left: the grammar's tables, which the caller now owns */
     return c.rc;
+}
+
+int g4_output_compile(const g4_output_spec *sp, g4_grammar **out, char *param, size_t pcap, g4_err *err) {
+    return g4_output_compile_ex(sp, NULL, NULL, out, param, pcap, err);
 }
 
 int g4_json_schema_compile(const json_t *schema, g4_grammar **out, g4_err *err) {

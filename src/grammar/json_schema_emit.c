@@ -26,6 +26,27 @@ void jsc_fail_err(sc *c, const g4_err *e) {
     jsc_fail(c, e->code, "%s", e->msg);
 }
 
+void jsc_fail_fsa(sc *c, const g4_nfa *a, const g4_err *e) {
+    if (c->rc) return;
+    if (!c->bud.stop && !c->limit) { /* the limits checked outside the budget */
+        if (a && a->over) c->limit = G4_GLIM_NFA_STATES;
+        else if (a && a->over_edges) c->limit = G4_GLIM_TRANSITIONS;
+        else if (e->code == G4_EINVAL && strstr(e->msg, "limit")) c->limit = G4_GLIM_STATES;
+    }
+    jsc_fail_err(c, e);
+}
+
+void jsc_fail_budget(sc *c) {
+    g4_err e = {0};
+    g4_fsa_budget_err(&c->bud, &e);
+    jsc_fail_fsa(c, NULL, &e);
+}
+
+g4_nfa jsc_scratch_nfa(sc *c) {
+    g4_nfa a = {.max_states = c->max_nfa, .max_edges = c->max_edges, .budget = &c->bud};
+    return a;
+}
+
 size_t jsc_path_push(sc *c, const char *seg) {
     size_t m = strlen(c->path), k = m;
     if (k + 2 < sizeof c->path) c->path[k++] = '/';
@@ -49,12 +70,20 @@ void jsc_path_pop(sc *c, size_t m) { c->path[m] = 0; }
 
 /* ---- NFA helpers ------------------------------------------------------------------------------- */
 
+/* the main NFA went past a limit or its budget stopped */
+static void nfa_fail(sc *c) {
+    g4_err e = {0};
+    if (c->a.oom) { jsc_fail_budget(c); return; }
+    if (c->a.over_edges)
+        g4_err_set(&e, G4_EINVAL, "the schema is too large: its automaton would exceed %zu transitions while being built (the grammar transition limit)", c->max_edges);
+    else
+        g4_err_set(&e, G4_EINVAL, "the schema is too large: its automaton would exceed %d states while being built (the grammar NFA state limit)", c->max_nfa);
+    jsc_fail_fsa(c, &c->a, &e);
+}
+
 int jsc_st(sc *c) {
     int s = g4_nfa_state(&c->a);
-    if (s < 0 && !c->rc) {
-        if (c->a.oom) jsc_fail(c, G4_ENOMEM, "out of memory");
-        else jsc_fail(c, G4_EINVAL, "the schema is too large: its automaton would exceed %d states while being built", SC_NFA_MAX);
-    }
+    if (s < 0 && !c->rc) nfa_fail(c);
     return s;
 }
 
@@ -75,22 +104,13 @@ void jsc_tok(sc *c, int from, int to, const char *text) {
 }
 
 
-/* JSON white space: after '{', '[' and ',' and before '}' and ']' none, a space, or a newline
- * and up to SC_INDENT spaces (pretty printing); after ':' none or a space; nowhere else. Few
- * places keep the automaton (and the masks to compute) small. Gemma's call syntax has none. */
+/* JSON white space: none or one space after '{', '[', ',' and ':' and before '}' and ']';
+ * nowhere else, never a newline (outlines' default; xgrammar and llama.cpp bound it too): a model
+ * let in may spend its tokens on indentation. Gemma's call syntax has none. */
 void jsc_ws(sc *c, int fmt, int from, int to) {
     jsc_eps(c, from, to);
     if (fmt == FMT_GEMMA) return;
     rng(c, from, to, ' ', ' ');
-    int p = jsc_st(c);
-    rng(c, from, p, '\n', '\n');
-    for (int i = 0; i < SC_INDENT; i++) {
-        jsc_eps(c, p, to);
-        int q = jsc_st(c);
-        rng(c, p, q, ' ', ' ');
-        p = q;
-    }
-    jsc_eps(c, p, to);
 }
 
 /* from -> ',' ws -> returned state */
@@ -105,8 +125,7 @@ int jsc_colon(sc *c, int fmt, int from) {
     int b = jsc_lit_new(c, from, ":");
     if (fmt == FMT_GEMMA) return b;
     int d = jsc_st(c);
-    jsc_eps(c, b, d);
-    rng(c, b, d, ' ', ' ');
+    jsc_ws(c, fmt, b, d);
     return d;
 }
 
@@ -147,7 +166,7 @@ static const char *const MARKERS_CONTENT[] = {"<|", "<turn|>", "<eos>", NULL};
 static const char *const MARKERS_THOUGHT[] = {"<|", "<turn|>", "<eos>", "<channel|>", NULL};
 
 /* Byte strings containing none of the markers (an Aho-Corasick automaton, every state final). */
-static int markers_dfa(const char *const *mk, g4_dfa *out, g4_err *err) {
+static int markers_dfa(sc *c, const char *const *mk, g4_dfa *out, g4_err *err) {
     char pre[64][24];
     int np = 1;
     pre[0][0] = 0;
@@ -157,7 +176,7 @@ static int markers_dfa(const char *const *mk, g4_dfa *out, g4_err *err) {
             for (int i = 0; i < np; i++) if (strlen(pre[i]) == l && !memcmp(pre[i], mk[m], l)) dup = 1;
             if (!dup) { memcpy(pre[np], mk[m], l); pre[np][l] = 0; np++; }
         }
-    g4_nfa a = {0};
+    g4_nfa a = jsc_scratch_nfa(c);
     for (int i = 0; i <= np; i++) g4_nfa_state(&a);
     int acc = np;
     for (int i = 0; i < np; i++) {
@@ -189,7 +208,7 @@ static int markers_dfa(const char *const *mk, g4_dfa *out, g4_err *err) {
             }
         }
     }
-    int rc = g4_nfa_to_dfa(&a, 0, acc, 100000, out, err);
+    int rc = g4_nfa_to_dfa(&a, 0, acc, c->max_states, out, err);
     g4_nfa_free(&a);
     return rc;
 }
@@ -200,26 +219,26 @@ static const uint32_t ALL_CHARS[2] = {0, 0x10FFFF};
 const g4_dfa *jsc_plain_body(sc *c, g4_str_enc enc, int mk) {
     int k = enc == G4_ENC_JSON ? (mk == MK_NONE ? 0 : 1) : (mk == MK_THOUGHT ? 3 : 2);
     if (c->have_body[k]) return &c->body[k];
-    g4_nfa a = {0};
+    g4_nfa a = jsc_scratch_nfa(c);
     int s0 = g4_nfa_state(&a), loop = g4_nfa_state(&a), acc = g4_nfa_state(&a);
     g4_nfa_eps(&a, s0, loop);
     g4_enc_ranges(&a, loop, loop, ALL_CHARS, 1, enc);
     g4_nfa_eps(&a, loop, acc);
     g4_err e = {0};
     g4_dfa d = {0}, m = {0};
-    int rc = g4_nfa_to_dfa(&a, s0, acc, 100000, &d, &e);
+    int rc = g4_nfa_to_dfa(&a, s0, acc, c->max_states, &d, &e);
     g4_nfa_free(&a);
     if (!rc && mk != MK_NONE) {
-        rc = markers_dfa(mk == MK_THOUGHT ? MARKERS_THOUGHT : MARKERS_CONTENT, &m, &e);
+        rc = markers_dfa(c, mk == MK_THOUGHT ? MARKERS_THOUGHT : MARKERS_CONTENT, &m, &e);
         if (!rc) {
             g4_dfa x;
-            rc = g4_dfa_intersect(&d, &m, 100000, &x, &e);
+            rc = g4_dfa_intersect(&d, &m, c->max_states, &x, &e);
             g4_dfa_free(&d);
             d = x;
         }
         g4_dfa_free(&m);
     }
-    if (rc) { g4_dfa_free(&d); jsc_fail_err(c, &e); return NULL; }
+    if (rc) { g4_dfa_free(&d); jsc_fail_fsa(c, NULL, &e); return NULL; }
     c->body[k] = d;
     c->have_body[k] = 1;
     return &c->body[k];
@@ -229,10 +248,10 @@ const g4_dfa *jsc_plain_body(sc *c, g4_str_enc enc, int mk) {
 static int intersect_into(sc *c, g4_dfa *d, g4_nfa *a, int s0, int acc) {
     g4_err e = {0};
     g4_dfa x = {0}, y = {0};
-    int rc = g4_nfa_to_dfa(a, s0, acc, G4_GRAMMAR_MAX_STATES, &x, &e);
-    if (!rc) rc = g4_dfa_intersect(d, &x, G4_GRAMMAR_MAX_STATES, &y, &e);
+    int rc = g4_nfa_to_dfa(a, s0, acc, c->max_states, &x, &e);
+    if (!rc) rc = g4_dfa_intersect(d, &x, c->max_states, &y, &e);
     g4_dfa_free(&x);
-    if (rc) { jsc_fail_err(c, &e); return -1; }
+    if (rc) { jsc_fail_fsa(c, a, &e); return -1; }
     g4_dfa_free(d);
     *d = y;
     return 0;
@@ -251,6 +270,13 @@ static const struct { const char *name, *re; } FORMATS[] = {
     {"ipv4", "^(?:" OCTET_RE "\\.){3}" OCTET_RE "$"},
 };
 
+int jsc_format_kind(const char *f) {
+    for (size_t i = 0; i < sizeof FORMATS / sizeof *FORMATS; i++) if (!strcmp(FORMATS[i].name, f)) return JSC_FMT_STRING;
+    static const char *const num[] = {"int32", "int64", "float", "double"};
+    for (size_t i = 0; i < sizeof num / sizeof *num; i++) if (!strcmp(num[i], f)) return JSC_FMT_NUMBER;
+    return 0;
+}
+
 /* The content of a string with these constraints (pattern / format may be NULL; n_excl names
  * excluded as whole values, already encoded). An empty DFA when nothing satisfies them. */
 static int string_body_in(sc *c, g4_str_enc enc, int mk, long minl, long maxl, const char *pat, size_t patlen, const char *format,
@@ -267,9 +293,9 @@ static int string_body_in(sc *c, g4_str_enc enc, int mk, long minl, long maxl, c
     memset(out, 0, sizeof *out);
     const g4_dfa *base = jsc_plain_body(c, enc, mk);
     g4_err e = {0};
-    if (!base || g4_dfa_copy(base, out, &e)) { if (!c->rc) jsc_fail_err(c, &e); return -1; }
+    if (!base || g4_dfa_copy(base, out, &e)) { if (!c->rc) jsc_fail_fsa(c, NULL, &e); return -1; }
     if (minl > 0 || maxl >= 0) {
-        g4_nfa a = {.max_states = SC_NFA_MAX};
+        g4_nfa a = jsc_scratch_nfa(c);
         int cur = g4_nfa_state(&a), s0 = cur;
         for (long i = 0; i < minl; i++) { int nx = g4_nfa_state(&a); g4_enc_ranges(&a, cur, nx, ALL_CHARS, 1, enc); cur = nx; }
         int acc = g4_nfa_state(&a);
@@ -285,30 +311,31 @@ static int string_body_in(sc *c, g4_str_enc enc, int mk, long minl, long maxl, c
         size_t rl = k == 0 ? patlen : 0;
         if (k == 1 && format) {
             for (size_t f = 0; f < sizeof FORMATS / sizeof *FORMATS; f++) if (!strcmp(FORMATS[f].name, format)) re = FORMATS[f].re;
-            if (!re) { jsc_fail(c, G4_EUNSUPPORTED, "'format' \"%s\" is not supported (date, time, date-time, uuid, email, ipv4 are)", format); return -1; }
+            if (!re) { jsc_fail(c, G4_EUNSUPPORTED, "'format' \"%s\" is not supported (%s)", format, JSC_FORMATS_KNOWN); return -1; }
             rl = strlen(re);
         }
         if (!re) continue;
-        g4_nfa a = {.max_states = SC_NFA_MAX};
+        g4_nfa a = jsc_scratch_nfa(c);
         int s0 = g4_nfa_state(&a), acc = g4_nfa_state(&a);
         int rc = g4_regex_compile(re, rl, enc, &a, s0, acc, &e);
-        if (rc) { g4_nfa_free(&a); jsc_fail(c, rc, "%s", e.msg); return -1; }
+        if (rc) { jsc_fail_fsa(c, &a, &e); g4_nfa_free(&a); return -1; }
         int r = intersect_into(c, out, &a, s0, acc);
         g4_nfa_free(&a);
         if (r) return -1;
     }
     if (n_excl) {
-        g4_nfa a = {0};
+        g4_nfa a = jsc_scratch_nfa(c);
         int s0 = g4_nfa_state(&a), acc = g4_nfa_state(&a);
         for (int i = 0; i < n_excl; i++) g4_nfa_lit(&a, s0, acc, excl[i], excl_len[i]);
         g4_dfa x = {0}, y = {0}, z = {0};
-        int rc = g4_nfa_to_dfa(&a, s0, acc, G4_GRAMMAR_MAX_STATES, &x, &e);
+        int rc = g4_nfa_to_dfa(&a, s0, acc, c->max_states, &x, &e);
         if (!rc) rc = g4_dfa_complement(&x, &y, &e);
-        if (!rc) rc = g4_dfa_intersect(out, &y, G4_GRAMMAR_MAX_STATES, &z, &e);
+        if (!rc) rc = g4_dfa_intersect(out, &y, c->max_states, &z, &e);
+        if (rc) jsc_fail_fsa(c, &a, &e);
         g4_nfa_free(&a);
         g4_dfa_free(&x);
         g4_dfa_free(&y);
-        if (rc) { jsc_fail_err(c, &e); return -1; }
+        if (rc) return -1;
         g4_dfa_free(out);
         *out = z;
     }
@@ -317,13 +344,34 @@ static int string_body_in(sc *c, g4_str_enc enc, int mk, long minl, long maxl, c
 
 /* ---- literal values ---------------------------------------------------------------------------- */
 
+/* The marker of a chat turn that starts at s[0..n) (0: none). */
+static size_t marker_at(const char *s, size_t n) {
+    for (int m = 0; MARKERS_CONTENT[m]; m++) {
+        size_t l = strlen(MARKERS_CONTENT[m]);
+        if (l <= n && !memcmp(s, MARKERS_CONTENT[m], l)) return l;
+    }
+    return 0;
+}
+
+static int has_marker(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++) if (s[i] == '<' && marker_at(s + i, n - i)) return 1;
+    return 0;
+}
+
+/* A string of the schema written as a literal. In a chat turn its text must not read as markup,
+ * the rule free strings follow (jsc_plain_body): JSON writes the '<' that starts a marker as
+ * \u003c (the same string to any JSON reader); Gemma's strings have no escapes, so a literal
+ * with a marker cannot be written there (jsc_literal_ok says so first). */
 static void emit_string_lit(sc *c, int fmt, int from, int to, const char *s, size_t n) {
     char *buf = malloc(6 * n + 3);
     if (!buf) { jsc_fail(c, G4_ENOMEM, "out of memory"); return; }
     if (fmt == FMT_JSON) {
         size_t k = 0;
         buf[k++] = '"';
-        k += g4_enc_string(s, n, G4_ENC_JSON, buf + k);
+        for (size_t i = 0; i < n; i++) {
+            if (c->chat && s[i] == '<' && marker_at(s + i, n - i)) { memcpy(buf + k, "\\u003c", 6); k += 6; }
+            else k += g4_enc_string(s + i, 1, G4_ENC_JSON, buf + k);
+        }
         buf[k++] = '"';
         g4_nfa_lit(&c->a, from, to, buf, k);
     } else {
@@ -333,6 +381,28 @@ static void emit_string_lit(sc *c, int fmt, int from, int to, const char *s, siz
         jsc_tok(c, b, to, TOK_STR);
     }
     free(buf);
+}
+
+int jsc_key_ok(const sc *c, int fmt, const char *s, size_t n) {
+    (void)c;
+    return fmt == FMT_JSON || !has_marker(s, n);
+}
+
+int jsc_literal_ok(const sc *c, int fmt, const json_t *v) {
+    if (fmt == FMT_JSON) return 1;
+    size_t i;
+    const char *k;
+    json_t *x;
+    switch (json_typeof(v)) {
+    case JSON_STRING: return !has_marker(json_string_value(v), json_string_length(v));
+    case JSON_ARRAY:
+        json_array_foreach(v, i, x) if (!jsc_literal_ok(c, fmt, x)) return 0;
+        return 1;
+    case JSON_OBJECT:
+        json_object_foreach((json_t *)v, k, x) if (!jsc_key_ok(c, fmt, k, strlen(k)) || !jsc_literal_ok(c, fmt, x)) return 0;
+        return 1;
+    default: return 1;
+    }
 }
 
 /* Gemma's bare keys stop at these (output_parser.c) */
@@ -577,6 +647,14 @@ void jsc_gen_number(sc *c, const json_t *s, int is_int, int from, int to) {
     }
     int hm = num_kw(c, s, "multipleOf", &mul);
     if (hm < 0) return;
+    /* OpenAPI's integer formats (validators with formats on check them): whole numbers, int32 in range */
+    json_t *f = s ? json_object_get(s, "format") : NULL;
+    const char *fs = json_is_string(f) ? json_string_value(f) : "";
+    if (!strcmp(fs, "int32") || !strcmp(fs, "int64")) is_int = 1;
+    if (!strcmp(fs, "int32")) {
+        if (!hmn || mn < -2147483648.0) { hmn = 1; mn = -2147483648.0; }
+        if (!hmx || mx > 2147483647.0) { hmx = 1; mx = 2147483647.0; }
+    }
     if (hm) {
         if (!(mul > 0)) { jsc_fail(c, G4_EINVAL, "'multipleOf' must be greater than 0"); return; }
         if (mul != 1) { jsc_fail(c, G4_EUNSUPPORTED, "'multipleOf' other than 1 is not supported (got %g)", mul); return; }

@@ -129,7 +129,8 @@ typedef struct {
     uint32_t *rp;
     size_t nrp, rcap;
     g4_err *err;
-    int rc;
+    int rc, depth;
+    g4_fsa_budget *b;         /* the tree is charged to the NFA's budget: a long pattern is a big tree */
 } rx;
 
 static int rx_fail(rx *R, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -196,7 +197,7 @@ static int rs_negate(rset *s) {
 static int new_node(rx *R, int kind, int a, int b) {
     if (R->nn == R->ncap) {
         int c = R->ncap ? R->ncap * 2 : 64;
-        rxnode *nd = realloc(R->nd, (size_t)c * sizeof *nd);
+        rxnode *nd = g4_fsa_realloc(R->b, R->nd, (size_t)c * sizeof *nd);
         if (!nd) return rx_fail(R, G4_ENOMEM, "out of memory");
         R->nd = nd;
         R->ncap = c;
@@ -212,7 +213,7 @@ static int set_node(rx *R, rset *s) {
     if (R->nrp + s->n > R->rcap) {
         size_t c = R->rcap ? R->rcap * 2 : 256;
         while (c < R->nrp + s->n) c *= 2;
-        uint32_t *v = realloc(R->rp, c * sizeof *v);
+        uint32_t *v = g4_fsa_realloc(R->b, R->rp, c * sizeof *v);
         if (!v) return rx_fail(R, G4_ENOMEM, "out of memory");
         R->rp = v;
         R->rcap = c;
@@ -424,7 +425,9 @@ static int parse_atom(rx *R) {
                 return rx_fail(R, G4_EUNSUPPORTED, "lookahead and lookbehind ((?=, (?!, (?<=, (?<!) are not supported");
             }
         }
+        if (++R->depth > G4_REGEX_MAX_NEST) return rx_fail(R, G4_EUNSUPPORTED, "groups nested deeper than %d are not supported", G4_REGEX_MAX_NEST);
         node = parse_alt(R, 0, NULL);
+        R->depth--;
         if (node < 0) return -1;
         if (R->i >= R->n || R->p[R->i] != ')') return rx_fail(R, G4_EINVAL, "missing ')'");
         R->i++;
@@ -534,11 +537,23 @@ static void emit(rx *R, g4_nfa *a, int node, int from, int to, g4_str_enc enc) {
     switch (x->kind) {
     case RX_EMPTY: g4_nfa_eps(a, from, to); break;
     case RX_SET: g4_enc_ranges(a, from, to, R->rp + x->roff, x->nr, enc); break;
-    case RX_ALT: emit(R, a, x->a, from, to, enc); emit(R, a, x->b, from, to, enc); break;
-    case RX_CAT: {
-        int mid = g4_nfa_state(a);
-        emit(R, a, x->a, from, mid, enc);
-        emit(R, a, x->b, mid, to, enc);
+    /* alternations and concatenations are left-deep chains as long as the pattern: walked as
+     * lists, so that a long literal does not take the stack (recursion goes only as deep as the
+     * groups nest) */
+    case RX_ALT: {
+        int k = node;
+        for (; R->nd[k].kind == RX_ALT; k = R->nd[k].a) emit(R, a, R->nd[k].b, from, to, enc);
+        emit(R, a, k, from, to, enc);
+        break;
+    }
+    case RX_CAT: { /* built from the right: the last part ends at `to` */
+        int k = node, end = to;
+        for (; R->nd[k].kind == RX_CAT; k = R->nd[k].a) {
+            int mid = g4_nfa_state(a);
+            emit(R, a, R->nd[k].b, mid, end, enc);
+            end = mid;
+        }
+        emit(R, a, k, from, end, enc);
         break;
     }
     case RX_REP: {
@@ -567,16 +582,49 @@ static void emit(rx *R, g4_nfa *a, int node, int from, int to, g4_str_enc enc) {
     }
 }
 
+/* Automaton states the construction makes for node (an upper estimate, saturating at cap):
+ * counted before anything is built, so that nested counts like (a{1000}){1000} are refused by
+ * their product instead of built until memory runs out. */
+static double node_states(const rx *R, int node, double cap) {
+    const rxnode *x = &R->nd[node];
+    double v = 0;
+    switch (x->kind) {
+    case RX_EMPTY: return 1;
+    case RX_SET: return 4.0 * x->nr + 1; /* UTF-8 ranges split into a few chains each */
+    case RX_ALT: case RX_CAT: { /* chains, walked as lists (see emit) */
+        int k = node;
+        for (; R->nd[k].kind == x->kind && v < cap; k = R->nd[k].a) v += node_states(R, R->nd[k].b, cap) + 1;
+        v += node_states(R, k, cap);
+        break;
+    }
+    default: { /* RX_REP */
+        double copies = x->max < 0 ? (double)x->min + 1 : (double)x->max;
+        v = (node_states(R, x->a, cap) + 1) * (copies > 0 ? copies : 1) + 1;
+        break;
+    }
+    }
+    return v > cap ? cap : v;
+}
+
 int g4_regex_compile(const char *pat, size_t len, g4_str_enc enc, g4_nfa *a, int from, int to, g4_err *err) {
-    rx R = {.p = (const unsigned char *)pat, .n = len, .err = err};
+    rx R = {.p = (const unsigned char *)pat, .n = len, .err = err, .b = a->budget};
     int root = parse_alt(&R, 1, NULL);
+    if (R.rc == G4_ENOMEM && R.b && R.b->stop) R.rc = g4_fsa_budget_err(R.b, err); /* the memory limit, named */
     if (root >= 0 && R.i < R.n) rx_fail(&R, G4_EINVAL, "unmatched ')'");
+    if (!R.rc && a->max_states) {
+        double need = node_states(&R, root, 1e15), room = (double)(a->max_states - a->n);
+        if (need > room) a->over = 1;
+        if (need > room)
+            R.rc = g4_err_set(err, G4_EINVAL, "pattern: its repetitions expand to about %.3g automaton states, more than the %d left of the limit "
+                              "(the grammar NFA state limit)", need, a->max_states - a->n);
+    }
     if (!R.rc) {
         emit(&R, a, root, from, to, enc);
-        if (a->oom) R.rc = g4_err_set(err, G4_ENOMEM, "pattern: out of memory");
-        else if (a->over) R.rc = g4_err_set(err, G4_EINVAL, "pattern: the automaton has more than %d states (the construction limit)", a->max_states);
+        if (a->oom) R.rc = g4_fsa_budget_err(a->budget, err);
+        else if (a->over) R.rc = g4_err_set(err, G4_EINVAL, "pattern: the automaton has more than %d states (the grammar NFA state limit)", a->max_states);
+        else if (a->over_edges) R.rc = g4_err_set(err, G4_EINVAL, "pattern: the automaton has more than %zu transitions (the grammar transition limit)", a->max_edges);
     }
-    free(R.nd);
-    free(R.rp);
+    g4_fsa_free(R.b, R.nd);
+    g4_fsa_free(R.b, R.rp);
     return R.rc;
 }

@@ -10,7 +10,10 @@
  * top-level alternative. Without ^ (or $) the pattern matches anywhere, as JSON Schema says:
  * any text may come before (after) it. Refused with G4_EUNSUPPORTED naming the construct:
  * backreferences, lookaround, \b \B word boundaries, \p{...}, anchors elsewhere, repetition
- * counts above G4_REGEX_MAX_REPEAT. A lone { or } that is no quantifier is a literal. */
+ * counts above G4_REGEX_MAX_REPEAT, groups nested deeper than G4_REGEX_MAX_NEST. A lone { or }
+ * that is no quantifier is a literal. Nested counts multiply: a pattern whose construction
+ * would go past the NFA's state limit is refused (G4_EINVAL naming the limit) before it is
+ * built. Internal to src/grammar. */
 #ifndef G4_GRAMMAR_REGEX_H
 #define G4_GRAMMAR_REGEX_H
 
@@ -20,6 +23,7 @@
 #include "grammar/fsa.h"
 
 #define G4_REGEX_MAX_REPEAT 1000
+#define G4_REGEX_MAX_NEST 256        /* groups inside groups */
 
 typedef enum {
     G4_ENC_JSON = 0,          /* inside a JSON string: " \ and controls escaped (one canonical form) */
@@ -36,7 +40,8 @@ size_t g4_enc_string(const char *s, size_t n, g4_str_enc enc, char *buf);
 
 /* Adds paths from -> to for every encoded string the pattern accepts (with the implicit .*
  * around an unanchored side). G4_EINVAL for a malformed pattern, G4_EUNSUPPORTED for
- * constructs outside the subset, both with a message naming the offset. */
+ * constructs outside the subset, both with a message naming the offset; a stopped budget of the
+ * NFA is its error (fsa.h). */
 int g4_regex_compile(const char *pat, size_t len, g4_str_enc enc, g4_nfa *a, int from, int to, g4_err *err);
 
 #endif

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "grammar/json_schema.h"
+#include "grammar/grammar.h"
 
 #define BAD(ae, param, ...) g4_api_err_status(ae, G4_EINVAL, param, __VA_ARGS__)
 #define UNSUPPORTED(ae, param, ...) g4_api_err_status(ae, G4_EUNSUPPORTED, param, __VA_ARGS__)
@@ -343,6 +343,7 @@ int g4_anth_parse(const char *body, size_t len, int count_only, g4_api_request *
     int rc = g4_api_parse_object(body, len, &o, ae);
     if (rc) return rc;
     rc = parse_body(o, count_only, r, ae);
+    if (!rc) rc = g4_api_check_stops(r, "stop_sequences", ae);
     json_decref(o);
     if (rc) g4_api_request_free(r);
     return rc;

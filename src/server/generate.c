@@ -15,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "grammar/constrain.h"
+#include "grammar/grammar.h"
 #include "server/anthropic.h"
 #include "server/api_family.h"
 #include "server/errors.h"
@@ -23,6 +23,7 @@
 #include "server/route_common.h"
 #include "server/openai.h"
 #include "server/sse.h"
+#include "server/structured.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -538,7 +539,7 @@ void g4_srv_generate(g4_server *s, g4_http_req *hr, const g4_srv_route *ep) {
     if (!rc && j->q.stream && !j->api->sse) rc = g4_api_err_status(&ae, G4_EUNSUPPORTED, "stream", "%s does not stream", j->api->path);
     if (!rc) rc = make_parts(j, blen, &thought, &ae);
     g4_grammar *grammar = NULL; /* response_format / tool_choice (docs/structured-output.md) */
-    if (!rc) rc = g4_api_constraint_cached(&j->q, thought, s->grammars, &grammar, &ae);
+    if (!rc) rc = g4_srv_compile_output(s, hr, &j->q, thought, &grammar, &ae);
     for (size_t k = 0; !rc && k < j->n_parts; k++) rc = echo_text(j, k, &ae);
     j->t0 = now_s();
     if (!rc) rc = submit_all(j, grammar, &ae);

@@ -44,7 +44,13 @@ struct g4_metrics {
     int preparing;
     unsigned long long grammar_hits, grammar_misses;
     int grammar_entries;
+    int compiling;
+    uint64_t compiles, compiles_cancelled, compiles_refused[8];
+    double compile_seconds;
 };
+
+/* the limits a compile may be refused by (grammar.h's g4_grammar_limit_name) */
+static const char *const compile_limits[8] = {"states", "nfa_states", "transitions", "memory", "work", "time", "busy", "other"};
 
 static void histo_init(histo *h, const double *le, int n) {
     memset(h, 0, sizeof *h);
@@ -218,6 +224,25 @@ static void render_vllm(buf *b, g4_metrics *m, const g4_sched_stats *st) {
     pthread_mutex_unlock(&m->mu);
 }
 
+void g4_metrics_compiling(g4_metrics *m, int delta) {
+    pthread_mutex_lock(&m->mu);
+    m->compiling += delta;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void g4_metrics_compiled(g4_metrics *m, double seconds, const char *limit) {
+    pthread_mutex_lock(&m->mu);
+    m->compiles++;
+    m->compile_seconds += seconds;
+    if (limit && !strcmp(limit, "cancelled")) m->compiles_cancelled++;
+    else if (limit && *limit) {
+        int k = 7;
+        for (int i = 0; i < 7; i++) if (!strcmp(limit, compile_limits[i])) k = i;
+        m->compiles_refused[k]++;
+    }
+    pthread_mutex_unlock(&m->mu);
+}
+
 char *g4_metrics_render(g4_metrics *m, const g4_sched_stats *st, int ready, size_t *len) {
     buf b = {malloc(8192), 0, 8192, 0};
     if (!b.s) return NULL;
@@ -250,6 +275,19 @@ char *g4_metrics_render(g4_metrics *m, const g4_sched_stats *st, int ready, size
                 "g4tp_grammar_cache_misses_total %llu\n", m->grammar_misses);
     bprintf(&b, "# HELP g4tp_grammar_cache_entries Compiled grammars kept.\n# TYPE g4tp_grammar_cache_entries gauge\ng4tp_grammar_cache_entries %d\n",
             m->grammar_entries);
+    bprintf(&b, "# HELP g4tp_grammar_compiles_total Grammar compiles started (structured output not found in the cache).\n# TYPE g4tp_grammar_compiles_total counter\n"
+                "g4tp_grammar_compiles_total %llu\n", (unsigned long long)m->compiles);
+    bprintf(&b, "# HELP g4tp_grammar_compiles_refused_total Grammar compiles stopped by a limit (docs/structured-output.md), by limit.\n"
+                "# TYPE g4tp_grammar_compiles_refused_total counter\n");
+    for (int i = 0; i < 8; i++)
+        bprintf(&b, "g4tp_grammar_compiles_refused_total{limit=\"%s\"} %llu\n", compile_limits[i], (unsigned long long)m->compiles_refused[i]);
+    bprintf(&b, "# HELP g4tp_grammar_compiles_cancelled_total Grammar compiles cancelled (the client left, the server stopped).\n"
+                "# TYPE g4tp_grammar_compiles_cancelled_total counter\ng4tp_grammar_compiles_cancelled_total %llu\n",
+            (unsigned long long)m->compiles_cancelled);
+    bprintf(&b, "# HELP g4tp_grammar_compile_seconds_total Time spent compiling grammars.\n# TYPE g4tp_grammar_compile_seconds_total counter\n"
+                "g4tp_grammar_compile_seconds_total %.6f\n", m->compile_seconds);
+    bprintf(&b, "# HELP g4tp_grammar_compiles_running Grammar compiles in progress.\n# TYPE g4tp_grammar_compiles_running gauge\n"
+                "g4tp_grammar_compiles_running %d\n", m->compiling);
     pthread_mutex_unlock(&m->mu);
     g4_sched_stats z = {0};
     if (!st) st = &z;

@@ -26,8 +26,13 @@ void g4_metrics_finished(g4_metrics *m, const char *finish_reason, size_t prompt
 /* A request entered (+1) or left (-1) prompt preparation (chat template, tokenizer). */
 void g4_metrics_preparing(g4_metrics *m, int delta);
 
-/* The grammar cache's counts as of now (grammar_cache.h), for the next render. */
+/* The grammar cache's counts as of now (grammar/grammar.h), for the next render. */
 void g4_metrics_grammars(g4_metrics *m, unsigned long long hits, unsigned long long misses, int entries);
+/* A grammar compile began (+1) or ended (-1). */
+void g4_metrics_compiling(g4_metrics *m, int delta);
+/* A compile ended (a cache hit is none): its seconds, and the limit that stopped it ("" none;
+ * "cancelled" when the client left or the server stops; else the limit's name, e.g. "memory"). */
+void g4_metrics_compiled(g4_metrics *m, double seconds, const char *limit);
 
 /* The exposition text (malloc'd); st may be NULL while the model loads. */
 char *g4_metrics_render(g4_metrics *m, const g4_sched_stats *st, int ready, size_t *len);

@@ -10,8 +10,7 @@
 #include <string.h>
 
 #include "g4.h"
-#include "grammar/grammar_cache.h"
-#include "grammar/json_schema.h"
+#include "grammar/grammar.h"
 #include "engine/logprobs.h"
 #include "text/utf8.h"
 
@@ -413,8 +412,12 @@ int g4_api_schema_format(const json_t *js, const char *where, const char *also, 
 static void constraint_param(const g4_api_request *q, const char *part, char *out, size_t cap) {
     size_t i;
     int used = 0;
-    if (!strcmp(part, "response_format")) {
+    if (!strcmp(part, "response_format") || !strcmp(part, "regex") || !strcmp(part, "choice")) {
         const int schema = q->out_format == G4_FMT_JSON_SCHEMA;
+        if (q->guided) {
+            snprintf(out, cap, "%s", q->out_format == G4_FMT_REGEX ? "guided_regex" : q->out_format == G4_FMT_CHOICE ? "guided_choice" : "guided_json");
+            return;
+        }
         snprintf(out, cap, "%s", q->kind == G4_API_GENERATE ? "json_schema"
                                  : q->kind == G4_API_RESPONSES ? (schema ? "text.format.schema" : "text.format")
                                  : q->kind == G4_API_ANTHROPIC ? "output_config.format.schema"
@@ -430,30 +433,112 @@ static void constraint_param(const g4_api_request *q, const char *part, char *ou
     snprintf(out, cap, "%s", part);
 }
 
-int g4_api_constraint(const g4_api_request *q, int thought, g4_grammar **out, g4_api_err *ae) {
-    return g4_api_constraint_cached(q, thought, NULL, out, ae);
-}
-
-int g4_api_constraint_cached(const g4_api_request *q, int thought, g4_grammar_cache *cache, g4_grammar **out, g4_api_err *ae) {
-    g4_output_spec sp;
-    g4_output_spec_init(&sp);
-    sp.format = (g4_out_format)q->out_format;
-    sp.schema = q->out_schema;
-    sp.tools = q->tools;
-    sp.tool_mode = (g4_tool_mode)q->tool_mode;
-    sp.tool_name = q->tool_name;
-    sp.parallel_calls = !q->no_parallel_tool_calls;
-    sp.strict_calls = q->strict_tools;
-    sp.chat = q->parse_output;
+static void output_spec(const g4_api_request *q, int thought, g4_output_spec *sp) {
+    g4_output_spec_init(sp);
+    sp->format = (g4_out_format)q->out_format;
+    sp->schema = q->out_schema;
+    sp->regex = q->out_regex;
+    sp->regex_len = q->out_regex_len;
+    sp->choices = q->out_choices;
+    sp->tools = q->tools;
+    sp->tool_mode = (g4_tool_mode)q->tool_mode;
+    sp->tool_name = q->tool_name;
+    sp->parallel_calls = !q->no_parallel_tool_calls;
+    sp->strict_calls = q->strict_tools;
+    sp->chat = q->parse_output;
     /* a thinking block first only where the model may think: with thinking off the template ends
      * the prompt with an empty one, and a model let into another one may never leave it */
     const int think = q->chat && json_is_true(json_object_get(q->chat, "enable_thinking"));
-    sp.thought = !sp.chat ? G4_THOUGHT_NONE : thought ? G4_THOUGHT_INSIDE : think ? G4_THOUGHT_OPTIONAL : G4_THOUGHT_NONE;
+    sp->thought = !sp->chat ? G4_THOUGHT_NONE : thought ? G4_THOUGHT_INSIDE : think ? G4_THOUGHT_OPTIONAL : G4_THOUGHT_NONE;
+}
+
+int g4_api_constrains(const g4_api_request *q) {
+    g4_output_spec sp;
+    output_spec(q, 0, &sp);
+    return g4_output_spec_constrains(&sp);
+}
+
+int g4_api_constraint(const g4_api_request *q, int thought, g4_grammar **out, g4_api_err *ae) {
+    return g4_api_constraint_cached(q, thought, NULL, NULL, NULL, out, ae);
+}
+
+int g4_api_constraint_cached(const g4_api_request *q, int thought, g4_grammar_cache *cache, const g4_grammar_limits *lim,
+                             g4_grammar_compile_stats *st, g4_grammar **out, g4_api_err *ae) {
+    g4_output_spec sp;
+    output_spec(q, thought, &sp);
     char part[64], param[80];
     g4_err err = {0};
-    if (!g4_output_compile_cached(cache, &sp, out, part, sizeof part, &err)) return 0;
+    if (!g4_output_compile_cached(cache, &sp, lim, st, out, part, sizeof part, &err)) return 0;
     constraint_param(q, part, param, sizeof param);
     return g4_api_err_from(ae, &err, param[0] ? param : NULL);
+}
+
+int g4_api_check_stops(const g4_api_request *r, const char *stop_field, g4_api_err *ae) {
+    if (!r->n_stops) return 0;
+    const int json = r->out_format != G4_FMT_TEXT, calls = r->tool_mode == G4_TOOLS_REQUIRED || r->tool_mode == G4_TOOLS_NAMED;
+    if (!json && !calls) return 0;
+    return UNSUPPORTED(ae, stop_field, "'%s' cannot be combined with %s: a stop string would cut the constrained output into something "
+                       "invalid (the grammar ends the answer where it is complete)", stop_field,
+                       calls ? "a required tool call (tool_choice)" : "structured output (a JSON, regex or choice format)");
+}
+
+/* vLLM's guided decoding fields (chat and completions): guided_json (a schema, or its JSON text),
+ * guided_regex (the answer matches it whole), guided_choice (the answer is one of the strings)
+ * map onto the compiler; guided_grammar (EBNF) and guided_whitespace_pattern do not and are
+ * refused, as is vLLM's newer structured_outputs object; guided_decoding_backend names vLLM's
+ * engine and is accepted and ignored (one compiler enforces every format here). */
+static int parse_guided(const json_t *o, g4_api_request *r, g4_api_err *ae) {
+    static const char *const fields[] = {"guided_json", "guided_regex", "guided_choice", "guided_grammar", NULL};
+    const char *given = NULL;
+    json_t *v = NULL;
+    for (int i = 0; fields[i]; i++) {
+        json_t *x = json_object_get(o, fields[i]);
+        if (!x || json_is_null(x)) continue;
+        if (given) return BAD(ae, fields[i], "give one of guided_json, guided_regex and guided_choice (got '%s' and '%s')", given, fields[i]);
+        given = fields[i];
+        v = x;
+    }
+    json_t *be = json_object_get(o, "guided_decoding_backend"), *ws = json_object_get(o, "guided_whitespace_pattern");
+    json_t *so = json_object_get(o, "structured_outputs");
+    if (so && !json_is_null(so)) /* vLLM 0.10's successor of guided_*: refused rather than ignored */
+        return UNSUPPORTED(ae, "structured_outputs", "'structured_outputs' is not supported; use guided_json, guided_regex, guided_choice or "
+                           "response_format (docs/structured-output.md)");
+    if (be && !json_is_null(be) && !json_is_string(be)) return BAD(ae, "guided_decoding_backend", "'guided_decoding_backend' must be a string");
+    if (ws && !json_is_null(ws))
+        return UNSUPPORTED(ae, "guided_whitespace_pattern", "'guided_whitespace_pattern' is not supported (white space between JSON tokens is at "
+                           "most one space; see docs/structured-output.md)");
+    if (!given) return 0;
+    if (r->out_format != G4_FMT_TEXT) return BAD(ae, given, "'%s' and 'response_format' both constrain the output; give one", given);
+    if (!strcmp(given, "guided_grammar"))
+        return UNSUPPORTED(ae, given, "'guided_grammar' (an EBNF / Lark grammar) is not supported; use guided_json, guided_regex or guided_choice");
+    r->guided = 1;
+    if (!strcmp(given, "guided_json")) {
+        json_t *sch = json_incref(v);
+        if (json_is_string(v)) { /* vLLM takes the schema's JSON text too */
+            json_decref(sch);
+            sch = json_loadb(json_string_value(v), json_string_length(v), JSON_DECODE_ANY, NULL);
+        }
+        if (!json_is_object(sch) && !json_is_boolean(sch)) {
+            json_decref(sch);
+            return BAD(ae, given, "'guided_json' must be a JSON Schema (an object, or its JSON text)");
+        }
+        r->out_format = G4_FMT_JSON_SCHEMA;
+        r->out_schema = sch;
+    } else if (!strcmp(given, "guided_regex")) {
+        if (!json_is_string(v) || !json_string_length(v)) return BAD(ae, given, "'guided_regex' must be a non-empty string");
+        r->out_regex_len = json_string_length(v);
+        if (!(r->out_regex = malloc(r->out_regex_len + 1))) return g4_api_err_status(ae, G4_ENOMEM, NULL, "out of memory");
+        memcpy(r->out_regex, json_string_value(v), r->out_regex_len + 1);
+        r->out_format = G4_FMT_REGEX;
+    } else {
+        size_t i;
+        json_t *x;
+        if (!json_is_array(v) || !json_array_size(v)) return BAD(ae, given, "'guided_choice' must be a non-empty list of strings");
+        json_array_foreach(v, i, x) if (!json_is_string(x)) return BAD(ae, given, "'guided_choice' must be a non-empty list of strings");
+        r->out_format = G4_FMT_CHOICE;
+        r->out_choices = json_incref(v);
+    }
+    return 0;
 }
 
 static int parse_chat(const json_t *o, g4_api_request *r, g4_api_err *ae) {
@@ -479,6 +564,7 @@ static int parse_chat(const json_t *o, g4_api_request *r, g4_api_err *ae) {
     if (!json_object_get(chat, "add_generation_prompt")) json_object_set_new(chat, "add_generation_prompt", json_true());
     if ((rc = parse_tools(o, chat, r, ae))) return rc;
     if ((rc = parse_response_format(o, r, ae))) return rc;
+    if ((rc = parse_guided(o, r, ae))) return rc;
     r->parse_output = 1;
     return 0;
 }
@@ -578,6 +664,7 @@ int g4_api_parse(g4_api_kind kind, const char *body, size_t len, g4_api_request 
         r->add_special = 1;
         if (!rc) rc = get_bool(o, "add_special_tokens", &r->add_special, ae);
         if (!rc) rc = parse_response_format(o, r, ae);
+        if (!rc) rc = parse_guided(o, r, ae);
     }
     if (!rc && kind == G4_API_GENERATE) {
         const char *prompt;
@@ -610,6 +697,7 @@ int g4_api_parse(g4_api_kind kind, const char *body, size_t len, g4_api_request 
             r->parse_output = 1;
         }
     }
+    if (!rc) rc = g4_api_check_stops(r, "stop", ae);
     json_decref(o);
     if (rc) g4_api_request_free(r);
     return rc;
@@ -625,6 +713,8 @@ void g4_api_request_free(g4_api_request *r) {
     for (size_t i = 0; i < r->n_stops; i++) free(r->stops[i]);
     free(r->model);
     json_decref(r->out_schema);
+    free(r->out_regex);
+    json_decref(r->out_choices);
     json_decref(r->tools);
     free(r->tool_name);
     memset(r, 0, sizeof *r);

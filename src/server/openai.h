@@ -57,10 +57,14 @@ typedef struct g4_api_request {
     int top_logprobs;         /* ... with this many alternatives (0..20) */
     int echo;                 /* completions: the prompt's text (and with logprobs its tokens') first */
     json_t *extra;            /* Anthropic / Responses: request fields their answers repeat (owned) */
-    /* what the output must be: compiled into a grammar below the server (grammar/json_schema.h,
+    /* what the output must be: compiled into a grammar below the server (grammar/grammar.h,
      * docs/structured-output.md); zero is free text, tools "auto", parallel calls allowed */
-    int out_format;           /* g4_out_format: text, json_object, json_schema */
+    int out_format;           /* g4_out_format: text, json_object, json_schema, regex, choice */
     json_t *out_schema;       /* json_schema: the schema (owned) */
+    char *out_regex;          /* regex: the pattern (out_regex_len bytes, owned) */
+    size_t out_regex_len;
+    json_t *out_choices;      /* choice: the strings (owned) */
+    int guided;               /* the format came from vLLM's guided_* fields (errors name them) */
     int tool_mode;            /* g4_tool_mode: auto, none, required, named */
     char *tool_name;          /* named: the function */
     json_t *tools;            /* the tools, OpenAI-shaped [{type, function:{name, parameters}}] (owned) */
@@ -69,13 +73,25 @@ typedef struct g4_api_request {
 } g4_api_request;
 
 /* The grammar of what q asks of its output (*out NULL: free text), for a prompt that ends
- * inside a thought block when thought is set. A schema the compiler refuses is a 400 naming the
- * field (response_format.json_schema.schema, json_schema, tools[i].function.parameters). */
+ * inside a thought block when thought is set, with the default limits. A schema the compiler
+ * refuses is a 400 naming the field (response_format.json_schema.schema, json_schema,
+ * tools[i].function.parameters, guided_json, ...). */
 struct g4_grammar;
 int g4_api_constraint(const g4_api_request *q, int thought, struct g4_grammar **out, g4_api_err *ae);
-/* The same through a cache of compiled grammars (grammar_cache.h; NULL: none). */
+/* The same through a cache of compiled grammars (NULL: none) within limits (NULL: the defaults),
+ * with the compile's stats (may be NULL); grammar/grammar.h. A compile past a limit is a 400
+ * naming it; past the shared budget a 503; cancelled G4_ECANCELED. */
 struct g4_grammar_cache;
-int g4_api_constraint_cached(const g4_api_request *q, int thought, struct g4_grammar_cache *cache, struct g4_grammar **out, g4_api_err *ae);
+struct g4_grammar_limits;
+struct g4_grammar_compile_stats;
+int g4_api_constraint_cached(const g4_api_request *q, int thought, struct g4_grammar_cache *cache, const struct g4_grammar_limits *lim,
+                             struct g4_grammar_compile_stats *st, struct g4_grammar **out, g4_api_err *ae);
+/* 1 when q's output is constrained (a grammar is compiled for it). */
+int g4_api_constrains(const g4_api_request *q);
+/* Stop strings (stop_field: "stop", "stop_sequences") would cut constrained JSON or tool calls
+ * into something invalid: with a JSON / regex / choice format or required / named tool calls
+ * they are refused (400 naming the field). */
+int g4_api_check_stops(const g4_api_request *r, const char *stop_field, g4_api_err *ae);
 
 /* Parses and validates a body. 400-class errors name the field in ae->param. */
 int g4_api_parse(g4_api_kind kind, const char *body, size_t len, g4_api_request *out, g4_api_err *ae);

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "grammar/grammar_cache.h"
+#include "grammar/grammar.h"
 #include "server/errors.h"
 #include "server/generate.h"
 #include "server/guard.h"

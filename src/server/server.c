@@ -4,7 +4,7 @@
  * routes.c; nothing here parses requests. */
 #include "server/server_internal.h"
 
-#include "grammar/grammar_cache.h"
+#include "grammar/grammar.h"
 #include "server/guard.h"
 #include "server/routes.h"
 
@@ -24,6 +24,8 @@ int g4_server_start(const g4_server_opts *o, g4_server **out, g4_err *err) {
     if (s->o.drain_s < 0) s->o.drain_s = 0;
     if (!s->o.render_budget) s->o.render_budget = 2 * s->o.max_body;
     if (s->o.grammar_cache == 0) s->o.grammar_cache = 16;
+    if (!s->o.grammar_budget) s->o.grammar_budget = 2 * (size_t)G4_GRAMMAR_DEFAULT_MEMORY;
+    if (!s->o.grammar_timeout_ms) s->o.grammar_timeout_ms = G4_GRAMMAR_DEFAULT_TIMEOUT_MS;
     if (s->o.grammar_cache > 0 && g4_grammar_cache_create(s->o.grammar_cache, &s->grammars, err)) { g4_server_stop(s); return err->code; }
     s->model_id = strdup(o->model_id && *o->model_id ? o->model_id : "g4tp");
     s->model_alias = o->model_alias && *o->model_alias ? strdup(o->model_alias) : NULL;

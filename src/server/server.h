@@ -28,7 +28,11 @@ typedef struct g4_server_opts {
     const char *allowed_hosts;  /* Host names served besides the loopback ones and host (comma-separated; "*": any); on a
                                  * loopback host only those are served (DNS rebinding), elsewhere any unless given */
     const char *cors;           /* origins answered with CORS headers (comma-separated, or "*"); NULL: none */
+    size_t grammar_budget;      /* working memory of the grammar compiles in flight together; more: 503
+                                 * (default 2 x G4_GRAMMAR_DEFAULT_MEMORY; a compile alone may use its own limit) */
+    uint32_t grammar_timeout_ms;/* one compile's time limit (default G4_GRAMMAR_DEFAULT_TIMEOUT_MS) */
     int test_render_delay_ms;   /* tests only: hold each prompt preparation this long */
+    int test_compile_delay_ms;  /* tests only: hold each grammar compile this long (cancellable) */
 } g4_server_opts;
 
 int g4_server_start(const g4_server_opts *o, g4_server **out, g4_err *err);

@@ -28,6 +28,7 @@ struct g4_server {
     g4_sched *sched;
     struct g4_grammar_cache *grammars; /* NULL: each request compiles its own */
     struct g4_guard *guard;   /* Host, CORS and Content-Type rules for browsers (guard.h) */
+    atomic_size_t grammar_bytes; /* working memory of the grammar compiles in flight (structured.c) */
 };
 
 #endif

@@ -503,7 +503,7 @@ struct g4_output_stream {
     sbuf acc[2];
     g4_tool_call *calls;
     size_t ncalls, callcap;
-    int malformed, ended, oom;
+    int malformed, ended, oom, truncated;
     char *malformed_msg;
 };
 
@@ -764,7 +764,10 @@ int g4_output_stream_finish(g4_output_stream *s, const g4_out_event **events, si
     begin_call(s);
     s->finished = 1;
     run(s, 1);
-    if (s->state == ST_CALL) finish_call(s, 0, "unterminated (the text ended inside the call)");
+    if (s->state == ST_CALL) { /* generation was cut inside the call (max_tokens, a stop string): no call, no markup as text */
+        s->truncated = 1;
+        s->call.n = 0;
+    }
     s->state = ST_END;
     s->tr[0].ws.n = s->tr[1].ws.n = 0; /* trailing white space is trimmed */
     return collect(s, events, n_events, err);
@@ -790,6 +793,7 @@ int g4_output_stream_take(g4_output_stream *s, g4_parsed_output *out, g4_err *er
     out->malformed = s->malformed;
     out->malformed_msg = s->malformed_msg;
     out->ended = s->ended;
+    out->truncated = s->truncated;
     s->calls = NULL;
     s->ncalls = s->callcap = 0;
     s->malformed_msg = NULL;

@@ -9,8 +9,11 @@
  *   <turn|>, <eos>, <|tool_response>            end of the turn: stripped, and anything after
  *                                               the first of them is ignored
  * Reasoning and content are each trimmed of leading and trailing white space (' ', \t, \r, \n)
- * as a whole. A tool call that is unterminated or does not parse is not dropped: its raw text
- * (markers included) becomes part of the content and `malformed` is counted, with a message.
+ * as a whole. A tool call that does not parse, or that a turn end cuts, is not dropped: its raw
+ * text (markers included) becomes part of the content and `malformed` is counted, with a
+ * message. A call the text itself ends inside (generation cut by max_tokens or a stop string)
+ * is dropped — neither a call nor content, so that no markup reaches the answer — and
+ * `truncated` says so.
  * Keys and strings must be valid UTF-8, and a key holding U+0000 makes the call malformed
  * (jansson reads no NUL in an object key); U+0000 in a string value is kept (written \u0000:
  * read it back with JSON_ALLOW_NUL). An integer too big for 64 bits is kept as a real (written
@@ -48,6 +51,7 @@ typedef struct {
     int malformed;         /* tool-call blocks that were returned as content */
     char *malformed_msg;   /* NULL, or why the first malformed block was rejected */
     int ended;             /* 1 when a <turn|>, <eos> or <|tool_response> ended the text */
+    int truncated;         /* 1 when the text ended inside a tool call (dropped) */
 } g4_parsed_output;
 
 typedef struct {
@@ -88,8 +92,8 @@ void g4_output_stream_free(g4_output_stream *s);
  * merged), valid until the next feed/finish/free. Fails only on out of memory. */
 int g4_output_stream_feed(g4_output_stream *s, const char *delta, size_t len,
                           const g4_out_event **events, size_t *n_events, g4_err *err);
-/* End of generation: decides everything still held back (an unterminated call becomes
- * content). Feeding after finish is an error (G4_EINVAL). */
+/* End of generation: decides everything still held back (a call the text ends inside is
+ * dropped). Feeding after finish is an error (G4_EINVAL). */
 int g4_output_stream_finish(g4_output_stream *s, const g4_out_event **events, size_t *n_events,
                             g4_err *err);
 /* Moves the accumulated whole result (as g4_output_parse would give) into *out; call after

@@ -26,8 +26,11 @@ ok "built the fuzz harnesses"
 for src in fuzz/fuzz_*.c; do
   name=$(basename "$src" .c); name=${name#fuzz_}
   mkdir -p "$tmp/new-$name" "$tmp/crash"
-  # new inputs go to the first (temporary) folder; the seeds are only read
-  "$FUZZ_BUILD/fuzz_$name" -seed=1 -max_total_time="$secs" -timeout=20 -rss_limit_mb=2048 \
+  # new inputs go to the first (temporary) folder; the seeds are only read; the per-input time
+  # and memory limits are fuzz.mk's (tight for the grammar compilers)
+  limits=$(make -s --no-print-directory "fuzz-limits-$name")
+  # shellcheck disable=SC2086
+  "$FUZZ_BUILD/fuzz_$name" -seed=1 -max_total_time="$secs" $limits \
     -artifact_prefix="$tmp/crash/$name-" "$tmp/new-$name" "fuzz/corpus/$name" >"$tmp/$name.log" 2>&1
   rc=$?
   runs=$(grep -o '^Done [0-9]* runs' "$tmp/$name.log" | grep -o '[0-9]*')

@@ -1,16 +1,24 @@
 # Structured output end to end (tests/node/server_structured.mjs): response_format, /generate
-# json_schema and tool_choice on the demo model, every answer validated by ajv, streamed tool
-# calls reassembled, and the 400s naming their field; the grammar cache (a hit for the same
-# schema, the same answer as without it). Only loopback.
+# json_schema, vLLM's guided_* fields and tool_choice on the demo model, every answer validated
+# by ajv, streamed tool calls reassembled, tool calls cut by max_tokens leaving no markup in any
+# API's text, and the 400s naming their field; the schema corpus (tests/node/server_schemas.mjs,
+# tests/data/schemas): every answer validated by ajv with formats on; the grammar cache (a hit
+# for the same schema, the same answer as without it). Only loopback.
 . tests/e2e/_lib.sh
 . tests/e2e/server_common.bash
 command -v node >/dev/null || { bad "node is missing (scripts/install-deps.sh)"; finish; exit 1; }
-[ -f tests/node/node_modules/ajv/package.json ] || { bad "the ajv package is missing: (cd tests/node && npm ci)"; finish; exit 1; }
+[ -f tests/node/node_modules/ajv/package.json ] && [ -f tests/node/node_modules/ajv-formats/package.json ] \
+  || { bad "the ajv / ajv-formats packages are missing: (cd tests/node && npm ci)"; finish; exit 1; }
 srv_start || { bad "server starts"; finish; exit 1; }
 if G4TP_URL=$URL timeout $((600*SLOW)) node --test tests/node/server_structured.mjs > "$SRV_TMP/node.log" 2>&1; then
   ok "structured output tests ($(grep -c '^ok ' "$SRV_TMP/node.log") passed)"
 else
   bad "structured output tests"; cat "$SRV_TMP/node.log"
+fi
+if G4TP_URL=$URL timeout $((900*SLOW)) node --test tests/node/server_schemas.mjs > "$SRV_TMP/node2.log" 2>&1; then
+  ok "the schema corpus, answers validated by ajv with formats ($(grep -c '^ok ' "$SRV_TMP/node2.log") passed)"
+else
+  bad "the schema corpus"; cat "$SRV_TMP/node2.log"
 fi
 # the grammar cache (--grammar-cache): the same schema again is a hit and gives the same answer
 # as a server that compiles every request (--grammar-cache 0)

@@ -180,3 +180,69 @@ test('bad input: 400s that name the field', async () => {
   assert.equal(g.status, 400);
   assert.equal(g.body.error.param, 'json_schema');
 });
+
+// issue 24 items 4, 8, 9 through the APIs
+
+test('vLLM guided_json, guided_regex, guided_choice are enforced; guided_grammar is refused', async () => {
+  for (let seed = 1; seed <= 3; seed++) {
+    const j = await post('/v1/chat/completions', { messages: ask, guided_json: SCHEMAS.person, guided_decoding_backend: 'xgrammar', temperature: 1, seed, max_tokens: 1500 });
+    assert.equal(j.status, 200, JSON.stringify(j.body));
+    valid(SCHEMAS.person, j.body.choices[0].message.content, `guided_json seed ${seed}`);
+    const r = await post('/v1/completions', { prompt: 'A code:', guided_regex: '[A-Z]{2}-[0-9]{3}', temperature: 1, seed, max_tokens: 50 });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.match(r.body.choices[0].text, /^[A-Z]{2}-[0-9]{3}$/);
+    const c = await post('/v1/chat/completions', { messages: ask, guided_choice: ['yes', 'no', 'maybe'], temperature: 1, seed, max_tokens: 20 });
+    assert.ok(['yes', 'no', 'maybe'].includes(c.body.choices[0].message.content), c.body.choices[0].message.content);
+  }
+  const g = await post('/v1/chat/completions', { messages: ask, guided_grammar: 'root ::= "a"', max_tokens: 8 });
+  assert.equal(g.status, 400);
+  assert.equal(g.body.error.param, 'guided_grammar');
+  const b = await post('/v1/chat/completions', { messages: ask, guided_json: { type: 'object', properties: { a: { not: {} } } }, max_tokens: 8 });
+  assert.equal(b.status, 400);
+  assert.equal(b.body.error.param, 'guided_json');
+});
+
+test('a const or enum with markup in a chat answer comes back as that string', async () => {
+  for (const schema of [{ const: 'x<turn|>y' }, { enum: ['a<|channel>b'] }, { type: 'object', properties: { 'k<eos>': { const: 1 } }, required: ['k<eos>'], additionalProperties: false }]) {
+    const r = await post('/v1/chat/completions', { messages: ask, response_format: format('m', schema), temperature: 0, max_tokens: 60 });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    const m = r.body.choices[0].message;
+    assert.equal(m.reasoning_content ?? '', '', JSON.stringify(m));
+    valid(schema, m.content, JSON.stringify(schema));
+  }
+});
+
+test('stop strings with a constrained answer are refused (they would cut the JSON)', async () => {
+  const r = await post('/v1/chat/completions', { messages: ask, response_format: format('p', SCHEMAS.person), stop: ['"'], max_tokens: 50 });
+  assert.equal(r.status, 400);
+  assert.equal(r.body.error.param, 'stop');
+  const t = await post('/v1/chat/completions', { messages: ask, tools: TOOLS, tool_choice: 'required', stop: 'x', max_tokens: 50 });
+  assert.equal(t.status, 400);
+  assert.equal(t.body.error.param, 'stop');
+});
+
+test('max_tokens cutting a tool call: no call markup reaches the text (chat, streamed, Responses, Anthropic)', async () => {
+  const markup = /<\|tool_call>|call:|<tool_call\|>|<\|"\|>/;
+  for (const max of [3, 6, 9]) {
+    const req = { messages: ask, tools: TOOLS, tool_choice: { type: 'function', function: { name: 'get_weather' } }, temperature: 0, max_tokens: max };
+    const c = await post('/v1/chat/completions', req);
+    assert.equal(c.status, 200);
+    const ch = c.body.choices[0];
+    assert.equal(ch.finish_reason, 'length');
+    assert.ok(!markup.test(ch.message.content ?? ''), JSON.stringify(ch.message));
+    assert.equal(ch.message.tool_calls, undefined);
+    const s = await fetch(base + '/v1/chat/completions', { method: 'POST', body: JSON.stringify({ ...req, stream: true }) });
+    const text = await s.text();
+    assert.ok(!markup.test(text.replace(/"tool_calls"/g, '')), text);
+    const rs = await post('/v1/responses', { input: 'Describe something.', tools: [{ type: 'function', ...TOOLS[0].function }], tool_choice: 'required', temperature: 0, max_output_tokens: max });
+    assert.equal(rs.status, 200, JSON.stringify(rs.body));
+    assert.ok(!markup.test(JSON.stringify(rs.body.output)), JSON.stringify(rs.body.output));
+    assert.ok(!rs.body.output.some((o) => o.type === 'function_call'));
+    const an = await post('/v1/messages', { model: 'g4tp-demo', max_tokens: max, temperature: 0, messages: ask,
+      tools: [{ name: 'get_weather', input_schema: TOOLS[0].function.parameters }], tool_choice: { type: 'any' } });
+    assert.equal(an.status, 200, JSON.stringify(an.body));
+    assert.equal(an.body.stop_reason, 'max_tokens');
+    assert.ok(!markup.test(JSON.stringify(an.body.content)), JSON.stringify(an.body.content));
+    assert.ok(!an.body.content.some((b) => b.type === 'tool_use'));
+  }
+});

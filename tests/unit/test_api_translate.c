@@ -10,8 +10,7 @@
 
 #include <jansson.h>
 
-#include "grammar/constrain.h"
-#include "grammar/json_schema.h"
+#include "grammar/grammar.h"
 #include "server/anthropic.h"
 #include "server/api_family.h"
 #include "server/errors.h"
@@ -757,6 +756,74 @@ static void test_api_families(void **st) {
     assert_int_not_equal(g4_api_family_of(G4_API_ANTHROPIC)->check_header("2022-01-01", &ae), 0);
 }
 
+/* A chat (one user message) or completions body with more fields, parsed. */
+static int parse_with(int kind, const char *extra, g4_api_request *r, g4_api_err *ae) {
+    char body[512];
+    snprintf(body, sizeof body, kind == G4_API_CHAT ? "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],%s}" : "{\"prompt\":\"q\",%s}", extra);
+    return g4_api_parse(kind, body, strlen(body), r, ae);
+}
+
+/* vLLM's guided_* fields on chat and completions (issue 24 item 8): guided_json / guided_regex /
+ * guided_choice are enforced (a grammar, errors naming the field), guided_grammar and
+ * guided_whitespace_pattern are refused, guided_decoding_backend is accepted and ignored; one
+ * format only. Stop strings with a constrained answer are refused (item 9). */
+static void test_guided_and_stops(void **st) {
+    (void)st;
+    g4_api_request r;
+    g4_api_err ae;
+    static const struct { int kind; const char *extra; int format; } ok[] = {
+        {G4_API_CHAT, "\"guided_json\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}},\"guided_decoding_backend\":\"xgrammar\"", G4_FMT_JSON_SCHEMA},
+        {G4_API_CHAT, "\"guided_json\":\"{\\\"type\\\":\\\"integer\\\"}\"", G4_FMT_JSON_SCHEMA},
+        {G4_API_COMPLETIONS, "\"guided_regex\":\"[0-9]{3}\"", G4_FMT_REGEX},
+        {G4_API_CHAT, "\"guided_choice\":[\"yes\",\"no\"]", G4_FMT_CHOICE},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        if (parse_with(ok[i].kind, ok[i].extra, &r, &ae)) fail_msg("%s: %s", ok[i].extra, ae.message);
+        assert_int_equal(r.out_format, ok[i].format);
+        g4_grammar *gr = NULL;
+        if (g4_api_constraint(&r, 0, &gr, &ae)) fail_msg("%s: %s", ok[i].extra, ae.message);
+        assert_non_null(gr);
+        g4_grammar_release(gr);
+        g4_api_request_free(&r);
+    }
+    static const struct { int kind; const char *extra, *param, *code; } bad[] = {
+        {G4_API_CHAT, "\"guided_grammar\":\"root ::= \\\"a\\\"\"", "guided_grammar", "unsupported_value"},
+        {G4_API_CHAT, "\"guided_json\":{},\"guided_regex\":\"a\"", "guided_regex", "invalid_value"},
+        {G4_API_CHAT, "\"guided_regex\":\"a\",\"response_format\":{\"type\":\"json_object\"}", "guided_regex", "invalid_value"},
+        {G4_API_CHAT, "\"guided_choice\":[]", "guided_choice", "invalid_value"},
+        {G4_API_CHAT, "\"guided_choice\":[1]", "guided_choice", "invalid_value"},
+        {G4_API_CHAT, "\"guided_json\":\"not json\"", "guided_json", "invalid_value"},
+        {G4_API_CHAT, "\"guided_json\":{},\"guided_whitespace_pattern\":\" *\"", "guided_whitespace_pattern", "unsupported_value"},
+        {G4_API_COMPLETIONS, "\"guided_regex\":\"\"", "guided_regex", "invalid_value"},
+        {G4_API_CHAT, "\"structured_outputs\":{\"json\":{}}", "structured_outputs", "unsupported_value"},
+        /* stop strings would cut the constrained answer */
+        {G4_API_CHAT, "\"stop\":[\"}\"],\"response_format\":{\"type\":\"json_object\"}", "stop", "unsupported_value"},
+        {G4_API_COMPLETIONS, "\"stop\":\"\\n\",\"guided_regex\":\"a+\"", "stop", "unsupported_value"},
+        {G4_API_CHAT, "\"stop\":\"x\",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"tool_choice\":\"required\"", "stop", "unsupported_value"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        if (parse_with(bad[i].kind, bad[i].extra, &r, &ae) != 400) fail_msg("%s: not refused", bad[i].extra);
+        assert_string_equal(ae.param, bad[i].param);
+        assert_string_equal(ae.code, bad[i].code);
+    }
+    /* the compiler's errors name the guided field */
+    const char *b = "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"guided_regex\":\"(a\"}";
+    assert_int_equal(g4_api_parse(G4_API_CHAT, b, strlen(b), &r, &ae), 0);
+    g4_grammar *gr = NULL;
+    assert_int_equal(g4_api_constraint(&r, 0, &gr, &ae), 400);
+    assert_string_equal(ae.param, "guided_regex");
+    g4_api_request_free(&r);
+    /* Anthropic: stop_sequences with a forced tool call */
+    const char *a = "{\"model\":\"m\",\"max_tokens\":9,\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"stop_sequences\":[\"x\"],"
+                    "\"tools\":[{\"name\":\"f\",\"input_schema\":{\"type\":\"object\"}}],\"tool_choice\":{\"type\":\"any\"}}";
+    assert_int_equal(g4_anth_parse(a, strlen(a), 0, &r, &ae), 400);
+    assert_string_equal(ae.param, "stop_sequences");
+    /* stop strings with free text, and with tools under auto, still work */
+    const char *c = "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"stop\":\"x\",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}";
+    assert_int_equal(g4_api_parse(G4_API_CHAT, c, strlen(c), &r, &ae), 0);
+    g4_api_request_free(&r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_anthropic_request_renders_like_chat),
@@ -772,6 +839,7 @@ int main(void) {
         cmocka_unit_test(test_sse_choices),
         cmocka_unit_test(test_logprob_json),
         cmocka_unit_test(test_api_families),
+        cmocka_unit_test(test_guided_and_stops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

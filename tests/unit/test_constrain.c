@@ -5,11 +5,11 @@
  * and random walks through the masks whose outputs must parse. */
 #include "testutil.h"
 
+#include <dirent.h>
 #include <jansson.h>
 #include <math.h>
 
-#include "grammar/grammar_cache.h"
-#include "grammar/json_schema.h"
+#include "grammar/grammar.h"
 #include "grammar/regex.h"
 #include "engine/sampler.h"
 #include "text/output_parser.h"
@@ -135,8 +135,12 @@ static void test_objects(void **st) {
     static const kcase cs[] = {
         /* properties in order; optional ones may be skipped; no extras when properties are declared */
         {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"string\"}},\"required\":[\"b\"]}",
-         {"{\"a\":1,\"b\":\"x\"}", "{\"b\":\"x\"}", "{ \"a\": 1, \"b\": \"x\" }", "{\n  \"a\": 1,\n  \"b\": \"x\"\n}"},
+         {"{\"a\":1,\"b\":\"x\"}", "{\"b\":\"x\"}", "{ \"a\": 1, \"b\": \"x\" }"},
          {"{}", "{\"a\":1}", "{\"b\":\"x\",\"a\":1}", "{\"b\":\"x\",\"c\":1}", "{\"a\":1,,\"b\":\"x\"}", "{\"b\":\"x\"} "}},
+        /* white space: at most one space between tokens, never a newline (issue 24 item 10) */
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"string\"}},\"required\":[\"b\"]}",
+         {"{ \"b\": \"x\" }"},
+         {"{\n  \"a\": 1,\n  \"b\": \"x\"\n}", "{  \"b\":\"x\"}", "{\"b\":  \"x\"}", "{\"b\":\"x\"  }", "{\n\"b\":\"x\"}", "{\"b\":\"x\"\n}"}},
         {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"additionalProperties\":true}",
          {"{}", "{\"a\":1}", "{\"a\":1,\"z\":[true]}", "{\"z\":null,\"y\":\"s\"}"}, {"{\"a\":\"s\"}", "{\"z\":1,\"a\":1}"}},
         {"{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}}", {"{}", "{\"x\":1,\"y\":2}"}, {"{\"x\":\"1\"}"}},
@@ -155,7 +159,7 @@ static void test_objects(void **st) {
 static void test_arrays(void **st) {
     (void)st;
     static const kcase cs[] = {
-        {"{\"type\":\"array\",\"items\":{\"type\":\"integer\"}}", {"[]", "[1]", "[1, 2,3]", "[\n  1,\n  2\n]"}, {"[1,]", "[,]", "[\"a\"]", "["}},
+        {"{\"type\":\"array\",\"items\":{\"type\":\"integer\"}}", {"[]", "[1]", "[1, 2,3]", "[ 1, 2 ]"}, {"[1,]", "[,]", "[\"a\"]", "[", "[\n  1,\n  2\n]", "[1,  2]", "[1 ,2]", "[1,2\t]"}},
         {"{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":2,\"maxItems\":3}", {"[1,2]", "[1,2,3]"}, {"[]", "[1]", "[1,2,3,4]"}},
         {"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"string\"},{\"type\":\"integer\"}]}", {"[]", "[\"a\"]", "[\"a\",1]"}, {"[1]", "[\"a\",1,2]"}},
         {"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"string\"}],\"items\":{\"type\":\"boolean\"},\"minItems\":2}",
@@ -303,7 +307,7 @@ static void test_refusals(void **st) {
         {"{\"$ref\":\"#/$defs/missing\"}", G4_EINVAL, "does not resolve"},
         {"{\"$ref\":\"#\"}", G4_EINVAL, "left-recursive"},
         {"{\"$defs\":{\"a\":{\"type\":\"object\",\"properties\":{\"a\":{\"$ref\":\"#/$defs/a\"}},\"required\":[\"a\"]}},\"$ref\":\"#/$defs/a\"}", G4_EINVAL, "accepts no value"},
-        {"{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", G4_EUNSUPPORTED, "'oneOf' alternatives 0 and 1 accept a common value"},
+        {"{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", G4_EUNSUPPORTED, "'oneOf' alternatives 0 and 1 may both match one value"},
         {"{\"type\":\"object\",\"properties\":{\"a\":{}},\"required\":[\"b\"],\"additionalProperties\":false}", G4_EINVAL, "required property 'b'"},
         {"{\"type\":\"array\",\"uniqueItems\":true}", G4_EUNSUPPORTED, "'uniqueItems': true"},
         {"{\"type\":\"object\",\"minProperties\":2}", G4_EUNSUPPORTED, "'minProperties'"},
@@ -623,6 +627,114 @@ static void test_tool_calls(void **st) {
     json_decref(tools);
 }
 
+/* vLLM's guided_regex and guided_choice: the whole answer matches the pattern / is one of the
+ * strings; in a chat answer without markup. */
+static void test_regex_choice_formats(void **st) {
+    (void)st;
+    static const struct { const char *pat, *good[4], *bad[5]; int chat; } rc[] = {
+        {"[0-9]{3}", {"123", "007"}, {"12", "1234", "a123", "123\n"}, 0},
+        {"^(yes|no)$", {"yes", "no"}, {"yesno", "", "maybe"}, 0},
+        {"a|b", {"a", "b"}, {"ab", "xa"}, 0},
+        {"x\\$", {"x$"}, {"x", "x$$"}, 0},
+        {".{0,12}", {"a < b", ""}, {"a <|b", "x<turn|>"}, 1},
+    };
+    for (size_t i = 0; i < sizeof rc / sizeof *rc; i++) {
+        g4_output_spec sp;
+        g4_output_spec_init(&sp);
+        sp.format = G4_FMT_REGEX;
+        sp.regex = rc[i].pat;
+        sp.regex_len = strlen(rc[i].pat);
+        sp.chat = rc[i].chat;
+        int code;
+        g4_err err = {0};
+        g4_grammar *g = compile_spec(&sp, &code, &err);
+        if (!g) fail_msg("%s: %s", rc[i].pat, err.msg);
+        for (int k = 0; k < 4 && rc[i].good[k]; k++) if (!accepts(g, rc[i].good[k])) fail_msg("%s should accept %s", rc[i].pat, rc[i].good[k]);
+        for (int k = 0; k < 5 && rc[i].bad[k]; k++) if (accepts(g, rc[i].bad[k])) fail_msg("%s should refuse %s", rc[i].pat, rc[i].bad[k]);
+        g4_grammar_release(g);
+    }
+    json_t *ch = J("[\"yes\", \"no\", \"a<|b\"]");
+    g4_output_spec sp;
+    g4_output_spec_init(&sp);
+    sp.format = G4_FMT_CHOICE, sp.choices = ch, sp.chat = 1; /* a markup choice is left out */
+    int code;
+    g4_err err = {0};
+    g4_grammar *g = compile_spec(&sp, &code, &err);
+    assert_non_null(g);
+    assert_true(accepts(g, "yes") && accepts(g, "no"));
+    assert_false(accepts(g, "ye") || accepts(g, "yesno") || accepts(g, "a<|b") || accepts(g, ""));
+    g4_grammar_release(g);
+    json_decref(ch);
+}
+
+/* ---- the schema corpus (tests/data/schemas/README.md) ------------------------------------------ */
+
+/* One group of the corpus: compiled in its mode, refused as it says, every test's text walked. */
+static int corpus_group(const char *file, const json_t *grp) {
+    const char *desc = json_string_value(json_object_get(grp, "description")), *mode = json_string_value(json_object_get(grp, "mode"));
+    const char *refused = json_string_value(json_object_get(grp, "refused"));
+    json_t *schema = json_object_get(grp, "schema"), *tests = json_object_get(grp, "tests");
+    const int tool = mode && !strcmp(mode, "tool");
+    json_t *tl = tool ? json_pack("[{s:s,s:{s:s,s:O}}]", "type", "function", "function", "name", "f", "parameters", schema) : NULL;
+    g4_output_spec sp;
+    g4_output_spec_init(&sp);
+    if (tool) { sp.tools = tl; sp.tool_mode = G4_TOOLS_REQUIRED; sp.parallel_calls = 0; sp.chat = 1; }
+    else { sp.format = G4_FMT_JSON_SCHEMA; sp.schema = schema; sp.chat = mode && !strcmp(mode, "chat"); }
+    int code, n = 0;
+    g4_err err = {0};
+    g4_grammar *g = compile_spec(&sp, &code, &err);
+    json_decref(tl);
+    if (refused) {
+        if (!code || !strstr(err.msg, refused)) fail_msg("%s: %s: want a refusal with \"%s\", got %d \"%s\"", file, desc, refused, code, err.msg);
+        return 0;
+    }
+    if (code) fail_msg("%s: %s: refused: %s", file, desc, err.msg);
+    size_t i;
+    json_t *t;
+    json_array_foreach(tests, i, t) {
+        json_t *text = json_object_get(t, "text"), *gen = json_object_get(t, "generated");
+        if (tool && !text) continue;
+        char *dump = text ? NULL : json_dumps(json_object_get(t, "data"), JSON_COMPACT | JSON_ENCODE_ANY | JSON_PRESERVE_ORDER);
+        const char *in = text ? json_string_value(text) : dump;
+        const int want = json_is_true(json_object_get(t, "valid")) && !json_is_false(gen), got = accepts(g, in);
+        if (got != want)
+            fail_msg("%s: %s: %s: the grammar %s %s", file, desc, json_string_value(json_object_get(t, "description")), got ? "accepts" : "refuses", in);
+        free(dump);
+        n++;
+    }
+    g4_grammar_release(g);
+    return n;
+}
+
+/* Every group of every file: the automaton takes what the corpus says it writes and nothing a
+ * validator rejects (issue 24 item 19; tests/node/server_schemas.mjs checks the corpus itself and
+ * the model's answers with ajv). */
+static void test_corpus(void **st) {
+    (void)st;
+    const char *dir = "tests/data/schemas";
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    struct dirent *e;
+    int groups = 0, walked = 0, files = 0;
+    while ((e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (l < 6 || strcmp(e->d_name + l - 5, ".json")) continue;
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        json_error_t je;
+        json_t *all = json_load_file(path, 0, &je);
+        if (!json_is_array(all)) fail_msg("%s: %s", path, je.text);
+        size_t i;
+        json_t *grp;
+        json_array_foreach(all, i, grp) { walked += corpus_group(e->d_name, grp); groups++; }
+        json_decref(all);
+        files++;
+    }
+    closedir(d);
+    print_message("corpus: %d files, %d groups, %d texts walked\n", files, groups, walked);
+    assert_true(files >= 9 && groups >= 60);
+}
+
 /* in a chat turn, strings never hold what the output parser would take for markup */
 static void test_chat_markers(void **st) {
     (void)st;
@@ -728,10 +840,10 @@ static void test_grammar_cache(void **st) {
     sb.schema = bad;
     g4_grammar *g1, *g1b, *g2, *g3, *gx;
     char part[64];
-    assert_int_equal(g4_output_compile_cached(c, &s1, &g1, part, sizeof part, &err), 0);
-    assert_int_equal(g4_output_compile_cached(c, &s1, &g1b, part, sizeof part, &err), 0);
+    assert_int_equal(g4_output_compile_cached(c, &s1, NULL, NULL, &g1, part, sizeof part, &err), 0);
+    assert_int_equal(g4_output_compile_cached(c, &s1, NULL, NULL, &g1b, part, sizeof part, &err), 0);
     assert_ptr_equal(g1, g1b);                 /* a hit: the same grammar, masks and all */
-    assert_int_equal(g4_output_compile_cached(c, &s2, &g2, part, sizeof part, &err), 0);
+    assert_int_equal(g4_output_compile_cached(c, &s2, NULL, NULL, &g2, part, sizeof part, &err), 0);
     assert_ptr_not_equal(g2, g1);              /* b before a is another output */
     g4_grammar_cache_stats gs;
     g4_grammar_cache_get_stats(c, &gs);
@@ -746,25 +858,25 @@ static void test_grammar_cache(void **st) {
     assert_int_equal(g4_matcher_create(g1b, v, &stop, 1, &m, &err), 0);
     assert_int_not_equal(g4_matcher_accept_bytes(m, "{\"b\":true", 9, &err), 0);
     g4_matcher_free(m);
-    g4_output_compile_cached(c, &s1, &gx, part, sizeof part, &err); /* s1 used last: s2 is the oldest */
+    g4_output_compile_cached(c, &s1, NULL, NULL, &gx, part, sizeof part, &err); /* s1 used last: s2 is the oldest */
     g4_grammar_release(gx);
-    assert_int_equal(g4_output_compile_cached(c, &s3, &g3, part, sizeof part, &err), 0); /* evicts s2 */
-    assert_int_equal(g4_output_compile_cached(c, &s2, &gx, part, sizeof part, &err), 0);
+    assert_int_equal(g4_output_compile_cached(c, &s3, NULL, NULL, &g3, part, sizeof part, &err), 0); /* evicts s2 */
+    assert_int_equal(g4_output_compile_cached(c, &s2, NULL, NULL, &gx, part, sizeof part, &err), 0);
     assert_ptr_not_equal(gx, g2);              /* compiled again */
     g4_grammar_release(gx);
-    assert_int_equal(g4_output_compile_cached(c, &s3, &gx, part, sizeof part, &err), 0); /* s3 stayed (s1 went for s2) */
+    assert_int_equal(g4_output_compile_cached(c, &s3, NULL, NULL, &gx, part, sizeof part, &err), 0); /* s3 stayed (s1 went for s2) */
     assert_ptr_equal(gx, g3);
     g4_grammar_release(gx);
     g4_grammar_cache_get_stats(c, &gs);
     assert_true(gs.hits == 3 && gs.misses == 4 && gs.entries == 2);
-    assert_int_equal(g4_output_compile_cached(c, &sb, &gx, part, sizeof part, &err), G4_EUNSUPPORTED);
+    assert_int_equal(g4_output_compile_cached(c, &sb, NULL, NULL, &gx, part, sizeof part, &err), G4_EUNSUPPORTED);
     assert_null(gx);
-    assert_int_equal(g4_output_compile_cached(c, &sb, &gx, part, sizeof part, &err), G4_EUNSUPPORTED); /* not kept */
+    assert_int_equal(g4_output_compile_cached(c, &sb, NULL, NULL, &gx, part, sizeof part, &err), G4_EUNSUPPORTED); /* not kept */
     g4_grammar_cache_get_stats(c, &gs);
     assert_int_equal(gs.misses, 6);
     g4_output_spec free_text;
     g4_output_spec_init(&free_text);
-    assert_int_equal(g4_output_compile_cached(c, &free_text, &gx, part, sizeof part, &err), 0);
+    assert_int_equal(g4_output_compile_cached(c, &free_text, NULL, NULL, &gx, part, sizeof part, &err), 0);
     assert_null(gx);                           /* nothing to constrain: no grammar, no entry */
     g4_grammar_release(g1);
     g4_grammar_release(g1b);
@@ -833,6 +945,8 @@ int main(void) {
         cmocka_unit_test(test_random_walks),
         cmocka_unit_test(test_tool_calls),
         cmocka_unit_test(test_chat_markers),
+        cmocka_unit_test(test_corpus),
+        cmocka_unit_test(test_regex_choice_formats),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -43,7 +43,11 @@ static const pcase CASES[] = {
     {"Café ☕ 日本<|tool_call>call:t{s:" Q "ü€😀" Q "}<tool_call|>", "", "Café ☕ 日本", 1, {"t"},
      {"{\"s\":\"ü€😀\"}"}, 0, 0},
     /* malformed calls come back as content */
-    {"Sure<|tool_call>call:f{a:1", "", "Sure<|tool_call>call:f{a:1", 0, {0}, {0}, 1, 0},
+    /* generation cut inside a call (max_tokens, a stop string): the partial call is dropped, no
+     * markup reaches the content (issue 24 item 9) */
+    {"Sure<|tool_call>call:f{a:1", "", "Sure", 0, {0}, {0}, 0, 0},
+    {"<|tool_call>call:get_weather{city:" Q "Par", "", "", 0, {0}, {0}, 0, 0},
+    {"<|tool_call>call:f{}<tool_call|><|tool_call>call:g{a:[1,", "", "", 1, {"f"}, {"{}"}, 0, 0},
     {"Sure<|tool_call>call:f{a:1<turn|>ignored", "", "Sure<|tool_call>call:f{a:1", 0, {0}, {0}, 1, 0},
     {"<|tool_call>call:f{a:}<tool_call|>", "", "<|tool_call>call:f{a:}<tool_call|>", 0, {0}, {0}, 1, 0},
     {"<|tool_call>f{a:1}<tool_call|>ok", "", "<|tool_call>f{a:1}<tool_call|>ok", 0, {0}, {0}, 1, 0},
@@ -55,7 +59,7 @@ static const pcase CASES[] = {
     {"<|tool_call>call:f{a:01}<tool_call|>", "", "<|tool_call>call:f{a:01}<tool_call|>", 0, {0}, {0}, 1, 0},
     {"<|tool_call>call:f{a:truex}<tool_call|>", "", "<|tool_call>call:f{a:truex}<tool_call|>", 0, {0}, {0}, 1, 0},
     {"<|tool_call>call:{a:1}<tool_call|>", "", "<|tool_call>call:{a:1}<tool_call|>", 0, {0}, {0}, 1, 0},
-    {"<|tool_call>call:f{s:" Q "open<tool_call|>", "", "<|tool_call>call:f{s:" Q "open<tool_call|>", 0, {0}, {0}, 1, 0},
+    {"<|tool_call>call:f{s:" Q "open<tool_call|>", "", "", 0, {0}, {0}, 0, 0}, /* the text ends inside the string: cut */
     {"<|tool_call>call:f{s:" Q "\xff\xfe" Q "}<tool_call|>", "", "<|tool_call>call:f{s:" Q "\xff\xfe" Q "}<tool_call|>", 0,
      {0}, {0}, 1, 0},
     /* one bad call does not spoil the good one after it */
@@ -216,6 +220,42 @@ static void test_cases(void **st) {
             check_reads_back(&out.calls[i]);
         }
         g4_parsed_output_free(&out);
+    }
+}
+
+/* A call the text ends inside is cut (max_tokens, a stop string): dropped and said so, whole and
+ * streamed; a call closed before it, and a malformed closed one, are not affected. */
+static void test_truncated_call(void **st) {
+    (void)st;
+    static const struct { const char *in, *content; int truncated, malformed; size_t calls; } cs[] = {
+        {"Sure<|tool_call>call:f{a:1", "Sure", 1, 0, 0},
+        {"<|tool_call>call:f{}<tool_call|><|tool_call>call:g{s:" Q "ab", "", 1, 0, 1},
+        {"<|tool_call>call:f{}<tool_call|>", "", 0, 0, 1},
+        {"<|tool_call>call:f{a:}<tool_call|>", "<|tool_call>call:f{a:}<tool_call|>", 0, 1, 0},
+        {"Sure<|tool_call>call:f{a:1<turn|>", "Sure<|tool_call>call:f{a:1", 0, 1, 0},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof *cs; i++) {
+        g4_parsed_output out;
+        g4_err err = {0};
+        assert_int_equal(g4_output_parse(cs[i].in, strlen(cs[i].in), &out, &err), 0);
+        assert_string_equal(out.content, cs[i].content);
+        assert_int_equal(out.truncated, cs[i].truncated);
+        assert_int_equal(out.malformed, cs[i].malformed);
+        assert_int_equal(out.n_calls, cs[i].calls);
+        assert_null(strstr(out.content, cs[i].truncated ? "<|tool_call>" : "\x01"));
+        g4_parsed_output_free(&out);
+        g4_output_stream *s = NULL;
+        const g4_out_event *ev;
+        size_t n;
+        g4_output_parse_opts po = {0};
+        assert_int_equal(g4_output_stream_create(&po, &s, &err), 0);
+        for (const char *p = cs[i].in; *p; p++) assert_int_equal(g4_output_stream_feed(s, p, 1, &ev, &n, &err), 0);
+        assert_int_equal(g4_output_stream_finish(s, &ev, &n, &err), 0);
+        assert_int_equal(g4_output_stream_take(s, &out, &err), 0);
+        assert_string_equal(out.content, cs[i].content);
+        assert_int_equal(out.truncated, cs[i].truncated);
+        g4_parsed_output_free(&out);
+        g4_output_stream_free(s);
     }
 }
 
@@ -517,6 +557,7 @@ static void test_nul_bytes(void **st) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cases),
+        cmocka_unit_test(test_truncated_call),
         cmocka_unit_test(test_stream_every_split),
         cmocka_unit_test(test_holdback),
         cmocka_unit_test(test_tool_call_parse_errors),
