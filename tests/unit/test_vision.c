@@ -346,6 +346,40 @@ static void test_config(void **state) {
     free(text);
 }
 
+/* synth --vision: the config's tower with the real names (loads, encodes to finite values) and
+ * processor_config.json; a config without a vision_config is refused. */
+static void test_synth(void **state) {
+    (void)state;
+    const char *dir = tu_tmp_path("synth-vision");
+    g4_err err = {0};
+    g4_synth_opts so = {.like = tu_path("vision/tiny_clipped/config.json"), .out_dir = dir, .vision = 1, .seed = 3};
+    if (g4_synth_write(&so, &err)) fail_msg("synth: %s", err.msg);
+    g4_model_source s;
+    g4_vision *v = tower(&s, dir, g4_kernels_get());
+    patches P = load_patches("img_96x144", 96, 144);
+    float *soft = encode(v, &P, 2, NULL);
+    double mx = 0;
+    for (int i = 0; i < P.m * 64; i++) {
+        assert_true(isfinite(soft[i]));
+        mx = fmax(mx, fabs(soft[i]));
+    }
+    assert_true(mx > 0.1);
+    free(soft);
+    free_patches(&P);
+    g4_vision_free(v);
+    g4_model_source_close(&s);
+    json_t *pc = json_load_file(tu_tmp_path("synth-vision/processor_config.json"), 0, NULL);
+    assert_non_null(pc);
+    json_t *ip = json_object_get(pc, "image_processor");
+    assert_int_equal(json_integer_value(json_object_get(ip, "patch_size")), 16);
+    assert_int_equal(json_integer_value(json_object_get(ip, "max_soft_tokens")), 280);
+    json_decref(pc);
+    so.like = tu_path("golden/tiny_long/config.json");
+    so.out_dir = tu_tmp_path("synth-novision");
+    assert_int_equal(g4_synth_write(&so, &err), G4_EINVAL);
+    assert_non_null(strstr(err.msg, "has no vision_config"));
+}
+
 static void expect_encode(g4_vision *v, g4_pool *pool, const patches *P, int ph, int pw, const char *needle) {
     g4_err err = {0};
     float soft[64 * 16];
@@ -387,6 +421,7 @@ int main(void) {
         cmocka_unit_test(test_artifacts),
         cmocka_unit_test(test_bad_checkpoints),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_synth),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
