@@ -1,4 +1,5 @@
-/* config.h — the Gemma-4 dense text configuration, read from a Hugging Face config.json.
+/* config.h — the Gemma-4 dense text configuration, read from a Hugging Face config.json, and
+ * its vision tower's (vision_config; g4_vision_cfg below).
  *
  * Accepts the multimodal form (Gemma4ForConditionalGeneration: text settings under
  * "text_config") and the text-only form (Gemma4ForCausalLM / model_type gemma4_text). Every key
