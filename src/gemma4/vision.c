@@ -410,6 +410,7 @@ static void free_run(run *r, int nth) {
 int g4_vision_encode(g4_vision *v, g4_pool *pool, const float *pixels, const int32_t *pos, int ph, int pw, float *soft, float *pooled,
                      g4_err *err) {
     run r = {.v = v, .K = v->K, .ph = ph, .pw = pw, .pixels = pixels, .pos = pos, .soft = soft, .pooled_out = pooled};
+    if (!pool) return g4_err_set(err, G4_EINVAL, "vision: no thread pool");
     int rc = check_input(v, pixels, pos, ph, pw, soft, &r.order, err);
     if (rc) return rc;
     const int nth = g4_pool_size(pool);
