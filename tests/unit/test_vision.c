@@ -25,13 +25,22 @@ typedef struct {
     int32_t *pos;      /* [n][2] (x, y) */
 } patches;
 
-/* tests/data/vision/<name>.u8 (h x w x 3) as the image processor's patches: row-major, (py, px,
- * c) inside a patch, u8 / 255 computed in double then rounded to float (HF's PIL path). */
+/* tests/data/vision/<name>.u8 (h x w x 3; formula_*: make_tower_goldens.py's integer formula)
+ * as the image processor's patches: row-major, (py, px, c) inside a patch, u8 / 255 computed in
+ * double then rounded to float (HF's PIL path). */
 static patches load_patches(const char *name, int h, int w) {
-    size_t len = 0;
-    uint8_t *img = (uint8_t *)tu_read_file(tu_path("vision/%s.u8", name), &len);
-    assert_non_null(img);
-    assert_int_equal(len, (size_t)h * w * 3);
+    size_t len = (size_t)h * w * 3;
+    uint8_t *img;
+    if (!strncmp(name, "formula_", 8)) {
+        img = malloc(len);
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++)
+                for (int c = 0; c < 3; c++) img[((size_t)y * w + x) * 3 + c] = (uint8_t)((x * 3 + y * 5 + c * 71 + (x * y) % 97 + ((x ^ y) & 31) * 4) & 255);
+    } else {
+        img = (uint8_t *)tu_read_file(tu_path("vision/%s.u8", name), &len);
+        assert_non_null(img);
+        assert_int_equal(len, (size_t)h * w * 3);
+    }
     patches P = {.ph = h / 16, .pw = w / 16};
     P.n = P.ph * P.pw;
     P.m = P.n / 9;
@@ -104,6 +113,7 @@ static float *encode(g4_vision *v, const patches *P, int nth, float **pooled) {
 static const struct { const char *model, *pic; int h, w; } goldens[] = {
     {"tiny_vision", "img_96x144", 96, 144},    {"tiny_vision", "img_144x192", 144, 192}, {"tiny_vision", "img_144x240", 144, 240},
     {"tiny_clipped", "img_96x144", 96, 144},   {"tiny_clipped", "img_144x240", 144, 240},
+    {"tiny_vision", "formula_672x960", 672, 960}, /* 2520 patches: the 31B's 280-token budget */
 };
 
 /* Every golden with every kernel set: soft tokens and pooled features within TOL. */
@@ -164,6 +174,19 @@ static void test_threads_bitwise(void **state) {
     assert_true(max_diff(a, d, bytes / 4) <= TOL);
     free(a); free(c); free(d);
     free_patches(&P); free_patches(&Q); free_patches(&R);
+    g4_vision_free(v);
+    g4_model_source_close(&s);
+    /* 2520 patches: ten token blocks per matmul, 315 attention items per head */
+    v = tower(&s, tu_path("vision/tiny_vision"), g4_kernels_get());
+    P = load_patches("formula_672x960", 672, 960);
+    a = encode(v, &P, 1, NULL);
+    for (int nth = 2; nth <= 3; nth++) {
+        float *b = encode(v, &P, nth, NULL);
+        assert_memory_equal(a, b, sizeof(float) * (size_t)P.m * 64);
+        free(b);
+    }
+    free(a);
+    free_patches(&P);
     g4_vision_free(v);
     g4_model_source_close(&s);
 }

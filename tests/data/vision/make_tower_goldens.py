@@ -11,8 +11,9 @@ soft tokens and standardized pooled features for them (float64 run, stored as fl
 Needs the numpy reference's folder (gemma4_vision_ref.py, make_tiny_vision.py; not part of this
 repository) and Debian's numpy:
     /usr/bin/python3 tests/data/vision/make_tower_goldens.py ORACLE_DIR
-Writes <name>.u8 (H x W x 3, row-major, RGB), <model>__<name>.soft.f32 ([n][text hidden]),
-<model>__<name>.pooled.f32 ([n][vision hidden]) and goldens.json (what each file is)."""
+Writes <name>.u8 (H x W x 3, row-major, RGB; formula_* pictures are computed, not stored),
+<model>__<name>.soft.f32 ([n][text hidden]), <model>__<name>.pooled.f32 ([n][vision hidden]) and
+goldens.json (what each file is)."""
 import json, os, shutil, subprocess, sys
 
 if len(sys.argv) < 2:
@@ -62,19 +63,29 @@ def picture(h, w, seed):
     img += rng.normal(0, 25, img.shape)
     return np.clip(np.rint(img), 0, 255).astype(np.uint8)
 
+# a full 280-token picture (2520 patches: every token block, attention over 2520 keys), made by an
+# integer formula the test repeats instead of a 1.9 MB file
+def formula_picture(h, w):
+    y, x, c = np.mgrid[0:h, 0:w, 0:3].astype(np.int64)
+    return ((x * 3 + y * 5 + c * 71 + (x * y) % 97 + ((x ^ y) & 31) * 4) & 255).astype(np.uint8)
+
 pictures = {"img_96x144": (96, 144, 1), "img_144x192": (144, 192, 2), "img_144x240": (144, 240, 3)}
-models = {"tiny_vision": list(pictures), "tiny_clipped": ["img_96x144", "img_144x240"]}
+models = {"tiny_vision": list(pictures) + ["formula_672x960"], "tiny_clipped": ["img_96x144", "img_144x240"]}
 meta = {"oracle": "gemma4_vision_ref.Gemma4VisionRef.encode, float64, stored as float32", "pictures": {}, "outputs": []}
 for name, (h, w, seed) in pictures.items():
     img = picture(h, w, seed)
     img.tofile(os.path.join(here, name + ".u8"))
     meta["pictures"][name] = {"height": h, "width": w}
+meta["pictures"]["formula_672x960"] = {"height": 672, "width": 960, "formula": "(x*3 + y*5 + c*71 + (x*y) % 97 + ((x ^ y) & 31) * 4) & 255"}
 for model, names in models.items():
     cfg, weights = gv.load_vision(os.path.join(here, model))
     ref = gv.Gemma4VisionRef(cfg, weights, dtype=np.float64)
     for name in names:
         h, w = meta["pictures"][name]["height"], meta["pictures"][name]["width"]
-        img = np.fromfile(os.path.join(here, name + ".u8"), dtype=np.uint8).reshape(h, w, 3)
+        if name.startswith("formula_"):
+            img = formula_picture(h, w)
+        else:
+            img = np.fromfile(os.path.join(here, name + ".u8"), dtype=np.uint8).reshape(h, w, 3)
         pre = gv.preprocess(img, do_resize=False, dtype=np.float64)
         keep = {}
         soft = ref.encode(pre["pixel_values"], pre["position_ids"], keep=keep)
