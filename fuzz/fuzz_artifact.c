@@ -6,7 +6,8 @@
  * (manifest_xxh3, each rank's header_xxh3, the side files' xxh3) are recomputed for the
  * mutated content, so the fuzzer gets past them to the checks behind them. Flag 1: verify
  * every tensor's hash; flags 4-8: open one rank only. Invariants on success: every table entry
- * lies inside its rank's map, 4 KiB aligned, and its view has the entry's shape. */
+ * (rank 0's vision tower entries too) lies inside its rank's map, 4 KiB aligned, and its view
+ * has the entry's shape. */
 #include <jansson.h>
 #include <xxhash.h>
 
@@ -99,6 +100,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             FUZZ_CHECK(g4_artifact_view(a, r, i, &v, &err) == 0, "view: %s", err.msg);
             FUZZ_CHECK(v.rows == e->rows && v.cols == e->cols, "view shape");
         }
+    }
+    for (int i = 0; i < a->n_vision && a->ranks[0].map.data; i++) { /* rank 0's vision entries: whole tensors, inside its map */
+        const g4_art_entry *e = &a->ranks[0].ents[a->n_specs + i];
+        int64_t rows, cols;
+        g4_tensor_spec_rows_cols(&a->vspecs[i], &rows, &cols);
+        FUZZ_CHECK(e->offset % G4_ART_ALIGN == 0 && e->offset <= a->ranks[0].map.size && e->nbytes <= a->ranks[0].map.size - e->offset, "vision entry %d", i);
+        g4_mat v;
+        FUZZ_CHECK(g4_artifact_vision_view(a, i, &v, &err) == 0, "vision view: %s", err.msg);
+        FUZZ_CHECK(v.rows == rows && v.cols == cols, "vision view shape");
     }
     g4_artifact_close(a);
     return 0;

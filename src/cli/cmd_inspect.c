@@ -1,6 +1,7 @@
 /* cmd_inspect.c — `g4tp inspect`: what a model is and what it costs, from its config alone
- * (a config.json file or a model folder): parameters and bytes per component, and with --tp
- * the weight bytes and KV-cache bytes per token of each rank. */
+ * (a config.json file or a model folder): parameters and bytes per component (the vision tower
+ * apart, with its cost per image), and with --tp the weight bytes and KV-cache bytes per token
+ * of each rank. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,7 +18,8 @@ static const char *help =
     "Prints the config summary and the parameters and bytes per component, computed from the\n"
     "config (weights need not be present). With --tp N also the weight bytes per rank, the\n"
     "KV-cache bytes per token per rank, and what replicating the global layers' attention on\n"
-    "every rank (instead of only their KV heads) would cost.\n"
+    "every rank (instead of only their KV heads) would cost. A vision tower (vision_config) is listed\n"
+    "apart: its parameters, bytes as stored (bf16; rank 0 holds it) and FLOPs per image.\n"
     "  --dtype-bytes B   bytes per weight for the byte figures (default 2: bf16)\n";
 
 static char *commas(long long v, char *buf) {
@@ -31,6 +33,44 @@ static char *commas(long long v, char *buf) {
     }
     buf[k] = 0;
     return buf;
+}
+
+/* The vision tower: geometry, parameters and bytes by part (bf16 as stored), FLOPs per image at
+ * the 31B processor's default budget (280 soft tokens). Returns its bytes (0 without a tower). */
+static long long print_vision(const g4_config *cfg) {
+    const g4_vision_cfg *v = &cfg->vision;
+    if (!v->has_vision) return 0;
+    g4_tensor_spec *vs;
+    int n;
+    g4_err err = {0};
+    if (g4_vision_tensor_specs(cfg, &vs, &n, &err)) return 0;
+    enum { V_EMB, V_POS, V_LAYERS, V_OUT, V_N };
+    const char *names[V_N] = {"vision patch embedding", "vision position table", "vision encoder layers", "vision std + projection"};
+    long long cnt[V_N] = {0}, total = 0;
+    for (int i = 0; i < n; i++) {
+        const int k = vs[i].kind;
+        const int c = k == G4_VT_INPUT_PROJ ? V_EMB : k == G4_VT_POS_TABLE ? V_POS : vs[i].layer >= 0 ? V_LAYERS : V_OUT;
+        cnt[c] += g4_tensor_spec_numel(&vs[i]);
+    }
+    free(vs);
+    char b1[40], b2[40];
+    printf("\nvision     %d layers, hidden %lld, %d heads x %d, intermediate %lld, patch %d, pooling %dx%d, %lld positions per axis\n",
+           v->n_layers, (long long)v->hidden, v->n_heads, v->head_dim, (long long)v->intermediate, v->patch_size, v->pooling, v->pooling,
+           (long long)v->pos_size);
+    printf("           2D RoPE theta %g, rms eps %g%s%s; tokens boi %d, image %d, eoi %d\n", v->rope_theta, v->rms_norm_eps,
+           v->standardize ? ", standardize" : "", v->clipped ? ", clipped linears" : "", v->boi_token_id, v->image_token_id, v->eoi_token_id);
+    printf("%-28s %18s %20s\n", "component", "parameters", "bytes (bf16)");
+    for (int c = 0; c < V_N; c++) {
+        printf("%-28s %18s %20s\n", names[c], commas(cnt[c], b1), commas(cnt[c] * 2, b2));
+        total += cnt[c];
+    }
+    printf("%-28s %18s %20s (%.2f GiB)\n", "vision tower total", commas(total, b1), commas(total * 2, b2), total * 2 / 1073741824.0);
+    const double np = 280.0 * v->pooling * v->pooling, H = (double)v->hidden, A = (double)v->n_heads * v->head_dim;
+    const double lin = 2 * np * (H * 3 * v->patch_size * v->patch_size + v->n_layers * (4 * A * H + 3 * H * (double)v->intermediate)) +
+                       2 * 280.0 * H * (double)cfg->hidden_size;
+    const double att = 4.0 * v->n_layers * np * np * A;
+    printf("per image of 280 soft tokens (%.0f patches): %.2f TFLOP in the linears + %.2f TFLOP attention\n", np, lin / 1e12, att / 1e12);
+    return total * 2;
 }
 
 int cmd_inspect(int argc, char **argv) {
@@ -109,6 +149,7 @@ int cmd_inspect(int argc, char **argv) {
         snprintf(label, sizeof label, "%s / head %s", fmts[f].mat, fmts[f].head);
         printf("%-28s %20s %9.1f %%\n", label, commas((long long)all, b1), 100.0 * head / all);
     }
+    const long long vision_bytes = print_vision(&cfg);
 
     if (tp > 0) {
         g4_tp_plan plan;
@@ -135,6 +176,7 @@ int cmd_inspect(int argc, char **argv) {
             g4_tp_plan_free(&p);
         }
         printf("(sliding layers hold at most %d tokens; full layers grow with the context)\n", cfg.sliding_window);
+        if (vision_bytes) printf("rank 0 also holds the vision tower: %s bytes\n", commas(vision_bytes, b1));
         if (legacy_max != ours_max)
             printf("replicating the full layers' attention on every rank instead: %s bytes per rank (+%.1f %%)\n",
                    commas(legacy_max, b1), 100.0 * (double)(legacy_max - ours_max) / (double)ours_max);

@@ -13,7 +13,7 @@
 #include "model/compressed.h"
 
 static const char *help =
-    "usage: g4tp shard --model HF_DIR --tp N --out DIR [--dtype D] [--head-dtype D]\n       [--q4-layout auto|blocks|grouped] [--force]\n\n"
+    "usage: g4tp shard --model HF_DIR --tp N --out DIR [--dtype D] [--head-dtype D]\n       [--q4-layout auto|blocks|grouped] [--no-vision] [--force]\n\n"
     "Writes DIR/manifest.json and one DIR/rank-RRRRR-of-NNNNN.g4w per rank: each rank's slice of\n"
     "every tensor, laid out for the kernels, mapped in place at load (g4tp generate --model DIR).\n"
     "  --model HF_DIR   Hugging Face checkpoint folder (config.json + safetensors)\n"
@@ -25,6 +25,9 @@ static const char *help =
     "  --q4-layout L    q4_0 matrices as llama.cpp's blocks (every kernel set reads them) or in\n"
     "                   the grouped layout the avx512 set reads (loaded elsewhere: ungrouped\n"
     "                   in memory); auto (default): the layout this machine's kernels read\n"
+    "  --no-vision      leave the checkpoint's vision tower out (a text-only folder); by default\n"
+    "                   rank 0's file also holds it, whole and as stored (--dtype is for the text\n"
+    "                   model; only the leader runs the tower)\n"
     "  --force          replace DIR if it is an artifact folder already\n"
     "  --quiet          no progress bar even on a terminal\n"
     "  --verbose        list every quantized tensor, also those converted exactly\n\n"
@@ -95,6 +98,7 @@ int cmd_shard(int argc, char **argv) {
             else if (!strcmp(v, "grouped")) { q4_auto = 0; o.q4_layout = G4_SHARD_Q4_GROUPED; }
             else { fprintf(stderr, "g4tp shard: --q4-layout must be auto, blocks or grouped (got \"%s\")\n", v); bad = 1; }
         } else if (!strcmp(a, "--force")) o.force = 1;
+        else if (!strcmp(a, "--no-vision")) o.no_vision = 1;
         else if (!strcmp(a, "--quiet")) quiet = 1;
         else if (!strcmp(a, "--verbose")) verbose = 1;
         else { fprintf(stderr, "g4tp shard: unknown option %s (see --help)\n", a); bad = 1; }

@@ -8,7 +8,8 @@
 #include "model/synth_assistant.h"
 
 static const char *help =
-    "usage: g4tp synth --like CONFIG_JSON --out DIR [--layers L] [--seed S] [--shard-mb MB] [--format F]\n\n"
+    "usage: g4tp synth --like CONFIG_JSON --out DIR [--layers L] [--seed S] [--shard-mb MB] [--format F]\n"
+    "                  [--vision]\n\n"
     "Writes DIR/config.json, DIR/model-*.safetensors and DIR/model.safetensors.index.json with\n"
     "random weights (deterministic from the seed) and the real tensor names and shapes.\n"
     "  --like CONFIG_JSON  the config to copy (e.g. tests/data/spec/gemma-4-31B-it.config.json)\n"
@@ -20,6 +21,9 @@ static const char *help =
     "                      grid (like google/gemma-4-31B-it-qat-q4_0-unquantized); w4a16: compressed-\n"
     "                      tensors pack-quantized int4 matrices, groups of 32 (like ...-qat-w4a16-ct).\n"
     "                      The embedding (tied head) is bf16 in every format.\n"
+    "  --vision            also the config's vision tower (bf16, the real names, all of vision_config's\n"
+    "                      layers) and DIR/processor_config.json; without it the folder has no tower\n"
+    "                      and loads text-only\n"
     "\n"
     "       g4tp synth --assistant --like TARGET_CONFIG_JSON --out DIR [--hidden H] [--intermediate I]\n"
     "                  [--layers L] [--seed S]\n\n"
@@ -42,6 +46,7 @@ int cmd_synth(int argc, char **argv) {
         else if (!strcmp(a, "--seed")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 0, INT64_MAX, &x)) bad = 1; else o.seed = (uint64_t)x; }
         else if (!strcmp(a, "--shard-mb")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 1 << 30, &x)) bad = 1; else o.shard_bytes = (uint64_t)x * 1000 * 1000; }
         else if (!strcmp(a, "--assistant")) asst = 1;
+        else if (!strcmp(a, "--vision")) o.vision = 1;
         else if (!strcmp(a, "--hidden")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 32, 1 << 16, &x)) bad = 1; else ao.hidden = x; }
         else if (!strcmp(a, "--intermediate")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 1 << 20, &x)) bad = 1; else ao.intermediate = x; }
         else if (!strcmp(a, "--format")) {
@@ -55,6 +60,7 @@ int cmd_synth(int argc, char **argv) {
     }
     if (bad) return 2;
     if (!o.like || !o.out_dir) { fprintf(stderr, "g4tp synth: --like and --out are required (see --help)\n"); return 2; }
+    if (asst && o.vision) { fprintf(stderr, "g4tp synth: --vision is not for --assistant\n"); return 2; }
     g4_err err = {0};
     if (asst) {
         ao.like = o.like;

@@ -108,6 +108,44 @@ int g4_model_source_bind(g4_model_source *s, const g4_tp_plan *plan, g4_dtype_re
     return rc;
 }
 
+int g4_model_source_has_vision(const g4_model_source *s) {
+    if (!s->is_artifact) return s->ck.has_vision;
+    return s->art->n_vision > 0 && s->art->ranks[0].map.data != NULL;
+}
+
+const char *g4_model_source_vision_note(const g4_model_source *s) {
+    if (g4_model_source_has_vision(s)) return "";
+    if (!s->cfg.vision.has_vision) return "config.json has no vision_config";
+    if (!s->is_artifact) return s->ck.vision_note;
+    if (!s->art->n_vision) return "the artifact folder holds no vision tower (sharded with --no-vision or by a build without towers; shard it again)";
+    return "the vision tower is in rank 0's file, which this process did not open";
+}
+
+static int vision_ck_get(void *p, const g4_tensor_spec *spec, int idx, g4_mat *view, g4_err *err) {
+    (void)spec;
+    (void)err;
+    *view = g4_checkpoint_vision_view(p, idx);
+    return G4_OK;
+}
+
+static int vision_art_get(void *p, const g4_tensor_spec *spec, int idx, g4_mat *view, g4_err *err) {
+    (void)spec;
+    return g4_artifact_vision_view(p, idx, view, err);
+}
+
+int g4_model_source_vision(g4_model_source *s, g4_vision_source *out, g4_err *err) {
+    if (!g4_model_source_has_vision(s)) return g4_err_set(err, G4_EUNSUPPORTED, "this model has no vision tower: %s", g4_model_source_vision_note(s));
+    if (s->is_artifact) *out = (g4_vision_source){s->art->vspecs, s->art->n_vision, vision_art_get, s->art};
+    else *out = (g4_vision_source){s->ck.vspecs, s->ck.n_vspecs, vision_ck_get, &s->ck};
+    return G4_OK;
+}
+
+int g4_model_source_vision_create(g4_model_source *s, const g4_kernels *K, g4_vision **out, g4_err *err) {
+    g4_vision_source vs;
+    int rc = g4_model_source_vision(s, &vs, err);
+    return rc ? rc : g4_vision_create(&s->cfg, &vs, K, out, err);
+}
+
 void g4_model_source_close(g4_model_source *s) {
     if (s->art) {
         g4_artifact_close(s->art);

@@ -24,7 +24,7 @@
 #define CHUNK_BYTES ((size_t)8 << 20) /* the bounded streaming buffer */
 
 static const char *const side_files[] = {"config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
-                                          "generation_config.json"};
+                                          "generation_config.json", "processor_config.json"};
 
 void g4_artifact_rank_name(int rank, int tp, char *buf, size_t len) {
     snprintf(buf, len, "rank-%05d-of-%05d.g4w", rank, tp);
@@ -93,10 +93,14 @@ static int entry_dtype(const g4_tensor_spec *s, int stored, g4_dtype_req req) {
 
 static int is_block(int dt) { return g4_dtype_info(dt) && g4_dtype_info(dt)->quantized; }
 
-static void encode_header(uint8_t *h, int tp, int rank, int n, uint64_t file_size, uint64_t cfg_hash, int dtype) {
+/* The version a folder is written as: 3 only when rank 0 carries the vision tower, so text-only
+ * folders stay readable by builds that read version 2. */
+static int write_version(int n_vision) { return n_vision ? 3 : 2; }
+
+static void encode_header(uint8_t *h, int tp, int rank, int n, uint64_t file_size, uint64_t cfg_hash, int dtype, int version) {
     memset(h, 0, G4_ART_HEADER_BYTES);
     memcpy(h, G4_ART_MAGIC, 8);
-    put32(h + 8, G4_ART_VERSION);
+    put32(h + 8, (uint32_t)version);
     put32(h + 12, (uint32_t)tp);
     put32(h + 16, (uint32_t)rank);
     put32(h + 20, (uint32_t)n);
@@ -172,7 +176,8 @@ typedef struct {
     const g4_shard_opts *o;
     g4_checkpoint ck;
     g4_tp_plan *plans;
-    g4_art_entry **ents;   /* [tp][n_specs] */
+    g4_art_entry **ents;   /* [tp][n_specs], rank 0: then the nv vision entries */
+    int nv;                /* vision tensors in rank 0's file (0: none) */
     uint64_t *fsize;       /* [tp] */
     int *fds;              /* [tp] */
     char *tmp;
@@ -202,15 +207,10 @@ static void add_error(shard_ctx *c, int i, const g4_mat *src, const void *conv, 
     free(a);
 }
 
-/* Streams the rank's rectangle of spec i from the map into its place in the rank file. */
-static int write_slice(shard_ctx *c, int r, int i, g4_err *err) {
-    const g4_config *cfg = &c->ck.cfg;
-    const g4_tensor_spec *s = &c->ck.specs[i];
-    g4_art_entry *e = &c->ents[r][i];
-    int64_t r0, nr, c0, nc;
-    g4_tp_tensor_slice(cfg, &c->plans[r], s, &r0, &nr, &c0, &nc);
-    if (s->ndim == 1) { r0 = 0; c0 = 0; nc = 1; }
-    const g4_mat whole = g4_checkpoint_view(&c->ck, i, r0, nr, c0, nc);
+/* Streams `whole` (the map's view of a tensor's rectangle) into entry e of rank r's file;
+ * i: the text table index the quantization error is summed under (-1: none). */
+static int write_view(shard_ctx *c, int r, g4_art_entry *e, const g4_mat whole, const char *name, int i, g4_err *err) {
+    const int64_t nr = whole.rows, nc = whole.cols;
     const int direct = whole.dtype == e->dtype; /* same bytes: copied, else converted */
     size_t src_rb = direct ? g4_dtype_row_bytes(whole.dtype, nc) : (size_t)nc * 4, dst_rb = g4_dtype_row_bytes(e->dtype, nc);
     size_t max_rb = src_rb > dst_rb ? src_rb : dst_rb;
@@ -233,9 +233,9 @@ static int write_slice(shard_ctx *c, int r, int i, g4_err *err) {
         } else {
             size_t nb;
             int rc = g4_mat_convert(&v, e->dtype, &conv, &nb, err);
-            if (rc) return g4_err_prefix(err, "%s: ", s->name), rc;
+            if (rc) return g4_err_prefix(err, "%s: ", name), rc;
             out = conv;
-            if (v.dtype != G4_DT_CT_INT4) add_error(c, i, &v, conv, e->dtype);
+            if (v.dtype != G4_DT_CT_INT4 && i >= 0) add_error(c, i, &v, conv, e->dtype);
         }
         if (e->q4_group_cols) { /* the kernels' layout, row by row (the error was measured on the blocks) */
             uint8_t *g = conv ? conv : c->buf;
@@ -252,13 +252,22 @@ static int write_slice(shard_ctx *c, int r, int i, g4_err *err) {
         free(conv);
         release_pages(src, (size_t)(m - 1) * (size_t)v.ld_bytes + g4_mat_src_row_bytes(&v));
         if (v.scales) release_pages(v.scales, (size_t)m * (size_t)v.scales_ld);
-        if (w) return g4_err_set(err, G4_EIO, "writing %s of rank %d: %s", s->name, r, strerror(en));
+        if (w) return g4_err_set(err, G4_EIO, "writing %s of rank %d: %s", name, r, strerror(en));
         off += bytes;
         c->done += bytes;
         if (c->o->progress) c->o->progress(c->o->progress_ud, c->done, c->total);
     }
     e->xxh3 = XXH3_64bits_digest(&st);
     return G4_OK;
+}
+
+/* The rank's rectangle of text tensor i. */
+static int write_slice(shard_ctx *c, int r, int i, g4_err *err) {
+    const g4_tensor_spec *s = &c->ck.specs[i];
+    int64_t r0, nr, c0, nc;
+    g4_tp_tensor_slice(&c->ck.cfg, &c->plans[r], s, &r0, &nr, &c0, &nc);
+    if (s->ndim == 1) { r0 = 0; c0 = 0; nc = 1; }
+    return write_view(c, r, &c->ents[r][i], g4_checkpoint_view(&c->ck, i, r0, nr, c0, nc), s->name, i, err);
 }
 
 /* Copies a small side file (tokenizer, template...) into the temp folder; fills size and hash. */
@@ -290,7 +299,7 @@ static json_t *build_manifest(shard_ctx *c, json_t *config, json_t *files) {
     const g4_shard_opts *o = c->o;
     json_t *m = json_object();
     json_object_set_new(m, "format", json_string("g4tp-artifact"));
-    json_object_set_new(m, "format_version", json_integer(G4_ART_VERSION));
+    json_object_set_new(m, "format_version", json_integer(write_version(c->nv)));
     json_object_set_new(m, "tp", json_integer(o->tp));
     json_object_set_new(m, "dtype", json_string(o->dtype >= 0 ? g4_dtype_name(o->dtype) : "as-stored"));
     for (int i = 0; i < c->ck.n_specs; i++) /* informational: what the tied head was made */
@@ -301,6 +310,7 @@ static json_t *build_manifest(shard_ctx *c, json_t *config, json_t *files) {
     if (q4) json_object_set_new(m, "q4_layout", json_string(grouped ? "grouped" : "blocks"));
     json_object_set_new(m, "alignment", json_integer(G4_ART_ALIGN));
     json_object_set_new(m, "n_tensors", json_integer(c->ck.n_specs));
+    if (c->nv) json_object_set_new(m, "vision_tensors", json_integer(c->nv)); /* after the text ones, in rank 0's file */
     json_object_set(m, "config", config);
     json_t *ranks = json_array();
     for (int r = 0; r < o->tp; r++) {
@@ -310,7 +320,7 @@ static json_t *build_manifest(shard_ctx *c, json_t *config, json_t *files) {
         json_object_set_new(f, "file", json_string(name));
         json_object_set_new(f, "rank", json_integer(r));
         json_object_set_new(f, "size", json_integer((json_int_t)c->fsize[r]));
-        json_object_set_new(f, "header_bytes", json_integer(G4_ART_HEADER_BYTES + (json_int_t)c->ck.n_specs * G4_ART_ENTRY_BYTES));
+        json_object_set_new(f, "header_bytes", json_integer(G4_ART_HEADER_BYTES + (json_int_t)(c->ck.n_specs + (r ? 0 : c->nv)) * G4_ART_ENTRY_BYTES));
         /* filled in by the caller once the header is written */
         hex64(0, hx);
         json_object_set_new(f, "header_xxh3", json_string(hx));
@@ -371,6 +381,7 @@ int g4_artifact_shard(const g4_shard_opts *o, g4_err *err) {
     if ((rc = g4_checkpoint_open(o->model_dir, &c.ck, err))) goto done;
     const g4_config *cfg = &c.ck.cfg;
     const int T = o->tp, n = c.ck.n_specs;
+    c.nv = c.ck.has_vision && !o->no_vision ? c.ck.n_vspecs : 0;
     c.plans = calloc((size_t)T, sizeof *c.plans);
     c.ents = calloc((size_t)T, sizeof *c.ents);
     c.fsize = calloc((size_t)T, sizeof *c.fsize);
@@ -392,8 +403,9 @@ int g4_artifact_shard(const g4_shard_opts *o, g4_err *err) {
     /* layout of every rank file, before any byte is written */
     for (int r = 0; r < T; r++) {
         if ((rc = g4_tp_plan_make(cfg, wd, T, r, &c.plans[r], err))) goto done;
-        if (!(c.ents[r] = calloc((size_t)n, sizeof **c.ents))) { rc = g4_err_set(err, G4_ENOMEM, "out of memory"); goto done; }
-        uint64_t off = align_up((uint64_t)G4_ART_HEADER_BYTES + (uint64_t)n * G4_ART_ENTRY_BYTES);
+        const int nr_ents = n + (r ? 0 : c.nv);
+        if (!(c.ents[r] = calloc((size_t)nr_ents, sizeof **c.ents))) { rc = g4_err_set(err, G4_ENOMEM, "out of memory"); goto done; }
+        uint64_t off = align_up((uint64_t)G4_ART_HEADER_BYTES + (uint64_t)nr_ents * G4_ART_ENTRY_BYTES);
         for (int i = 0; i < n; i++) {
             const g4_tensor_spec *s = &c.ck.specs[i];
             g4_art_entry *e = &c.ents[r][i];
@@ -409,6 +421,18 @@ int g4_artifact_shard(const g4_shard_opts *o, g4_err *err) {
             e->rows = nr;
             e->cols = nc;
             e->nbytes = g4_dtype_row_bytes(e->dtype, nc) * (uint64_t)nr;
+            e->offset = align_up(off);
+            off = e->offset + e->nbytes;
+            c.total += e->nbytes;
+        }
+        for (int j = 0; j < nr_ents - n; j++) { /* rank 0: the vision tower, whole and as stored */
+            const g4_mat v = g4_checkpoint_vision_view(&c.ck, j);
+            g4_art_entry *e = &c.ents[r][n + j];
+            snprintf(e->name, sizeof e->name, "%s", c.ck.vspecs[j].name);
+            e->dtype = v.dtype;
+            e->rows = v.rows;
+            e->cols = v.cols;
+            e->nbytes = g4_dtype_row_bytes(e->dtype, v.cols) * (uint64_t)v.rows;
             e->offset = align_up(off);
             off = e->offset + e->nbytes;
             c.total += e->nbytes;
@@ -438,6 +462,8 @@ int g4_artifact_shard(const g4_shard_opts *o, g4_err *err) {
         if (rc == G4_OK && o->report && is_block(dd))
             o->report(o->progress_ud, c.ck.specs[i].name, sd, dd, sd == G4_DT_CT_INT4 ? 0.0 : c.ref2[i] > 0 ? c.err2[i] / c.ref2[i] : 0.0);
     }
+    for (int j = 0; j < c.nv && rc == G4_OK; j++)
+        rc = write_view(&c, 0, &c.ents[0][n + j], g4_checkpoint_vision_view(&c.ck, j), c.ck.vspecs[j].name, -1, err);
     if (rc) goto done;
     /* side files and the config */
     json_error_t je;
@@ -462,11 +488,12 @@ int g4_artifact_shard(const g4_shard_opts *o, g4_err *err) {
     man = build_manifest(&c, config, files);
     /* headers and tables, last: a rank file with a valid header has all its data */
     for (int r = 0; r < T; r++) {
-        size_t hb = G4_ART_HEADER_BYTES + (size_t)n * G4_ART_ENTRY_BYTES;
+        const int nr_ents = n + (r ? 0 : c.nv);
+        size_t hb = G4_ART_HEADER_BYTES + (size_t)nr_ents * G4_ART_ENTRY_BYTES;
         uint8_t *h = calloc(1, hb);
         if (!h) { rc = g4_err_set(err, G4_ENOMEM, "out of memory"); goto done; }
-        encode_header(h, T, r, n, c.fsize[r], cfg_hash, o->dtype);
-        for (int i = 0; i < n; i++) encode_entry(h + G4_ART_HEADER_BYTES + (size_t)i * G4_ART_ENTRY_BYTES, &c.ents[r][i]);
+        encode_header(h, T, r, nr_ents, c.fsize[r], cfg_hash, o->dtype, write_version(c.nv));
+        for (int i = 0; i < nr_ents; i++) encode_entry(h + G4_ART_HEADER_BYTES + (size_t)i * G4_ART_ENTRY_BYTES, &c.ents[r][i]);
         char hx[17];
         hex64(XXH3_64bits(h, hb), hx);
         json_object_set_new(json_array_get(json_object_get(man, "ranks"), (size_t)r), "header_xxh3", json_string(hx));
@@ -520,6 +547,20 @@ done:
 
 /* ---- reading ------------------------------------------------------------------------------ */
 
+/* An entry's bytes: size for its shape, 4096-aligned, after the previous one, inside the file;
+ * with verify, its checksum. */
+static int check_placement(const g4_art_rank *R, const g4_art_entry *e, int64_t nr, int64_t nc, uint64_t prev_end, int verify,
+                           const char *name, g4_err *err) {
+    const uint64_t size = R->map.size;
+    if (e->nbytes != g4_dtype_row_bytes(e->dtype, nc) * (uint64_t)nr || e->offset % G4_ART_ALIGN || e->offset < prev_end || e->offset > size ||
+        e->nbytes > size - e->offset)
+        return g4_err_set(err, G4_EFORMAT, "%s: tensor %s: bad placement (offset %llu, %llu bytes, file %llu bytes)", R->map.path, name,
+                          (unsigned long long)e->offset, (unsigned long long)e->nbytes, (unsigned long long)size);
+    if (verify && XXH3_64bits(R->map.data + e->offset, e->nbytes) != e->xxh3)
+        return g4_err_set(err, G4_ECHECKSUM, "%s: tensor %s: checksum mismatch (corrupt data)", R->map.path, name);
+    return G4_OK;
+}
+
 static int open_rank(g4_artifact *a, int r, json_t *jr, uint64_t cfg_hash, int verify, g4_err *err) {
     char name[64];
     g4_artifact_rank_name(r, a->tp, name, sizeof name);
@@ -537,8 +578,8 @@ static int open_rank(g4_artifact *a, int r, json_t *jr, uint64_t cfg_hash, int v
     const char *fp = R->map.path;
     const uint8_t *d = R->map.data;
     const uint64_t size = R->map.size;
-    const int n = a->n_specs;
-    const uint64_t hb = (uint64_t)G4_ART_HEADER_BYTES + (uint64_t)n * G4_ART_ENTRY_BYTES;
+    const int n = a->n_specs, nv = r ? 0 : a->n_vision; /* rank 0 also holds the vision tower */
+    const uint64_t hb = (uint64_t)G4_ART_HEADER_BYTES + (uint64_t)(n + nv) * G4_ART_ENTRY_BYTES;
     if (size != (uint64_t)json_integer_value(js))
         return g4_err_set(err, G4_EFORMAT, "%s: %llu bytes, the manifest says %lld (truncated or replaced)", fp, (unsigned long long)size,
                           (long long)json_integer_value(js));
@@ -549,16 +590,16 @@ static int open_rank(g4_artifact *a, int r, json_t *jr, uint64_t cfg_hash, int v
         return g4_err_set(err, G4_EUNSUPPORTED, "%s: format version %u (this build reads %d to %d)", fp, ver, G4_ART_VERSION_MIN, G4_ART_VERSION);
     if ((int)get32(d + 12) != a->tp || (int)get32(d + 16) != r)
         return g4_err_set(err, G4_EFORMAT, "%s: header says rank %u of TP %u, expected rank %d of TP %d", fp, get32(d + 16), get32(d + 12), r, a->tp);
-    if ((int)get32(d + 20) != n || get64(d + 24) != hb || (uint64_t)json_integer_value(jb) != hb || size < hb)
+    if ((int)get32(d + 20) != n + nv || get64(d + 24) != hb || (uint64_t)json_integer_value(jb) != hb || size < hb)
         return g4_err_set(err, G4_EFORMAT, "%s: header declares %u tensors (%llu header bytes); the model has %d", fp, get32(d + 20),
-                          (unsigned long long)get64(d + 24), n);
+                          (unsigned long long)get64(d + 24), n + nv);
     if (get64(d + 32) != size) return g4_err_set(err, G4_EFORMAT, "%s: header says %llu bytes, the file has %llu (truncated)", fp, (unsigned long long)get64(d + 32), (unsigned long long)size);
     if (XXH3_64bits(d, hb) != want_hh) return g4_err_set(err, G4_ECHECKSUM, "%s: header checksum does not match manifest.json", fp);
     if (get64(d + 40) != cfg_hash) return g4_err_set(err, G4_ECHECKSUM, "%s: made for another config than the one in manifest.json", fp);
     if ((int)(int32_t)get32(d + 48) != a->dtype) return g4_err_set(err, G4_EFORMAT, "%s: header dtype differs from manifest.json", fp);
     g4_tp_plan plan;
     if ((rc = g4_tp_plan_make(&a->cfg, a->dtype, a->tp, r, &plan, err))) return rc;
-    if (!(R->ents = calloc((size_t)n, sizeof *R->ents))) { g4_tp_plan_free(&plan); return g4_err_set(err, G4_ENOMEM, "out of memory"); }
+    if (!(R->ents = calloc((size_t)(n + nv), sizeof *R->ents))) { g4_tp_plan_free(&plan); return g4_err_set(err, G4_ENOMEM, "out of memory"); }
     uint64_t prev_end = hb;
     for (int i = 0; i < n && rc == G4_OK; i++) {
         g4_art_entry *e = &R->ents[i];
@@ -577,15 +618,26 @@ static int open_rank(g4_artifact *a, int r, json_t *jr, uint64_t cfg_hash, int v
         else if (e->rows != nr || e->cols != nc)
             rc = g4_err_set(err, G4_ESHAPE, "%s: tensor %s is %lldx%lld, rank %d of TP %d holds %lldx%lld", fp, s->name, (long long)e->rows,
                             (long long)e->cols, r, a->tp, (long long)nr, (long long)nc);
-        else if (e->nbytes != g4_dtype_row_bytes(e->dtype, nc) * (uint64_t)nr || e->offset % G4_ART_ALIGN || e->offset < prev_end ||
-                 e->offset > size || e->nbytes > size - e->offset)
-            rc = g4_err_set(err, G4_EFORMAT, "%s: tensor %s: bad placement (offset %llu, %llu bytes, file %llu bytes)", fp, s->name,
-                            (unsigned long long)e->offset, (unsigned long long)e->nbytes, (unsigned long long)size);
-        else if (verify && XXH3_64bits(d + e->offset, e->nbytes) != e->xxh3)
-            rc = g4_err_set(err, G4_ECHECKSUM, "%s: tensor %s: checksum mismatch (corrupt data)", fp, s->name);
+        else rc = check_placement(R, e, nr, nc, prev_end, verify, s->name, err);
         prev_end = e->offset + e->nbytes;
     }
     g4_tp_plan_free(&plan);
+    for (int j = 0; j < nv && rc == G4_OK; j++) { /* the vision tower: whole tensors, as stored */
+        g4_art_entry *e = &R->ents[n + j];
+        const g4_tensor_spec *s = &a->vspecs[j];
+        decode_entry(d + G4_ART_HEADER_BYTES + (size_t)(n + j) * G4_ART_ENTRY_BYTES, e);
+        int64_t nr, nc;
+        g4_tensor_spec_rows_cols(s, &nr, &nc);
+        if (strcmp(e->name, s->name))
+            rc = g4_err_set(err, G4_EFORMAT, "%s: table entry %d is \"%s\", expected tensor %s", fp, n + j, e->name, s->name);
+        else if ((e->dtype != G4_DT_F32 && e->dtype != G4_DT_BF16 && e->dtype != G4_DT_F16) || e->q4_group_cols)
+            rc = g4_err_set(err, G4_EFORMAT, "%s: vision tensor %s has an invalid dtype %d (f32, bf16, f16)", fp, s->name, e->dtype);
+        else if (e->rows != nr || e->cols != nc)
+            rc = g4_err_set(err, G4_ESHAPE, "%s: vision tensor %s is %lldx%lld, the vision_config needs %lldx%lld", fp, s->name, (long long)e->rows,
+                            (long long)e->cols, (long long)nr, (long long)nc);
+        else rc = check_placement(R, e, nr, nc, prev_end, verify, s->name, err);
+        prev_end = e->offset + e->nbytes;
+    }
     return rc;
 }
 
@@ -660,6 +712,15 @@ int g4_artifact_open(const char *dir, int only_rank, int tp, int verify, g4_arti
     if (!g4_tp_degree_ok(&a->cfg, a->dtype, a->tp)) { rc = g4_err_set(err, G4_EFORMAT, "%s: TP %d does not fit its config", mp, a->tp); goto done; }
     if ((rc = g4_tensor_specs(&a->cfg, &a->specs, &a->n_specs, err))) goto done;
     if (json_integer_value(json_object_get(m, "n_tensors")) != a->n_specs) { rc = g4_err_set(err, G4_EFORMAT, "%s: n_tensors differs from the config's tensor table", mp); goto done; }
+    json_t *jv = json_object_get(m, "vision_tensors"); /* absent: a text-only folder (or one from before the tower) */
+    if (jv) {
+        if ((rc = g4_vision_tensor_specs(&a->cfg, &a->vspecs, &a->n_vision, err))) goto done;
+        if (!json_is_integer(jv) || json_integer_value(jv) != a->n_vision || a->n_vision == 0 || fv < 3) {
+            rc = g4_err_set(err, G4_EFORMAT, "%s: vision_tensors (format_version %lld) does not match the config's vision tower (%d tensors, format_version 3)", mp,
+                            (long long)fv, a->n_vision);
+            goto done;
+        }
+    }
     json_t *jr = json_object_get(m, "ranks");
     if (!json_is_array(jr) || json_array_size(jr) != (size_t)a->tp) { rc = g4_err_set(err, G4_EFORMAT, "%s: \"ranks\" must list %d files", mp, a->tp); goto done; }
     if (!(a->ranks = calloc((size_t)a->tp, sizeof *a->ranks))) { rc = g4_err_set(err, G4_ENOMEM, "out of memory"); goto done; }
@@ -675,6 +736,15 @@ done:
     if (rc) g4_artifact_close(a);
     else *out = a;
     return rc;
+}
+
+int g4_artifact_vision_view(const g4_artifact *a, int idx, g4_mat *view, g4_err *err) {
+    if (idx < 0 || idx >= a->n_vision) return g4_err_set(err, G4_EINVAL, "vision tensor index %d out of range", idx);
+    if (!a->ranks[0].map.data || !a->ranks[0].ents) return g4_err_set(err, G4_EINVAL, "rank 0 of %s (the vision tower) was not opened", a->dir);
+    const g4_art_entry *e = &a->ranks[0].ents[a->n_specs + idx];
+    *view = (g4_mat){.data = a->ranks[0].map.data + e->offset, .dtype = e->dtype, .rows = e->rows, .cols = e->cols,
+                     .ld_bytes = (int64_t)g4_dtype_row_bytes(e->dtype, e->cols)};
+    return G4_OK;
 }
 
 int g4_artifact_view(const g4_artifact *a, int rank, int idx, g4_mat *view, g4_err *err) {
@@ -697,6 +767,7 @@ void g4_artifact_close(g4_artifact *a) {
         }
     free(a->ranks);
     free(a->specs);
+    free(a->vspecs);
     if (a->cfg.layers || a->cfg.json) g4_config_free(&a->cfg);
     free(a->dir);
     free(a);

@@ -1,7 +1,8 @@
 /* artifact.h — g4tp per-rank artifacts (DESIGN.md §7, docs/artifacts.md): a folder with
  * manifest.json and one rank-RRRRR-of-TTTTT.g4w file per tensor-parallel rank, each holding the
  * rank's rectangle of every tensor (g4_tp_tensor_slice), row-major and contiguous, at 4 KiB
- * aligned offsets, ready to be mapped and read in place by the kernels.
+ * aligned offsets, ready to be mapped and read in place by the kernels. Rank 0's file also holds
+ * the vision tower (whole, as stored), after the text tensors: only the leader runs it.
  *
  * Writing (g4_artifact_shard) streams tensor by tensor from the mapped checkpoint through a
  * bounded buffer, into OUT.tmp-<pid>/, fsyncs, then renames to OUT: a folder named OUT is
@@ -21,7 +22,8 @@
 #include "model/tensors.h"
 
 #define G4_ART_MAGIC "G4TPW001"
-#define G4_ART_VERSION 2     /* 2: q4_0 entries may be grouped (q4_group_cols); version 1 files still load */
+#define G4_ART_VERSION 3     /* 2: q4_0 entries may be grouped (q4_group_cols); 3: rank 0 also holds the
+                              * vision tower (written only then); versions 1 and 2 still load */
 #define G4_ART_VERSION_MIN 1
 #define G4_ART_ALIGN 4096
 #define G4_ART_HEADER_BYTES 64   /* fixed header, then n_tensors table entries */
@@ -51,7 +53,9 @@ typedef struct g4_artifact {
     g4_config cfg;
     g4_tensor_spec *specs;
     int n_specs;
-    g4_art_rank *ranks;        /* [tp] */
+    g4_tensor_spec *vspecs;    /* [n_vision] the vision table: entries n_specs.. of rank 0's file */
+    int n_vision;              /* 0: no tower in this folder */
+    g4_art_rank *ranks;        /* [tp] (rank 0's ents: n_specs + n_vision) */
 } g4_artifact;
 
 typedef struct g4_shard_opts {
@@ -64,6 +68,7 @@ typedef struct g4_shard_opts {
                                 * the caller picks the layout its kernels read (the CLI's "auto"), so
                                 * this layer does not depend on the kernel dispatcher */
     int force;                 /* replace an existing out_dir (atomically) */
+    int no_vision;             /* leave the checkpoint's vision tower out (a text-only folder) */
     /* called now and then with bytes written so far / in all (may be NULL) */
     void (*progress)(void *ud, uint64_t done, uint64_t total);
     void *progress_ud;
@@ -89,6 +94,8 @@ int g4_artifact_shard(const g4_shard_opts *o, g4_err *err);
 int g4_artifact_open(const char *dir, int only_rank, int tp, int verify, g4_artifact **out, g4_err *err);
 /* The rank's rectangle of table entry idx as a view into the map (no copy). */
 int g4_artifact_view(const g4_artifact *a, int rank, int idx, g4_mat *view, g4_err *err);
+/* Vision table entry idx (< n_vision), whole, from rank 0's file (which must be open). */
+int g4_artifact_vision_view(const g4_artifact *a, int idx, g4_mat *view, g4_err *err);
 void g4_artifact_close(g4_artifact *a);
 
 /* File name of rank r of tp ("rank-00000-of-00004.g4w") into buf (>= 32 bytes). */

@@ -12,11 +12,18 @@
 static const char *const skip_prefixes[] = {
     "model.vision_tower.", "model.embed_vision.", "model.audio_tower.", "model.embed_audio.",
 };
+enum { N_VISION_PREFIXES = 2 }; /* the first two: the vision tower's */
 
 static int starts_with(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
 
 static int is_skipped(const char *name) {
     for (size_t i = 0; i < sizeof skip_prefixes / sizeof *skip_prefixes; i++)
+        if (starts_with(name, skip_prefixes[i])) return 1;
+    return 0;
+}
+
+static int is_vision(const char *name) {
+    for (int i = 0; i < N_VISION_PREFIXES; i++)
         if (starts_with(name, skip_prefixes[i])) return 1;
     return 0;
 }
@@ -105,6 +112,13 @@ g4_mat g4_checkpoint_view(const g4_checkpoint *ck, int i, int64_t r0, int64_t nr
                     .cols = nc, .ld_bytes = (int64_t)((size_t)full * es)};
 }
 
+g4_mat g4_checkpoint_vision_view(const g4_checkpoint *ck, int i) {
+    int64_t rows, cols;
+    g4_tensor_spec_rows_cols(&ck->vspecs[i], &rows, &cols);
+    const int dt = kernel_dtype(ck->vbound[i]->dtype);
+    return (g4_mat){.data = ck->vbound[i]->data, .dtype = dt, .rows = rows, .cols = cols, .ld_bytes = (int64_t)g4_dtype_row_bytes(dt, cols)};
+}
+
 static void shape_text(const g4_st_tensor *t, char *got, size_t len) {
     snprintf(got, len, "[");
     for (int d = 0; d < t->ndim; d++) {
@@ -172,6 +186,56 @@ static int is_packed_side(const g4_checkpoint *ck, const char *name) {
     return 0;
 }
 
+/* The vision table: all or nothing (checkpoint.h). */
+static int bind_vision(g4_checkpoint *ck, g4_err *err) {
+    if (!ck->cfg.vision.has_vision) {
+        snprintf(ck->vision_note, sizeof ck->vision_note, "config.json has no vision_config");
+        return G4_OK;
+    }
+    int rc = g4_vision_tensor_specs(&ck->cfg, &ck->vspecs, &ck->n_vspecs, err);
+    if (rc) return rc;
+    if (!(ck->vbound = calloc((size_t)ck->n_vspecs, sizeof *ck->vbound))) return g4_err_set(err, G4_ENOMEM, "out of memory");
+    char full[160];
+    int found = 0;
+    for (int i = 0; i < ck->n_vspecs; i++) {
+        snprintf(full, sizeof full, "model.%s", ck->vspecs[i].name);
+        found += find_any(ck, full, NULL) != NULL;
+    }
+    if (found == 0) {
+        snprintf(ck->vision_note, sizeof ck->vision_note,
+                 "config.json has a vision_config but the checkpoint holds none of its %d tensors: loaded without a vision tower", ck->n_vspecs);
+        return G4_OK;
+    }
+    for (int i = 0; i < ck->n_vspecs; i++) {
+        const g4_tensor_spec *sp = &ck->vspecs[i];
+        snprintf(full, sizeof full, "model.%s", sp->name);
+        int file = 0;
+        const g4_st_tensor *t = find_any(ck, full, &file);
+        if (!t) {
+            char packed[192];
+            snprintf(packed, sizeof packed, "%s_packed", full);
+            if (find_any(ck, packed, NULL))
+                return g4_err_set(err, G4_EUNSUPPORTED, "checkpoint %s: %s is packed int4: a quantized vision tower is not supported", ck->dir, packed);
+            return g4_err_set(err, G4_ENOTFOUND, "checkpoint %s: missing vision tensor %s (%d of the vision_config's %d tower tensors are present)",
+                              ck->dir, full, found, ck->n_vspecs);
+        }
+        const char *path = ck->files[file].map.path;
+        if (kernel_dtype(t->dtype) < 0)
+            return g4_err_set(err, G4_ESHAPE, "%s: tensor %s has dtype %s; expected BF16, F16 or F32", path, full, g4_st_dtype_name(t->dtype));
+        int ok = t->ndim == sp->ndim || (sp->ndim == 0 && t->ndim == 1 && t->shape[0] == 1); /* a clip bound: [] or [1] */
+        for (int d = 0; ok && d < sp->ndim; d++) ok = t->shape[d] == sp->shape[d];
+        if (!ok) {
+            char got[128], want[64];
+            shape_text(t, got, sizeof got);
+            g4_tensor_spec_shape_text(sp, want, sizeof want);
+            return g4_err_set(err, G4_ESHAPE, "%s: tensor %s has shape %s; the vision_config needs %s", path, full, got, want);
+        }
+        ck->vbound[i] = t;
+    }
+    ck->has_vision = 1;
+    return G4_OK;
+}
+
 static int bind_tensors(g4_checkpoint *ck, g4_err *err) {
     /* the text prefix: the multimodal layout if any tensor uses it, else the CausalLM layout */
     const char *prefix = "model.";
@@ -215,10 +279,19 @@ static int bind_tensors(g4_checkpoint *ck, g4_err *err) {
         }
         ck->bound[s] = t;
     }
+    if ((rc = bind_vision(ck, err))) return rc;
     /* every other tensor must be a skipped encoder tensor */
     for (int f = 0; f < ck->n_files; f++)
         for (size_t i = 0; i < ck->files[f].n_tensors; i++) {
             const char *name = ck->files[f].tensors[i].name;
+            if (ck->has_vision && is_vision(name)) {
+                int known = 0;
+                for (int s = 0; s < ck->n_vspecs && !known; s++) known = ck->vbound[s] == &ck->files[f].tensors[i];
+                if (!known)
+                    return g4_err_set(err, G4_EFORMAT, "%s: unexpected tensor %s (not a tensor of the vision_config's tower%s)", ck->files[f].map.path,
+                                      name, ck->cfg.vision.clipped ? "" : "; use_clipped_linears is false");
+                continue;
+            }
             if (is_skipped(name)) { ck->n_skipped++; continue; }
             int known = is_packed_side(ck, name);
             if (starts_with(name, prefix)) {
@@ -300,6 +373,8 @@ void g4_checkpoint_close(g4_checkpoint *ck) {
     free(ck->specs);
     free(ck->bound);
     free(ck->scales);
+    free(ck->vspecs);
+    free(ck->vbound);
     g4_config_free(&ck->cfg);
     free(ck->dir);
     memset(ck, 0, sizeof *ck);

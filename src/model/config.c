@@ -21,24 +21,31 @@ static const char *const required_keys[] = {
     "use_double_wide_mlp", "vocab_size", "vocab_size_per_layer_input",
 };
 
-static int get_int(json_t *o, const char *key, int64_t lo, int64_t hi, int64_t *out, g4_err *err) {
+/* what: the key's path prefix for messages ("" or "vision_config."). */
+static int get_int_in(json_t *o, const char *what, const char *key, int64_t lo, int64_t hi, int64_t *out, g4_err *err) {
     json_t *v = json_object_get(o, key);
     if (!json_is_integer(v))
-        return g4_err_set(err, G4_EFORMAT, "config.json: %s must be an integer", key);
+        return g4_err_set(err, G4_EFORMAT, "config.json: %s%s must be an integer", what, key);
     int64_t x = json_integer_value(v);
     if (x < lo || x > hi)
-        return g4_err_set(err, G4_EFORMAT, "config.json: %s = %lld is out of range [%lld, %lld]", key,
+        return g4_err_set(err, G4_EFORMAT, "config.json: %s%s = %lld is out of range [%lld, %lld]", what, key,
                           (long long)x, (long long)lo, (long long)hi);
     *out = x;
     return G4_OK;
 }
 
-static int get_num(json_t *o, const char *key, double *out, g4_err *err) {
+static int get_int(json_t *o, const char *key, int64_t lo, int64_t hi, int64_t *out, g4_err *err) {
+    return get_int_in(o, "", key, lo, hi, out, err);
+}
+
+static int get_num_in(json_t *o, const char *what, const char *key, double *out, g4_err *err) {
     json_t *v = json_object_get(o, key);
-    if (!json_is_number(v)) return g4_err_set(err, G4_EFORMAT, "config.json: %s must be a number", key);
+    if (!json_is_number(v)) return g4_err_set(err, G4_EFORMAT, "config.json: %s%s must be a number", what, key);
     *out = json_number_value(v);
     return G4_OK;
 }
+
+static int get_num(json_t *o, const char *key, double *out, g4_err *err) { return get_num_in(o, "", key, out, err); }
 
 /* A key that must be false/0/null for the dense model: any other value is a feature we refuse. */
 static int must_be_off(json_t *o, const char *key, const char *what, g4_err *err) {
@@ -186,6 +193,85 @@ static int parse_text(json_t *tc, json_t *top, g4_config *cfg, g4_err *err) {
     return G4_OK;
 }
 
+/* The keys of the 31B's vision_config the tower's math reads: all required. */
+static const char *const vision_keys[] = {
+    "attention_bias", "head_dim", "hidden_activation", "hidden_size", "intermediate_size", "model_type",
+    "num_attention_heads", "num_hidden_layers", "num_key_value_heads", "patch_size", "pooling_kernel_size",
+    "position_embedding_size", "rms_norm_eps", "rope_parameters", "standardize", "use_clipped_linears",
+};
+
+static int get_bool(json_t *o, const char *what, const char *key, int *out, g4_err *err) {
+    json_t *v = json_object_get(o, key);
+    if (!json_is_boolean(v)) return g4_err_set(err, G4_EFORMAT, "config.json: %s%s must be true or false", what, key);
+    *out = json_is_true(v);
+    return G4_OK;
+}
+
+/* vision_config and the top-level image token ids (VISION.md section 1). Values the math
+ * cannot take are refused here, so the tower never checks them again. */
+static int parse_vision(json_t *vc, json_t *top, g4_config *cfg, g4_err *err) {
+    g4_vision_cfg *v = &cfg->vision;
+    for (size_t i = 0; i < sizeof vision_keys / sizeof *vision_keys; i++)
+        if (!json_object_get(vc, vision_keys[i]))
+            return g4_err_set(err, G4_EFORMAT, "config.json: vision_config lacks \"%s\" (every key the vision tower uses is required)",
+                              vision_keys[i]);
+    json_t *mt = json_object_get(vc, "model_type");
+    if (!json_is_string(mt) || strcmp(json_string_value(mt), "gemma4_vision") != 0)
+        return g4_err_set(err, G4_EUNSUPPORTED, "config.json: vision_config.model_type must be \"gemma4_vision\"");
+    json_t *act = json_object_get(vc, "hidden_activation");
+    if (!json_is_string(act) || strcmp(json_string_value(act), "gelu_pytorch_tanh") != 0)
+        return g4_err_set(err, G4_EUNSUPPORTED, "config.json: vision_config.hidden_activation must be \"gelu_pytorch_tanh\"");
+    int rc, bias = 0;
+    if ((rc = get_bool(vc, "vision_config.", "attention_bias", &bias, err)) ||
+        (rc = get_bool(vc, "vision_config.", "standardize", &v->standardize, err)) ||
+        (rc = get_bool(vc, "vision_config.", "use_clipped_linears", &v->clipped, err)))
+        return rc;
+    if (bias) return g4_err_set(err, G4_EUNSUPPORTED, "config.json: vision_config.attention_bias is true: biases are not supported (Gemma-4 has none)");
+    int64_t x;
+    const struct { const char *key; int *dst, lo, hi; } ints[] = {
+        {"num_hidden_layers", &v->n_layers, 1, 1024}, {"num_attention_heads", &v->n_heads, 1, 1024},
+        {"num_key_value_heads", &v->n_kv_heads, 1, 1024}, {"head_dim", &v->head_dim, 4, 4096},
+        {"patch_size", &v->patch_size, 1, 256}, {"pooling_kernel_size", &v->pooling, 1, 64},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof *ints; i++) {
+        if ((rc = get_int_in(vc, "vision_config.", ints[i].key, ints[i].lo, ints[i].hi, &x, err))) return rc;
+        *ints[i].dst = (int)x;
+    }
+    if ((rc = get_int_in(vc, "vision_config.", "hidden_size", 1, 1 << 16, &v->hidden, err)) ||
+        (rc = get_int_in(vc, "vision_config.", "intermediate_size", 1, 1 << 20, &v->intermediate, err)) ||
+        (rc = get_int_in(vc, "vision_config.", "position_embedding_size", 1, 1 << 24, &v->pos_size, err)))
+        return rc;
+    if (v->head_dim % 4)
+        return g4_err_set(err, G4_EFORMAT, "config.json: vision_config.head_dim = %d: the 2D RoPE needs a multiple of 4 (two axes, NeoX halves)", v->head_dim);
+    if (v->n_kv_heads != v->n_heads)
+        return g4_err_set(err, G4_EUNSUPPORTED, "config.json: vision_config has %d KV heads for %d query heads: grouped-query attention in the vision tower is not supported",
+                          v->n_kv_heads, v->n_heads);
+    if ((rc = get_num_in(vc, "vision_config.", "rms_norm_eps", &v->rms_norm_eps, err))) return rc;
+    if (!(v->rms_norm_eps > 0 && v->rms_norm_eps < 1)) return g4_err_set(err, G4_EFORMAT, "config.json: vision_config.rms_norm_eps must be in (0, 1)");
+    json_t *rp = json_object_get(vc, "rope_parameters");
+    json_t *rt = json_object_get(rp, "rope_type"), *th = json_object_get(rp, "rope_theta");
+    if (!json_is_object(rp) || !json_is_number(th))
+        return g4_err_set(err, G4_EFORMAT, "config.json: vision_config.rope_parameters must be an object with a numeric rope_theta");
+    if (rt && (!json_is_string(rt) || strcmp(json_string_value(rt), "default") != 0))
+        return g4_err_set(err, G4_EUNSUPPORTED, "config.json: vision_config.rope_parameters.rope_type must be \"default\"");
+    v->rope_theta = json_number_value(th);
+    if (!(v->rope_theta > 0 && v->rope_theta < 1e30)) return g4_err_set(err, G4_EFORMAT, "config.json: vision_config rope_theta must be positive");
+    const char *ids[3] = {"boi_token_id", "eoi_token_id", "image_token_id"};
+    int *dst[3] = {&v->boi_token_id, &v->eoi_token_id, &v->image_token_id};
+    for (int i = 0; i < 3; i++) {
+        if (!json_object_get(top, ids[i]))
+            return g4_err_set(err, G4_EFORMAT, "config.json: a config with a vision_config needs \"%s\"", ids[i]);
+        /* not checked against vocab_size: make_tiny.py's checkpoints keep the 31B's ids beyond
+         * their 512-token vocabulary; a prompt that uses them is refused when it is built */
+        if ((rc = get_int(top, ids[i], 0, INT32_MAX, &x, err))) return rc;
+        *dst[i] = (int)x;
+    }
+    if (v->boi_token_id == v->eoi_token_id || v->boi_token_id == v->image_token_id || v->eoi_token_id == v->image_token_id)
+        return g4_err_set(err, G4_EFORMAT, "config.json: boi_token_id, eoi_token_id and image_token_id must differ");
+    v->has_vision = 1;
+    return G4_OK;
+}
+
 int g4_config_parse(const char *text, size_t len, g4_config *cfg, g4_err *err) {
     memset(cfg, 0, sizeof *cfg);
     json_error_t je;
@@ -208,6 +294,11 @@ int g4_config_parse(const char *text, size_t len, g4_config *cfg, g4_err *err) {
         }
         cfg->multimodal = 1;
         rc = parse_text(tc, root, cfg, err);
+        json_t *vc = json_object_get(root, "vision_config");
+        if (rc == G4_OK && vc && !json_is_null(vc)) {
+            if (!json_is_object(vc)) rc = g4_err_set(err, G4_EFORMAT, "config.json: vision_config must be an object or null");
+            else rc = parse_vision(vc, root, cfg, err);
+        }
     } else if (json_is_string(mt) && strcmp(json_string_value(mt), "gemma4_text") == 0) {
         if (arch && strcmp(cfg->architecture, "Gemma4ForCausalLM") != 0) {
             rc = g4_err_set(err, G4_EUNSUPPORTED, "config.json: architecture %s is not supported (Gemma4ForConditionalGeneration, Gemma4ForCausalLM)", cfg->architecture);
@@ -263,6 +354,11 @@ void g4_config_rope_inv_freq(const g4_config *cfg, int l, float *inv) {
         float v = j < angles ? 1.0f / powf(base, (float)(2 * j) / (float)lc->head_dim) : 0.0f;
         inv[j] = v / factor;
     }
+}
+
+void g4_vision_rope_inv_freq(const g4_vision_cfg *v, float *inv) {
+    const int sd = v->head_dim / 2;
+    for (int j = 0; j < sd / 2; j++) inv[j] = 1.0f / powf((float)v->rope_theta, (float)(2 * j) / (float)sd);
 }
 
 float g4_config_embed_scale(const g4_config *cfg) {

@@ -1,4 +1,5 @@
-/* config.h — the Gemma-4 dense text configuration, read from a Hugging Face config.json.
+/* config.h — the Gemma-4 dense text configuration, read from a Hugging Face config.json, and
+ * its vision tower's (vision_config; g4_vision_cfg below).
  *
  * Accepts the multimodal form (Gemma4ForConditionalGeneration: text settings under
  * "text_config") and the text-only form (Gemma4ForCausalLM / model_type gemma4_text). Every key
@@ -27,6 +28,24 @@ typedef struct g4_layer_cfg {
 
 #define G4_MAX_EOS 8
 
+/* The vision tower (vision_config of a Gemma4ForConditionalGeneration config.json) and the
+ * multimodal token ids of the top level. has_vision = 0 when the config has no vision_config
+ * (or it is null, or the config is the text-only form): the rest is then zero. Every key the
+ * math uses is required (no class default), like the text settings. */
+typedef struct g4_vision_cfg {
+    int has_vision;
+    int64_t hidden, intermediate;
+    int n_layers, n_heads, n_kv_heads, head_dim;
+    int patch_size;          /* pixels per patch side: patch_dim = 3 * patch^2 */
+    int pooling;             /* pooling_kernel_size k: k x k patches per soft token */
+    int64_t pos_size;        /* position_embedding_size P: table [2][P][hidden] */
+    double rope_theta;       /* 2D RoPE base (100 on the 31B) */
+    double rms_norm_eps;
+    int standardize;         /* std_bias / std_scale present and applied */
+    int clipped;             /* use_clipped_linears: every linear clamps its input and output */
+    int boi_token_id, eoi_token_id, image_token_id; /* distinct; not checked against the vocabulary */
+} g4_vision_cfg;
+
 typedef struct g4_config {
     char architecture[64]; /* "Gemma4ForConditionalGeneration" or "Gemma4ForCausalLM" */
     int multimodal;        /* text settings were under text_config */
@@ -41,6 +60,7 @@ typedef struct g4_config {
     int eos_ids[G4_MAX_EOS];        /* top-level eos_token_id list (else text_config's) */
     int n_eos;
     g4_layer_cfg *layers;           /* [n_layers] */
+    g4_vision_cfg vision;           /* has_vision = 0: text only */
     char *json;                     /* the whole config.json text as given (for manifests) */
 } g4_config;
 
@@ -52,6 +72,10 @@ void g4_config_free(g4_config *cfg);
 /* RoPE inverse frequencies of layer l: head_dim/2 floats, zeros where dims pass through.
  * Computed in fp32 exactly like HF (and the oracle). */
 void g4_config_rope_inv_freq(const g4_config *cfg, int l, float *inv /* [head_dim/2] */);
+
+/* The vision RoPE's inverse frequencies: head_dim/4 floats per axis, fp32(1 / theta^(2j /
+ * (head_dim/2))) as HF computes them (the exponent's denominator is head_dim/2, not head_dim). */
+void g4_vision_rope_inv_freq(const g4_vision_cfg *v, float *inv /* [head_dim/4] */);
 
 /* Embedding multiplier: fp32(sqrt(hidden_size)). */
 float g4_config_embed_scale(const g4_config *cfg);

@@ -65,8 +65,9 @@ typedef struct { int first, count; uint64_t bytes; } shard;
 enum { PART_DENSE, PART_PACKED, PART_SCALE, PART_SHAPE };
 typedef struct { int spec, part; uint64_t bytes; } entry;
 
+/* the text model's matrices but the embedding (the vision tower stays bf16, as in QAT releases) */
 static int quantized(const g4_synth_opts *o, const g4_tensor_spec *s) {
-    return o->format != G4_SYNTH_BF16 && g4_tensor_kind_is_matrix(s->kind) && s->kind != G4_T_EMBED;
+    return o->format != G4_SYNTH_BF16 && g4_tensor_kind_is_matrix(s->kind) && s->kind != G4_T_EMBED && !g4_tensor_kind_is_vision(s->kind);
 }
 
 static uint64_t part_bytes(const g4_tensor_spec *s, int part) {
@@ -126,7 +127,7 @@ static int write_entry(FILE *f, const g4_synth_opts *o, const g4_tensor_spec *s,
         return ok;
     }
     uint64_t left = (uint64_t)g4_tensor_spec_numel(s);
-    int mat = g4_tensor_kind_is_matrix(s->kind), ok = 1;
+    int mat = g4_tensor_kind_is_matrix(s->kind) || s->kind == G4_VT_POS_TABLE || s->kind == G4_VT_STD_BIAS, ok = 1;
     while (ok && left > 0) {
         size_t m = left < BUF_ELEMS ? (size_t)left : BUF_ELEMS;
         for (size_t j = 0; j < m; j++) {
@@ -134,6 +135,7 @@ static int write_entry(FILE *f, const g4_synth_opts *o, const g4_tensor_spec *s,
             float v;
             if (mat) v = 0.02f * approx_normal(r);
             else if (s->kind == G4_T_SCALAR) v = 0.5f + (float)(r >> 40) / 16777216.0f;
+            else if (s->kind == G4_VT_CLIP) v = s->sub % 2 ? 8.0f : -8.0f; /* wide clamps: min, max, min, max */
             else v = 1.0f + 0.05f * approx_normal(r);
             buf[j] = g4_f32_to_bf16(v);
         }
@@ -152,6 +154,23 @@ static json_t *w4a16_config(void) {
         "\"dynamic\":false,\"actorder\":null,\"observer\":\"minmax\"}}},"
         "\"ignore\":[\"lm_head\"],\"kv_cache_scheme\":null,\"sparsity_config\":{}}";
     return json_loads(text, 0, NULL);
+}
+
+/* processor_config.json as google/gemma-4-31B-it's (the keys of ../shared/vision/tiny_vision's),
+ * with the config's patch and pooling sizes. */
+static int write_processor_config(const char *dir, const g4_vision_cfg *v, g4_err *err) {
+    char text[1024];
+    snprintf(text, sizeof text,
+             "{\n  \"audio_ms_per_token\": 40,\n  \"audio_seq_length\": 750,\n  \"image_processor\": {\n    \"do_convert_rgb\": true,\n"
+             "    \"do_normalize\": false,\n    \"do_rescale\": true,\n    \"do_resize\": true,\n    \"image_mean\": [0.0, 0.0, 0.0],\n"
+             "    \"image_processor_type\": \"Gemma4ImageProcessor\",\n    \"image_seq_length\": 280,\n    \"image_std\": [1.0, 1.0, 1.0],\n"
+             "    \"max_soft_tokens\": 280,\n    \"patch_size\": %d,\n    \"pooling_kernel_size\": %d,\n    \"resample\": 3,\n"
+             "    \"rescale_factor\": 0.00392156862745098\n  },\n  \"image_seq_length\": 280,\n  \"processor_class\": \"Gemma4Processor\"\n}\n",
+             v->patch_size, v->pooling);
+    char *path = g4_path_join(dir, "processor_config.json");
+    int rc = g4_write_file_atomic(path, text, strlen(text), err);
+    free(path);
+    return rc;
 }
 
 int g4_synth_write(const g4_synth_opts *o, g4_err *err) {
@@ -175,6 +194,19 @@ int g4_synth_write(const g4_synth_opts *o, g4_err *err) {
     text = json_dumps(root, JSON_INDENT(2));
     if ((rc = g4_config_parse(text, strlen(text), &cfg, err))) { g4_err_prefix(err, "%s: ", o->like); goto done; }
     if ((rc = g4_tensor_specs(&cfg, &specs, &n, err))) goto done;
+    int n_text = n;
+    if (o->vision) { /* the tower after the text tensors, its names under "model." */
+        if (!cfg.vision.has_vision) { rc = g4_err_set(err, G4_EINVAL, "--vision: %s has no vision_config", o->like); goto done; }
+        g4_tensor_spec *vs;
+        int nv;
+        if ((rc = g4_vision_tensor_specs(&cfg, &vs, &nv, err))) goto done;
+        g4_tensor_spec *all = realloc(specs, sizeof *specs * (size_t)(n + nv));
+        if (!all) { free(vs); rc = g4_err_set(err, G4_ENOMEM, "out of memory"); goto done; }
+        specs = all;
+        memcpy(specs + n, vs, sizeof *vs * (size_t)nv);
+        free(vs);
+        n += nv;
+    }
     if (mkdir(o->out_dir, 0755) != 0 && errno != EEXIST) { rc = g4_err_set(err, G4_EIO, "cannot create %s: %s", o->out_dir, strerror(errno)); goto done; }
     path = g4_path_join(o->out_dir, "config.json");
     size_t tl = strlen(text);
@@ -188,7 +220,8 @@ int g4_synth_write(const g4_synth_opts *o, g4_err *err) {
         path = NULL;
         if (rc) goto done;
     }
-    const char *prefix = cfg.multimodal ? "model.language_model." : "model.";
+    if (o->vision && (rc = write_processor_config(o->out_dir, &cfg.vision, err))) goto done;
+    const char *text_prefix = cfg.multimodal ? "model.language_model." : "model.";
     /* the tensors to write (a packed matrix is three), grouped into files of at most shard_bytes */
     uint64_t limit = o->shard_bytes ? o->shard_bytes : (uint64_t)2000 * 1000 * 1000;
     int n_ent = 0;
@@ -232,6 +265,7 @@ int g4_synth_write(const g4_synth_opts *o, g4_err *err) {
             json_array_append_new(offs, json_integer((json_int_t)off));
             json_array_append_new(offs, json_integer((json_int_t)(off + b)));
             json_object_set_new(t, "data_offsets", offs);
+            const char *prefix = ents[i].spec < n_text ? text_prefix : "model.";
             if (part == PART_DENSE) snprintf(full, sizeof full, "%s%s", prefix, s->name);
             else snprintf(full, sizeof full, "%s%.*s%s", prefix, (int)(strlen(s->name) - strlen("weight")), s->name, part_suffix[part]);
             json_object_set_new(hdr, full, t);

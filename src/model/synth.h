@@ -3,7 +3,9 @@
  *
  * The checkpoint has the real tensor names and shapes (model/tensors.h), data that depends
  * only on the seed and the tensor name, the multimodal prefix "model.language_model." when the
- * config is multimodal (no vision tower) and "model." otherwise, split into safetensors files of
+ * config is multimodal and "model." otherwise (with `vision`, also the config's vision tower
+ * under "model.vision_tower." / "model.embed_vision.", bf16, and processor_config.json with the
+ * real image processor's keys; without it none: such a folder loads text-only), split into safetensors files of
  * at most shard_bytes (a tensor larger than that gets a file of its own) with
  * model.safetensors.index.json. Written through a bounded buffer: memory does not grow with the
  * model. The matrices are bf16, bf16 on the 4-bit grid, or packed W4A16 (model/compressed.h) with
@@ -27,6 +29,7 @@ typedef struct g4_synth_opts {
     const char *out_dir;     /* created if missing */
     uint64_t shard_bytes;    /* 0: 2 GB */
     int format;              /* G4_SYNTH_* */
+    int vision;              /* also write the vision tower (the config must have a vision_config) */
 } g4_synth_opts;
 
 int g4_synth_write(const g4_synth_opts *o, g4_err *err);

@@ -20,73 +20,27 @@ static char *slurp(const char *path, size_t *n) {
     return p;
 }
 
-static void spit(const char *path, const void *data, size_t n) {
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(data, 1, n, f), n);
-    fclose(f);
-}
+static void spit(const char *path, const void *data, size_t n) { tu_write_file(path, data, n); }
 
 /* A fresh copy of tiny_default in a new folder; returns its path. */
 static const char *fresh_copy(const char *tag) {
     static char dir[512];
     snprintf(dir, sizeof dir, "%s/%s", tu_tmpdir(), tag);
-    mkdir(dir, 0755);
     const char *files[] = {"config.json", "generation_config.json", "model.safetensors.index.json", SHARD1, SHARD2};
-    for (int i = 0; i < 5; i++) {
-        size_t n;
-        char *d = slurp(tu_path("golden/tiny_default/%s", files[i]), &n);
-        char out[700];
-        snprintf(out, sizeof out, "%s/%s", dir, files[i]);
-        spit(out, d, n);
-        free(d);
-    }
+    tu_copy_files(tu_path("golden/tiny_default"), dir, files, 5);
     return dir;
 }
 
-/* Replaces the first occurrence of `from` by `to` in the file (any lengths). */
 static void replace_in_file(const char *dir, const char *file, const char *from, const char *to) {
     char path[700];
     snprintf(path, sizeof path, "%s/%s", dir, file);
-    size_t n;
-    char *d = slurp(path, &n);
-    char *hit = memmem(d, n, from, strlen(from));
-    if (!hit) fail_msg("'%s' not found in %s", from, path);
-    size_t a = (size_t)(hit - d), fl = strlen(from), tl = strlen(to);
-    char *o = malloc(n - fl + tl);
-    memcpy(o, d, a);
-    memcpy(o + a, to, tl);
-    memcpy(o + a + tl, d + a + fl, n - a - fl);
-    spit(path, o, n - fl + tl);
-    free(o);
-    free(d);
+    tu_replace_in_file(path, from, to);
 }
 
-/* Rewrites a shard's JSON header with `from` replaced by `to` (header length updated). */
 static void edit_header(const char *dir, const char *file, const char *from, const char *to) {
     char path[700];
     snprintf(path, sizeof path, "%s/%s", dir, file);
-    size_t n;
-    uint8_t *d = (uint8_t *)slurp(path, &n);
-    uint64_t hl = 0;
-    for (int i = 7; i >= 0; i--) hl = hl << 8 | d[i];
-    char *h = malloc(hl + 1);
-    memcpy(h, d + 8, hl);
-    h[hl] = 0;
-    char *hit = strstr(h, from);
-    if (!hit) fail_msg("'%s' not in the header of %s", from, path);
-    size_t fl = strlen(from), tl = strlen(to), nhl = hl - fl + tl;
-    uint8_t *o = malloc(8 + nhl + (n - 8 - hl));
-    for (int i = 0; i < 8; i++) o[i] = (uint8_t)(nhl >> (8 * i));
-    size_t a = (size_t)(hit - h);
-    memcpy(o + 8, h, a);
-    memcpy(o + 8 + a, to, tl);
-    memcpy(o + 8 + a + tl, hit + fl, hl - a - fl);
-    memcpy(o + 8 + nhl, d + 8 + hl, n - 8 - hl);
-    spit(path, o, 8 + nhl + (n - 8 - hl));
-    free(o);
-    free(h);
-    free(d);
+    tu_edit_st_header(path, from, to);
 }
 
 static void expect_fail(const char *dir, int code, const char *needle) {
@@ -106,7 +60,8 @@ static void test_good_checkpoints(void **state) {
         g4_err err = {0};
         assert_int_equal(g4_checkpoint_open(tu_path("golden/%s", presets[i]), &ck, &err), G4_OK);
         assert_string_equal(ck.prefix, "model.language_model.");
-        assert_true(ck.n_skipped > 0); /* the vision tower is there and skipped */
+        assert_true(ck.has_vision); /* the vision tower is there and bound */
+        assert_int_equal(ck.n_skipped, 0);
         g4_checkpoint_close(&ck);
     }
     /* the demo model: text-only Gemma4ForCausalLM layout, one file */
@@ -257,8 +212,10 @@ static void test_tensor_errors(void **state) {
     edit_header(dir, SHARD1, "layers.0.layer_scalar", "layers.0.layer_scalaX");
     replace_in_file(dir, "model.safetensors.index.json", "layers.0.layer_scalar", "layers.0.layer_scalaX");
     expect_fail(dir, G4_ENOTFOUND, "missing tensor model.language_model.layers.0.layer_scalar");
-    /* an unexpected tensor outside the text and encoder prefixes */
+    /* an unexpected tensor outside the text and encoder prefixes (without a vision_config, so
+     * that the tower's tensors are skipped and the renamed one is not a missing tower tensor) */
     dir = fresh_copy("unexpected");
+    replace_in_file(dir, "config.json", "\"vision_config\": {", "\"vision_config\": null, \"unused_vision_config\": {");
     edit_header(dir, SHARD2, "model.embed_vision.", "model.embed_visiom.");
     replace_in_file(dir, "model.safetensors.index.json", "model.embed_vision.", "model.embed_visiom.");
     expect_fail(dir, G4_EFORMAT, "unexpected tensor model.embed_visiom.");
