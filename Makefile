@@ -25,7 +25,7 @@ ifneq ($(strip $(MPI_CFLAGS)$(MPI_LIBS)),)
   BASE_CFLAGS += -DG4_HAVE_MPI=1
 endif
 
-LIBS := -ljansson -lxxhash -lmicrohttpd -lm $(MPI_LIBS)
+LIBS := -ljansson -lxxhash -lmicrohttpd -lpng -ljpeg -lwebpdemux -lwebp -lm $(MPI_LIBS)
 
 # Per-ISA kernel files get their own flags; nothing else is built for a specific CPU.
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
