@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include <jpeglib.h>
+#include <jerror.h>
 
 #include "image/decode.h"
 
@@ -34,6 +35,7 @@ typedef struct {
     const uint8_t *d;
     size_t n;
     int rows_done;
+    int precision;             /* set when libjpeg stops on a sample precision it cannot decode */
     uint8_t *row;
 } jctx;
 
@@ -48,6 +50,7 @@ static void on_error_exit(j_common_ptr cinfo) {
     jctx *c = ctx_of(cinfo);
     char buf[JMSG_LENGTH_MAX];
     (*cinfo->err->format_message)(cinfo, buf);
+    if (cinfo->err->msg_code == JERR_BAD_PRECISION) c->precision = cinfo->err->msg_parm.i[0];
     fail(c, buf);
 }
 
@@ -186,7 +189,9 @@ int g4_image_decode_jpeg(const uint8_t *d, size_t n, const g4_image_limits *lim,
         c->progress.progress_monitor = on_progress;
         c->cinfo.progress = &c->progress;
         rc = run(c, lim, out, meta, err);
-        if (rc < 0) rc = g4_err_set(err, G4_EFORMAT, "corrupt JPEG: %s", c->msg);
+        if (rc < 0 && c->precision)
+            rc = g4_err_set(err, G4_EUNSUPPORTED, "JPEG with %d-bit samples: only 8-bit JPEG is supported (as in Pillow)", c->precision);
+        else if (rc < 0) rc = g4_err_set(err, G4_EFORMAT, "corrupt JPEG: %s", c->msg);
     }
     jpeg_destroy_decompress(&c->cinfo);
     free(c->row);

@@ -299,6 +299,11 @@ static void test_decompression_bombs(void **st) {
     d[sof + 5] = 0xfd; d[sof + 6] = 0xe8; d[sof + 7] = 0xfd; d[sof + 8] = 0xe8;
     assert_int_equal(decode_mem(d, n, NULL, &err), G4_EINVAL);
     assert_non_null(strstr(err.msg, "JPEG"));
+    /* the same file with 12-bit samples declared: refused as unsupported, as Pillow refuses it */
+    d[sof + 5] = 0; d[sof + 6] = 23; d[sof + 7] = 0; d[sof + 8] = 37;
+    d[sof + 4] = 12;
+    assert_int_equal(decode_mem(d, n, NULL, &err), G4_EUNSUPPORTED);
+    assert_non_null(strstr(err.msg, "12-bit"));
     free(d);
     /* WebP: an animated file's canvas (VP8X) declares 16384 x 16384 */
     d = slurp("vision/cases/anim.webp", &n);
