@@ -28,7 +28,7 @@ FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -g -O1
 FUZZ_LIB_SRCS := $(wildcard src/base/*.c src/model/*.c src/text/*.c) \
                  $(filter-out %_avx2.c %_avx512.c src/kernels/kernels_dispatch.c,$(wildcard src/kernels/*.c)) \
                  src/engine/gen_config.c src/engine/sampler.c src/engine/logprobs.c $(wildcard src/server/*.c) \
-                 $(wildcard src/grammar/*.c)
+                 $(wildcard src/grammar/*.c) $(wildcard src/image/*.c)
 FUZZ_LIB_OBJS := $(FUZZ_LIB_SRCS:%.c=$(FUZZ_BUILD)/obj/%.o)
 FUZZ_NAMES    := $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
 FUZZ_BINS     := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/fuzz_%)
@@ -44,7 +44,8 @@ $(FUZZ_BUILD)/libg4fuzz.a: $(FUZZ_LIB_OBJS)
 	ar rcs $@ $^
 
 $(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c $(FUZZ_BUILD)/libg4fuzz.a fuzz/fuzz.mk
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -Ifuzz -fsanitize=fuzzer -MMD -MP -o $@ $< $(FUZZ_BUILD)/libg4fuzz.a -ljansson -lxxhash -lm
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -Ifuzz -fsanitize=fuzzer -MMD -MP -o $@ $< $(FUZZ_BUILD)/libg4fuzz.a -ljansson -lxxhash \
+	    -lpng -ljpeg -lwebpdemux -lwebp -lm
 
 fuzz-bins: $(FUZZ_BINS)
 

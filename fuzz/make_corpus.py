@@ -231,6 +231,14 @@ put(d, "dtypes", st_bytes({dt.lower(): (dt, [1], bytes(n)) for dt, n in
                            [("F64", 8), ("I64", 8), ("I32", 4), ("I16", 2), ("F16", 2), ("BOOL", 1), ("F8_E4M3", 1), ("F8_E5M2", 1),
                             ("U16", 2), ("U32", 4), ("U64", 8)]}))
 
+# image: small files of every decoder path from the image tests' cases (tests/data/vision/make_cases.py)
+d = reset("image")
+for f in ["rgb8.png", "pal4_interlaced.png", "grey16.png", "greya8.png", "rgba16_interlaced.png", "exif6.png",
+          "xmp6_attr.png", "exif3_rawprofile.png", "exif8_after_idat.png", "anim.png", "q90_420.jpg", "progressive.jpg",
+          "cmyk.jpg", "grey.jpg", "exif6.jpg", "xmp6.jpg", "lossy.webp", "lossless_alpha.webp", "anim.webp", "exif6.webp",
+          "refused.gif"]:
+    put(d, f, rd("tests/data/vision/cases/" + f, "rb"))
+
 tiny = jload("tests/data/golden/tiny_default/config.json")
 tiny = {k: v for k, v in tiny.items() if not k.startswith("_")}
 tiny["eos_token_id"] = [1]

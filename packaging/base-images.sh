@@ -11,8 +11,8 @@ SUITE=${SUITE:-bookworm}
 MIRROR=${MIRROR:-http://deb.debian.org/debian}
 tmp=$(mktemp -d /tmp/g4tp-base.XXXXXX); trap 'rm -rf "$tmp"' EXIT
 have() { $ENGINE image inspect "$1" >/dev/null 2>&1; }
-build_pkgs=build-essential,libjansson-dev,libxxhash-dev,libmicrohttpd-dev,openmpi-bin,libopenmpi-dev,ca-certificates
-run_pkgs=libjansson4,libxxhash0,libmicrohttpd12
+build_pkgs=build-essential,libjansson-dev,libxxhash-dev,libmicrohttpd-dev,libpng-dev,libjpeg-dev,libwebp-dev,openmpi-bin,libopenmpi-dev,ca-certificates
+run_pkgs=libjansson4,libxxhash0,libmicrohttpd12,libpng16-16,libjpeg62-turbo,libwebp7,libwebpdemux2
 if ! have g4tp-base:build; then
   mmdebstrap --quiet --variant=apt --include=$build_pkgs $SUITE $tmp/build.tar $MIRROR
   $ENGINE import --change 'CMD ["/bin/bash"]' $tmp/build.tar g4tp-base:build >/dev/null

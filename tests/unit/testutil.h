@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <cmocka.h>
+#include <sys/stat.h>
 
 /* tests/data, or $G4_TEST_DATA. */
 static inline const char *tu_data_dir(void) {
@@ -44,6 +45,17 @@ static inline char *tu_read_file(const char *path, size_t *len) {
     fclose(f);
     if (p) { p[n] = 0; if (len) *len = (size_t)n; }
     return p;
+}
+
+/* Writes text to dir/name, creating dir (one level) first. */
+static inline void tu_write_file(const char *dir, const char *name, const char *text) {
+    char p[1024];
+    mkdir(dir, 0755);
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "wb");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
 }
 
 /* A fresh temporary directory (removed by the OS's tmp cleaning; tests keep them small). */
