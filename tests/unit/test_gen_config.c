@@ -45,7 +45,7 @@ static void test_missing_file_uses_config_json(void **st) {
     size_t n;
     char *cfg = tu_read_file(tu_path("gen_config/gemma-4-31B-it/config.json"), &n);
     assert_non_null(cfg);
-    tu_write_file(dir, "config.json", cfg);
+    tu_write_text(dir, "config.json", cfg);
     free(cfg);
     g4_gen_config c;
     g4_err err;
@@ -65,7 +65,7 @@ static void test_missing_file_uses_config_json(void **st) {
 
     /* only text_config has eos */
     snprintf(dir, sizeof dir, "%s/textonly", tu_tmpdir());
-    tu_write_file(dir, "config.json", "{\"text_config\": {\"eos_token_id\": 7, \"bos_token_id\": 3}}");
+    tu_write_text(dir, "config.json", "{\"text_config\": {\"eos_token_id\": 7, \"bos_token_id\": 3}}");
     assert_int_equal(g4_gen_config_load_dir(dir, &c, &err), 0);
     assert_int_equal(c.n_eos, 1);
     assert_int_equal(c.eos_ids[0], 7);
@@ -73,7 +73,7 @@ static void test_missing_file_uses_config_json(void **st) {
     assert_int_equal(c.pad_token_id, -1);
 
     /* a generation config without eos takes config.json's */
-    tu_write_file(dir, "generation_config.json", "{\"do_sample\": true, \"temperature\": 0.7}");
+    tu_write_text(dir, "generation_config.json", "{\"do_sample\": true, \"temperature\": 0.7}");
     assert_int_equal(g4_gen_config_load_dir(dir, &c, &err), 0);
     assert_int_equal(c.from_file, 1);
     assert_int_equal(c.n_eos, 1);
@@ -88,7 +88,7 @@ static void test_missing_file_uses_config_json(void **st) {
     assert_non_null(strstr(err.msg, "neither"));
     /* bad config.json */
     snprintf(dir, sizeof dir, "%s/badcfg", tu_tmpdir());
-    tu_write_file(dir, "config.json", "{\"eos_token_id\": \"</s>\"}");
+    tu_write_text(dir, "config.json", "{\"eos_token_id\": \"</s>\"}");
     assert_int_equal(g4_gen_config_load_dir(dir, &c, &err), G4_EFORMAT);
     assert_non_null(strstr(err.msg, "eos_token_id"));
     assert_non_null(strstr(err.msg, "config.json"));
@@ -164,7 +164,7 @@ static void test_unreadable(void **st) {
     (void)st;
     char dir[512], p[600];
     snprintf(dir, sizeof dir, "%s/unreadable", tu_tmpdir());
-    tu_write_file(dir, "config.json", "{\"eos_token_id\": 1}");
+    tu_write_text(dir, "config.json", "{\"eos_token_id\": 1}");
     snprintf(p, sizeof p, "%s/generation_config.json", dir);
     assert_int_equal(mkdir(p, 0755), 0);
     expect_unreadable(dir, "generation_config.json", "is a directory");
@@ -186,8 +186,8 @@ static void test_unreadable(void **st) {
     char open_dir[] = "/tmp/g4gen.XXXXXX";
     assert_non_null(mkdtemp(open_dir));
     chmod(open_dir, 0755);
-    tu_write_file(open_dir, "config.json", "{\"eos_token_id\": 1}");
-    tu_write_file(open_dir, "generation_config.json", "{\"do_sample\": true}");
+    tu_write_text(open_dir, "config.json", "{\"eos_token_id\": 1}");
+    tu_write_text(open_dir, "generation_config.json", "{\"do_sample\": true}");
     snprintf(p, sizeof p, "%s/generation_config.json", open_dir);
     chmod(p, 0);
     pid_t pid = fork();

@@ -44,7 +44,7 @@ static void test_proc_load_tiny(void **st) {
 static int load_from(const char *sub, const char *name, const char *json, g4_image_proc *p, g4_err *err) {
     char dir[512];
     snprintf(dir, sizeof dir, "%s/%s", tu_tmpdir(), sub);
-    tu_write_file(dir, name, json);
+    tu_write_text(dir, name, json);
     return g4_image_proc_load(dir, p, err);
 }
 
@@ -60,12 +60,12 @@ static void test_proc_load_variants(void **st) {
     /* a processor_config.json without image keys: preprocessor_config.json is read instead */
     char dir[512];
     snprintf(dir, sizeof dir, "%s/both", tu_tmpdir());
-    tu_write_file(dir, "processor_config.json", "{\"processor_class\": \"Gemma4Processor\"}");
-    tu_write_file(dir, "preprocessor_config.json", "{\"max_soft_tokens\": 70, \"patch_size\": 16}");
+    tu_write_text(dir, "processor_config.json", "{\"processor_class\": \"Gemma4Processor\"}");
+    tu_write_text(dir, "preprocessor_config.json", "{\"max_soft_tokens\": 70, \"patch_size\": 16}");
     assert_int_equal(g4_image_proc_load(dir, &p, &err), G4_OK);
     assert_int_equal(p.max_soft_tokens, 70);
     /* ... and it wins when it has them */
-    tu_write_file(dir, "processor_config.json", "{\"image_processor\": {\"max_soft_tokens\": 1120}}");
+    tu_write_text(dir, "processor_config.json", "{\"image_processor\": {\"max_soft_tokens\": 1120}}");
     assert_int_equal(g4_image_proc_load(dir, &p, &err), G4_OK);
     assert_int_equal(p.max_soft_tokens, 1120);
     /* identity normalization is accepted */

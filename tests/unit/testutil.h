@@ -48,7 +48,7 @@ static inline char *tu_read_file(const char *path, size_t *len) {
 }
 
 /* Writes text to dir/name, creating dir (one level) first. */
-static inline void tu_write_file(const char *dir, const char *name, const char *text) {
+static inline void tu_write_text(const char *dir, const char *name, const char *text) {
     char p[1024];
     mkdir(dir, 0755);
     snprintf(p, sizeof p, "%s/%s", dir, name);
