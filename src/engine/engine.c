@@ -21,6 +21,8 @@
 #include "engine/speculate.h"
 #include "gemma4/assistant.h"
 #include "gemma4/forward.h"
+#include "gemma4/vision.h"
+#include "image/processor.h"
 #include "kernels/kernels.h"
 #include "kernels/kernels_fast.h"
 #include "tp/comm.h"
@@ -76,6 +78,7 @@ struct g4_engine {
     int64_t kv_keep;       /* sliding positions kept below each window for it */
     float *draft_logits;   /* leader: where CMD_DRAFT writes logits (NULL: none wanted) */
     const float *const *embd; /* leader: the running forward's given embeddings (g4_batch.embd) */
+    g4_vision *vision;     /* leader: the vision tower (NULL: the model takes no images) */
     int32_t stop_ids[16];
     int n_stop;
     int closed;
@@ -354,6 +357,7 @@ static void *local_rank_main(void *arg) {
 
 /* The engine's own memory (ranks and comms are torn down by the caller first). */
 static void free_engine(g4_engine *e) {
+    g4_vision_free(e->vision);
     g4_kvmgr_free(e->kv);
     g4_kv_geom_free(&e->geom);
     g4_model_source_close(&e->src);
@@ -371,7 +375,8 @@ int g4_engine_open(const g4_engine_opts *opts, g4_engine **out, g4_err *err) {
     if (!e) return g4_err_set(err, G4_ENOMEM, "out of memory");
     e->o = *opts;
     if (e->o.threads < 1) e->o.threads = 1;
-    if (e->o.max_batch < 1) e->o.max_batch = 128;
+    const int default_batch = e->o.max_batch < 1;
+    if (default_batch) e->o.max_batch = 128;
     if (e->o.max_seqs < 1) e->o.max_seqs = 16;
     e->mpi = opts->comm && strcmp(opts->comm, "mpi") == 0;
     if (opts->comm && !e->mpi && strcmp(opts->comm, "local") != 0) {
@@ -420,6 +425,15 @@ int g4_engine_open(const g4_engine_opts *opts, g4_engine **out, g4_err *err) {
     e->model_dir = strdup(opts->model_dir ? opts->model_dir : ".");
     if ((rc = g4_model_source_open(&e->src, e->model_dir, e->mpi ? e->my_rank : -1, e->tp, opts->verify, err))) goto fail_early;
     e->cfg = &e->src.cfg;
+    if (default_batch && e->cfg->vision.has_vision) { /* config only: every MPI rank decides the same */
+        /* an image's block goes into one step beside a decode token of every other sequence
+         * (the scheduler), so the default step holds the processor's largest image */
+        g4_image_proc ip;
+        g4_err ignore;
+        const int most = g4_image_proc_load(e->model_dir, &ip, &ignore) == G4_OK ? ip.max_soft_tokens : 280;
+        const int need = (most + e->o.max_seqs + 31) / 32 * 32;
+        if (need > e->o.max_batch) e->o.max_batch = need;
+    }
     if (e->o.max_ctx <= 0) e->o.max_ctx = e->cfg->max_position_embeddings < 8192 ? e->cfg->max_position_embeddings : 8192;
     if (e->o.max_ctx > e->cfg->max_position_embeddings) {
         rc = g4_err_set(err, G4_EINVAL, "the context limit %lld exceeds max_position_embeddings %lld", (long long)e->o.max_ctx,
@@ -474,6 +488,10 @@ int g4_engine_open(const g4_engine_opts *opts, g4_engine **out, g4_err *err) {
         pthread_barrier_destroy(&init_barrier);
         if (rc) goto fail;
     }
+    if (e->my_rank == 0 && g4_model_source_has_vision(&e->src) &&
+        (rc = g4_model_source_vision_create(&e->src, g4_kernels_math(e->K, e->math), &e->vision, err)))
+        goto fail;
+    if (e->my_rank == 0 && e->cfg->vision.has_vision && !e->vision) fprintf(stderr, "g4tp: %s\n", g4_model_source_vision_note(&e->src));
     for (int i = 0; i < e->cfg->n_eos && e->n_stop < 16; i++) e->stop_ids[e->n_stop++] = e->cfg->eos_ids[i];
     for (int i = 0; i < e->src.n_gen_eos && e->n_stop < 16; i++) {
         int dup = 0;
@@ -685,10 +703,15 @@ const char *g4_engine_weight_dtype(const g4_engine *e) {
 
 /* ---- images -------------------------------------------------------------------------------- */
 
-int g4_engine_has_vision(const g4_engine *e) { return 0; }
+int g4_engine_has_vision(const g4_engine *e) { return e->vision != NULL; }
 
 int g4_engine_encode_image(g4_engine *e, const float *pixels, const int32_t *pos, int ph, int pw, float *soft, g4_err *err) {
-    return g4_err_set(err, G4_EUNSUPPORTED, "the model in %s has no vision tower: it cannot take images", e->model_dir);
+    if (!e->vision) {
+        if (e->my_rank != 0) return g4_err_set(err, G4_EINVAL, "only the leader encodes images");
+        return g4_err_set(err, G4_EUNSUPPORTED, "the model in %s cannot take images: %s", e->model_dir, g4_model_source_vision_note(&e->src));
+    }
+    if (atomic_load(&e->failed)) return g4_err_set(err, G4_ECOMM, "%s", e->failure);
+    return g4_vision_encode(e->vision, e->ranks[0].pool, pixels, pos, ph, pw, soft, NULL, err);
 }
 
 /* ---- speculative decoding ------------------------------------------------------------------ */

@@ -45,3 +45,26 @@ int g4_images_expand(const int32_t *ids, size_t n, int32_t image_id, int32_t boi
     *n_out = k;
     return G4_OK;
 }
+
+int g4_images_prepare(const g4_config *cfg, const int32_t *ids, size_t n, const g4_image_patches *pp, int n_images, int32_t **out,
+                      size_t *n_out, g4_prompt_image *images, g4_err *err) {
+    const g4_vision_cfg *v = &cfg->vision;
+    if (!v->has_vision) return g4_err_set(err, G4_EUNSUPPORTED, "the model has no vision_config: it takes no images");
+    const int32_t tok[3] = {v->boi_token_id, v->image_token_id, v->eoi_token_id};
+    for (int i = 0; i < 3; i++)
+        if (tok[i] < 0 || tok[i] >= cfg->vocab_size)
+            return g4_err_set(err, G4_EUNSUPPORTED, "the model's image token id %d is outside its vocabulary of %lld", tok[i], (long long)cfg->vocab_size);
+    if (n_images < 0) return g4_err_set(err, G4_EINVAL, "%d images", n_images);
+    int *n_tok = calloc((size_t)n_images + 1, sizeof *n_tok);
+    int64_t *pos = calloc((size_t)n_images + 1, sizeof *pos);
+    int rc = n_tok && pos ? G4_OK : g4_err_set(err, G4_ENOMEM, "out of memory");
+    for (int i = 0; rc == G4_OK && i < n_images; i++) n_tok[i] = pp[i].n_soft;
+    if (rc == G4_OK) rc = g4_images_expand(ids, n, v->image_token_id, v->boi_token_id, v->eoi_token_id, n_tok, n_images, out, n_out, pos, err);
+    free(n_tok);
+    if (rc) { free(pos); return rc; }
+    for (int i = 0; i < n_images; i++)
+        images[i] = (g4_prompt_image){.pos = pos[i], .n_tok = pp[i].n_soft, .hash = {pp[i].hash[0], pp[i].hash[1]}, .pixels = pp[i].pixels,
+                                      .ppos = pp[i].pos, .ph = pp[i].ph, .pw = pp[i].pw, .patch_dim = pp[i].patch_dim};
+    free(pos);
+    return G4_OK;
+}
