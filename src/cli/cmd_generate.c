@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "cli_images.h"
 #include "engine/scheduler.h"
 
 static const char *help =
@@ -20,6 +21,10 @@ static const char *help =
     "  --json                  print one JSON object: generated_ids, steps (top-5 per step), timing\n"
     "  --dump-logits FILE      write the logits at the prompt's last position (little-endian float32)\n"
     "  --dump-all-logits FILE  write the logits of every step, one vocab row after another\n"
+    "  --image FILE            an image (PNG, JPEG, WebP; repeatable, in prompt order): each image\n"
+    "                          placeholder id (the config's image_token_id) in the prompt becomes the\n"
+    "                          image's block (boi, its soft tokens, eoi); prompt_ids in --json are the\n"
+    "                          expanded ones\n"
     "  --speculative S         ngram[:N,K] or mtp:DIR[:K]: every round verifies up to K drafts in one\n"
     "                          step; the ids and every logit are the same bits as without it\n"
     "The prompt is computed in steps of --max-batch tokens. --max-new-tokens 0 computes nothing.\n"
@@ -85,7 +90,8 @@ static int emit_step(void *u, int32_t id, const float *logits) {
 int cmd_generate(int argc, char **argv) {
     g4_engine_opts o = {0};
     o.threads = 1;
-    const char *prompt = NULL, *stops = NULL, *dump = NULL, *dump_all = NULL;
+    const char *prompt = NULL, *stops = NULL, *dump = NULL, *dump_all = NULL, *images[CLI_MAX_IMAGES];
+    int n_images = 0;
     long long max_new = 16;
     int json = 0, bad = 0;
     for (int i = 1; i < argc && !bad; i++) {
@@ -97,6 +103,11 @@ int cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--dump-logits")) { if (!(dump = cli_value(argc, argv, &i))) bad = 1; }
         else if (!strcmp(a, "--dump-all-logits")) { if (!(dump_all = cli_value(argc, argv, &i))) bad = 1; }
         else if (!strcmp(a, "--json")) json = 1;
+        else if (!strcmp(a, "--image")) {
+            if (!(v = cli_value(argc, argv, &i))) bad = 1;
+            else if (n_images == CLI_MAX_IMAGES) { fprintf(stderr, "g4tp generate: at most %d images\n", CLI_MAX_IMAGES); bad = 1; }
+            else images[n_images++] = v;
+        }
         else if (!strcmp(a, "--max-new-tokens")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 0, 1 << 30, &max_new)) bad = 1; }
         else if (!strcmp(a, "--mutate")) { /* test-only: inject a spec mistake (see forward.h) */
             long long m;
@@ -134,9 +145,16 @@ int cmd_generate(int argc, char **argv) {
     g4_sched *s = NULL;
     g4_sched_req *r = NULL;
     g4_sched_stats st = {0};
+    cli_images ci = {0};
+    g4_gen_params gp = {.max_new_tokens = max_new, .ignore_eos = 1, .stop_ids = stop, .n_stop_ids = (size_t)n_stop};
     if (!gen || !steps) { fprintf(stderr, "g4tp generate: out of memory\n"); rc = 1; goto done; }
     if (dump && !(fd = fopen(dump, "wb"))) { fprintf(stderr, "g4tp generate: cannot write %s\n", dump); rc = 1; goto done; }
     if (dump_all && !(fa = fopen(dump_all, "wb"))) { fprintf(stderr, "g4tp generate: cannot write %s\n", dump_all); rc = 1; goto done; }
+    for (int i = 0; i < n_images; i++)
+        if (!cli_images_add(&ci, g4_engine_model_dir(e), images[i], "generate")) { rc = 1; goto done; }
+    size_t nz = (size_t)n_ids;
+    if (!cli_images_attach(&ci, e, &ids, &nz, &gp, "generate")) { rc = 1; goto done; }
+    n_ids = (int)nz;
     for (int i = 0; i < n_ids; i++)
         if (ids[i] >= V) { fprintf(stderr, "g4tp generate: prompt id %d is outside the vocabulary (0..%lld)\n", ids[i], (long long)V - 1); rc = 1; goto done; }
     out_ctx oc = {fd, fa, dump, dump_all, json ? steps : NULL, ids, n_ids, 0, 0, gen, V, now_s(), 0};
@@ -144,7 +162,6 @@ int cmd_generate(int argc, char **argv) {
     double t1 = now_s();
     if (max_new > 0) {
         const g4_sched_opts so = {.prefill_chunk = g4_engine_max_batch(e)};
-        g4_gen_params gp = {.max_new_tokens = max_new, .ignore_eos = 1, .stop_ids = stop, .n_stop_ids = (size_t)n_stop};
         g4_sampling_params_default(&gp.sampling);
         const g4_sched_sub_opts x = {.on_token = emit_step, .on_token_user = &oc};
         if (g4_sched_create(&tg, &so, &s, &err) || g4_sched_submit_ex(s, ids, (size_t)n_ids, &gp, &x, &r, &err)) {
@@ -198,6 +215,7 @@ done:
     g4_sched_req_free(r);
     g4_sched_free(s);
     g4_engine_close(e);
+    cli_images_free(&ci);
     free(gen); free(ids); free(stop);
     return rc;
 }

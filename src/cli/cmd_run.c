@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_images.h"
 #include "engine/textgen.h"
 #include "text/output_parser.h"
 
@@ -15,6 +16,8 @@ static const char *help =
     "Answers one prompt with the model (default: the built-in demo model).\n"
     "  -p, --prompt TEXT       the user message (required)\n"
     "  --system TEXT           a system message first\n"
+    "  --image FILE            an image the message shows (PNG, JPEG, WebP; repeatable; before the\n"
+    "                          text; with --raw the prompt must hold one image placeholder per image)\n"
     "  --think                 enable thinking (printed to stderr)\n"
     "  --raw                   no chat template: the prompt text is tokenized as is\n"
     "  --max-new-tokens N      default 256\n"
@@ -25,8 +28,9 @@ static const char *help =
 int cmd_run(int argc, char **argv) {
     g4_engine_opts o = {0};
     o.threads = 1;
-    const char *prompt = NULL, *system = NULL, *stops[16];
+    const char *prompt = NULL, *system = NULL, *stops[16], *images[CLI_MAX_IMAGES];
     size_t n_stops = 0;
+    int n_images = 0;
     int think = 0, raw = 0, bad = 0, json_out = 0;
     long long max_new = 256;
     cli_sampling smp;
@@ -41,6 +45,10 @@ int cmd_run(int argc, char **argv) {
             if (!(v = cli_value(argc, argv, &i))) bad = 1;
             else if (n_stops == 16) { fprintf(stderr, "g4tp run: at most 16 --stop strings\n"); bad = 1; }
             else stops[n_stops++] = v;
+        } else if (!strcmp(a, "--image")) {
+            if (!(v = cli_value(argc, argv, &i))) bad = 1;
+            else if (n_images == CLI_MAX_IMAGES) { fprintf(stderr, "g4tp run: at most %d images\n", CLI_MAX_IMAGES); bad = 1; }
+            else images[n_images++] = v;
         } else if (!strcmp(a, "--think")) think = 1;
         else if (!strcmp(a, "--raw")) raw = 1;
         else if (!strcmp(a, "--json")) json_out = 1;
@@ -65,6 +73,7 @@ int cmd_run(int argc, char **argv) {
     int32_t *ids = NULL;
     size_t len = 0, n_ids = 0;
     g4_gen_result res = {0};
+    cli_images ci = {0};
     if (g4_textgen_open(e, g4_engine_model_dir(e), &tg, &err)) { cli_error("run", &err); g4_engine_close(e); return 1; }
     if (raw) {
         text = strdup(prompt);
@@ -72,7 +81,14 @@ int cmd_run(int argc, char **argv) {
     } else {
         json_t *req = json_object(), *msgs = json_array();
         if (system) json_array_append_new(msgs, json_pack("{s:s,s:s}", "role", "system", "content", system));
-        json_array_append_new(msgs, json_pack("{s:s,s:s}", "role", "user", "content", prompt));
+        if (n_images) { /* the images first, then the text: the order the template renders them in */
+            json_t *parts = json_array();
+            for (int k = 0; k < n_images; k++) json_array_append_new(parts, json_pack("{s:s}", "type", "image"));
+            json_array_append_new(parts, json_pack("{s:s,s:s}", "type", "text", "text", prompt));
+            json_array_append_new(msgs, json_pack("{s:s,s:o}", "role", "user", "content", parts));
+        } else {
+            json_array_append_new(msgs, json_pack("{s:s,s:s}", "role", "user", "content", prompt));
+        }
         json_object_set_new(req, "messages", msgs);
         json_object_set_new(req, "add_generation_prompt", json_true());
         if (think) json_object_set_new(req, "enable_thinking", json_true());
@@ -82,6 +98,9 @@ int cmd_run(int argc, char **argv) {
     }
     if (g4_tokenizer_encode(tg.tok, text, len, 0, &ids, &n_ids, &err)) { cli_error("run", &err); goto out; }
     g4_gen_params gp = {0};
+    for (int k = 0; k < n_images; k++)
+        if (!cli_images_add(&ci, g4_engine_model_dir(e), images[k], "run")) goto out;
+    if (!cli_images_attach(&ci, e, &ids, &n_ids, &gp, "run")) goto out;
     gp.max_new_tokens = max_new;
     g4_gen_config_sampling_defaults(&tg.gen, &gp.sampling);
     cli_sampling_apply(&smp, &gp.sampling);
@@ -120,6 +139,7 @@ int cmd_run(int argc, char **argv) {
     g4_parsed_output_free(&po);
     rc = 0;
 out:
+    cli_images_free(&ci);
     g4_gen_result_free(&res);
     free(text);
     free(ids);

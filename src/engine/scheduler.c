@@ -619,8 +619,8 @@ static size_t prefill_take(const g4_sched_req *r, size_t take, size_t room) {
         if (b1 <= p0) continue;
         if (b0 >= p0 + (int64_t)take) break;
         if (b0 > p0) {
-            if (b1 > p0 + (int64_t)take) take = (size_t)(b0 - p0);
-            break;
+            if (b1 > p0 + (int64_t)take) { take = (size_t)(b0 - p0); break; }
+            continue; /* whole in the chunk; a later block may not be */
         }
         if ((size_t)(b1 - p0) > room) return 0;
         if ((size_t)(b1 - p0) > take) take = (size_t)(b1 - p0);

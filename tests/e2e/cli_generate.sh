@@ -36,5 +36,29 @@ for c in generate inspect; do $G4TP $c --help | grep -q "usage: g4tp $c" && ok "
 out=$($G4TP inspect --model tests/data/spec/gemma-4-31B-it.config.json --tp 8)
 echo "$out" | grep -q "text model total .*30,697,345,340 .*61,394,690,680" && ok "inspect: 31B total parameters and bytes" || bad "inspect: $out"
 echo "$out" | grep -q "+42" && ok "inspect: replication cost shown" || bad "inspect replication"
+# images: the placeholder expanded over the file's soft tokens, the oracle's greedy ids (tiny
+# vision checkpoint, tests/data/vision), at TP 1 and 2; two images in order; refusals
+V=tests/data/vision
+P=2,105,17,107,501,33,44,55,106,107,105,77,107,100,88,107,101
+for g in square_1000x1000 nonsquare_333x517; do
+  want=$(python3 -c "import json,sys;print(','.join(map(str,json.load(open(sys.argv[1]))['text']['generated_ids'])))" $V/$g/golden.json)
+  for tp in 1 2; do
+    got=$($G4TP generate --model $V/tiny_vision --tp $tp --prompt-ids $P --image $V/images/$g.png --max-new-tokens 8 2>&1)
+    expect_eq "$got" "$want" "generate --image $g at TP $tp: the oracle's ids"
+  done
+done
+want=$(python3 -c "import json,sys;print(','.join(map(str,json.load(open(sys.argv[1]))['text']['generated_ids'])))" $V/two_images/golden.json)
+got=$($G4TP generate --model $V/tiny_vision --prompt-ids 2,105,17,107,501,33,501,44,55,106,107,105,77,107,100,88,107,101 \
+      --image $V/images/square_1000x1000.png --image $V/images/nonsquare_333x517.png --max-new-tokens 8 2>&1)
+expect_eq "$got" "$want" "generate with two images: the oracle's ids"
+n=$($G4TP generate --model $V/tiny_vision --prompt-ids $P --image $V/images/square_1000x1000.png --max-new-tokens 1 --json | python3 -c "import json,sys;print(len(json.load(sys.stdin)['prompt_ids']))")
+expect_eq "$n" 274 "--json prompt_ids are the expanded prompt (17 - 1 + 258)"
+out=$($G4TP generate --model $V/tiny_vision --prompt-ids $P --max-new-tokens 1 2>&1); rc=$?
+expect_eq "$rc" 1 "a placeholder without an image exits 1"; echo "$out" | grep -q "1 image placeholder but 0 images" && ok "message counts both" || bad "message: $out"
+out=$($G4TP generate --model $D/../../../models/demo --prompt-ids 2,105 --image $V/images/square_1000x1000.png 2>&1); rc=$?
+expect_eq "$rc" 1 "an image on a text model exits 1"; echo "$out" | grep -q "takes no images" && ok "message: takes no images" || bad "message: $out"
+printf 'not an image' > "$tmp/x.png"
+out=$($G4TP generate --model $V/tiny_vision --prompt-ids $P --image "$tmp/x.png" 2>&1); rc=$?
+expect_eq "$rc" 1 "a file that is no image exits 1"; echo "$out" | grep -q "x.png" && ok "message names the file" || bad "message: $out"
 rm -rf "$tmp"
 finish
