@@ -4,7 +4,8 @@
  * the image block (the block is never cut), an image request batched with text requests, the
  * same image again hitting the prefix cache with the same bits as cold, another image with the
  * same layout not hitting it, and a cached prefix that ends inside an image block not used
- * past the block's start. Bits are compared through the chosen tokens' logprobs. */
+ * past the block's start. Bits are compared through the chosen tokens' logprobs. (A model
+ * without a tower refusing images: test_image_e2e.) */
 #include "engine_util.h"
 #include "engine/images.h"
 #include "engine/scheduler.h"
@@ -224,9 +225,9 @@ static void test_refusals(void **state) {
     gp.images = &bad;
     assert_int_equal(g4_sched_submit(r.s, p.ids, p.n, &gp, &q, &err), G4_EINVAL);
     bad = p.im;
-    bad.soft = NULL; /* patches to encode, but the model has no tower loaded */
-    bad.pixels = p.soft, bad.ppos = (const int32_t *)p.ids, bad.ph = bad.pw = 3, bad.patch_dim = 4;
-    assert_int_equal(g4_sched_submit(r.s, p.ids, p.n, &gp, &q, &err), G4_EUNSUPPORTED);
+    bad.soft = NULL; /* neither patches nor soft tokens */
+    assert_int_equal(g4_sched_submit(r.s, p.ids, p.n, &gp, &q, &err), G4_EINVAL);
+
     gp.images = &p.im;
     g4_sched_sub_opts x = {.prompt_logprobs = 1};
     assert_int_equal(g4_sched_submit_ex(r.s, p.ids, p.n, &gp, &x, &q, &err), G4_EINVAL);
