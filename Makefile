@@ -80,7 +80,7 @@ $(UI_GEN): scripts/embed-files.sh $(UI_FILES)
 
 $(BUILD)/gen/ui_files.o $(BUILD)/pic/gen/ui_files.o: $(UI_GEN) $(CONFIG_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(if $(findstring /pic/,$@),-fPIC) -MMD -MP -c $< -o $@
+	$(CC) $(BASE_CFLAGS) $(if $(findstring /pic/,$@),$(PIC_FLAGS)) -MMD -MP -c $< -o $@
 
 $(BUILD)/libg4.a: $(LIB_OBJS)
 	@rm -f $@
