@@ -7,7 +7,7 @@
 #include <pthread.h>
 #include <time.h>
 
-#include "engine_util.h"
+#include "sched_util.h"
 #include "engine/scheduler.h"
 #include "engine/textgen.h"
 
@@ -16,19 +16,6 @@ static const char *questions[] = {
     "What is the capital of Kenya?", "What is the capital of Canada?", "What is the capital of Chile?",
     "What is the capital of Egypt?", "What is the capital of India?",
 };
-
-static int32_t *prompt_ids(g4_textgen *tg, const char *q, size_t *n) {
-    json_t *req = json_pack("{s:[{s:s,s:s}],s:b}", "messages", "role", "user", "content", q, "add_generation_prompt", 1);
-    char *text;
-    size_t len;
-    g4_err err;
-    assert_int_equal(g4_textgen_render(tg, req, &text, &len, &err), 0);
-    int32_t *ids;
-    assert_int_equal(g4_tokenizer_encode(tg->tok, text, len, 0, &ids, n, &err), 0);
-    free(text);
-    json_decref(req);
-    return ids;
-}
 
 /* Collects a request's text until DONE. */
 static char *collect(g4_sched_req *r, const char **reason) {
@@ -75,7 +62,7 @@ static void test_concurrent_equals_alone(void **state) {
         g4_sampling_params_default(&p.sampling);
         if (i % 2) { p.sampling.temperature = 1.3f; p.sampling.seed = 100 + (uint64_t)i; p.sampling.has_seed = 1; }
         size_t n;
-        int32_t *ids = prompt_ids(&tg, questions[i % 8], &n);
+        int32_t *ids = tu_chat_ids(&tg, questions[i % 8], &n);
         g4_sched_req *r;
         assert_int_equal(g4_sched_submit(s, ids, n, &p, &r, &err), 0);
         const char *why;
@@ -89,7 +76,7 @@ static void test_concurrent_equals_alone(void **state) {
         g4_sampling_params_default(&p.sampling);
         if (i % 2) { p.sampling.temperature = 1.3f; p.sampling.seed = 100 + (uint64_t)i; p.sampling.has_seed = 1; }
         size_t n;
-        int32_t *ids = prompt_ids(&tg, questions[i % 8], &n);
+        int32_t *ids = tu_chat_ids(&tg, questions[i % 8], &n);
         assert_int_equal(g4_sched_submit(s, ids, n, &p, &rs[i], &err), 0);
         free(ids);
     }
@@ -119,7 +106,7 @@ static void test_cancel_and_limits(void **state) {
     g4_sched_opts so = {.max_waiting = 2};
     assert_int_equal(g4_sched_create(&tg, &so, &s, &err), 0);
     size_t n;
-    int32_t *ids = prompt_ids(&tg, questions[0], &n);
+    int32_t *ids = tu_chat_ids(&tg, questions[0], &n);
     g4_gen_params p = {.max_new_tokens = 200, .skip_special = 1};
     g4_sampling_params_default(&p.sampling);
     p.sampling.temperature = 2.0f; /* wander: do not stop early */
@@ -183,7 +170,7 @@ static void test_budget_waits(void **state) {
     g4_sched_req *rs[4];
     for (int i = 0; i < 4; i++) {
         size_t n;
-        int32_t *ids = prompt_ids(&tg, questions[i], &n);
+        int32_t *ids = tu_chat_ids(&tg, questions[i], &n);
         p.max_new_tokens = 256 - (int64_t)n;
         assert_int_equal(g4_sched_submit(s, ids, n, &p, &rs[i], &err), 0);
         free(ids);
@@ -210,7 +197,7 @@ static void same_alone_and_together(g4_sched *s, g4_textgen *tg, int n, int64_t 
     for (int pass = 0; pass < 2; pass++) {
         for (int i = 0; i < n; i++) {
             size_t np;
-            int32_t *ids = prompt_ids(tg, questions[i], &np);
+            int32_t *ids = tu_chat_ids(tg, questions[i], &np);
             g4_gen_params p = {.max_new_tokens = ctx - (int64_t)np, .skip_special = 1, .ignore_eos = 1};
             g4_sampling_params_default(&p.sampling);
             if (i % 2) { p.sampling.temperature = 1.1f; p.sampling.seed = 7 + (uint64_t)i; p.sampling.has_seed = 1; }
@@ -279,7 +266,7 @@ static void test_cancel_returns_blocks(void **state) {
         g4_sched_req *rs[10];
         for (int i = 0; i < 10; i++) {
             size_t n;
-            int32_t *ids = prompt_ids(&tg, questions[(round + i) % 8], &n);
+            int32_t *ids = tu_chat_ids(&tg, questions[(round + i) % 8], &n);
             assert_int_equal(g4_sched_submit(s, ids, n, &p, &rs[i], &err), 0);
             free(ids);
         }
