@@ -65,7 +65,9 @@ int g4_engine_tp(const g4_engine *e);
 int g4_engine_follow(g4_engine *e, g4_err *err);
 /* NULL while every rank is healthy. Once a rank failed (died, hung, or returned an error in a
  * step), the message naming it; every later call that needs the ranks fails at once with
- * G4_ECOMM and that message. Safe to call from any thread. */
+ * that message (G4_ECOMM, or G4_EIO when a model file was truncated or changed in place under
+ * the memory-mapped weights: also reported here before the next step finds it; not with
+ * load_copy). Safe to call from any thread. */
 const char *g4_engine_failure(const g4_engine *e);
 
 int64_t g4_engine_vocab(const g4_engine *e);

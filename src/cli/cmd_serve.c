@@ -176,7 +176,7 @@ int cmd_serve(int argc, char **argv) {
         for (double t = 0; t < so.drain_s && sigtimedwait(&sigs, NULL, &(struct timespec){0, 200000000}) <= 0; t += 0.2) {}
         g4_server_stop(srv);
         g4_engine_close(e);
-        fprintf(stderr, "g4tp serve: stopped after a rank failure\n");
+        fprintf(stderr, "g4tp serve: stopped after the failure\n");
         return 1;
     }
     if (mpi && sig != SIGUSR1 && g4_comm_mpi_launched() && launcher_kill_s() - 0.5 < so.drain_s) {

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/mapfile.h"
 #include "base/numa.h"
 #include "base/threadpool.h"
 #include "engine/kvseq.h"
@@ -80,6 +81,7 @@ struct g4_engine {
     int n_stop;
     int closed;
     atomic_int failed;     /* the group failed: every later command fails at once with failure */
+    int failure_code;
     char failure[sizeof ((g4_err *)0)->msg];
 };
 
@@ -93,6 +95,14 @@ static int exec_ops(rank_state *rs, int64_t n, g4_err *err) {
     int32_t *ops = e->my_rank == 0 && rs->rank == 0 ? (int32_t *)g4_kvmgr_ops(e->kv, &have) : rs->ops;
     if (g4_comm_broadcast(rs->comm, ops, sizeof(int32_t) * (size_t)n, 0)) return g4_err_set(err, G4_ECOMM, "broadcast of the KV ops failed");
     return g4_kvstore_apply(g4_rank_kv(rs->m), ops, n, err);
+}
+
+/* The weights come from memory-mapped files (not --load copy): a file truncated or changed in
+ * place under them (mapfile.h) makes what was computed since wrong. Checked by this process's
+ * first rank after each step. */
+static int files_intact(const rank_state *rs, g4_err *err) {
+    const char *why = rs == &rs->e->ranks[0] && !rs->e->o.load_copy ? g4_mapfile_check() : NULL;
+    return why ? g4_err_set(err, G4_EIO, "%s", why) : G4_OK;
 }
 
 static int rank_exec(rank_state *rs, const cmd_hdr *h, g4_err *err) {
@@ -114,6 +124,9 @@ static int rank_exec(rank_state *rs, const cmd_hdr *h, g4_err *err) {
         g4_batch b = {n, rs->payload, rs->payload + n, rs->payload + 2 * n, flags, e->my_rank == 0 && rs->rank == 0 ? e->embd : NULL,
                       spans ? rs->payload + 4 * n : NULL};
         if ((rc = g4_rank_forward(rs->m, &b, rs->logits_local, err))) return rc;
+        /* MPI: before this process's logits go out (the leader does not see its files); threads:
+         * after the gather, when every rank's reads are done */
+        if (e->mpi && (rc = files_intact(rs, err))) return rc;
         if (n_logits > 0 && e->tp > 1) {
             /* pad each rank's block to max_nv columns so the gather has equal sizes */
             const int64_t nv = rs->plan.n_v_local;
@@ -123,7 +136,7 @@ static int rank_exec(rank_state *rs, const cmd_hdr *h, g4_err *err) {
                                 e->my_rank == 0 && rs->rank == 0 ? e->gathered : NULL, 0);
             if (rc) return g4_err_set(err, G4_ECOMM, "gathering the logits failed");
         }
-        return G4_OK;
+        return e->mpi ? G4_OK : files_intact(rs, err);
     }
     case CMD_DRAFT: {
         const int n = (int)h->n, k = (int)(h->b & 0xff), want = (int)(h->b >> 8) & 1;
@@ -135,8 +148,9 @@ static int rank_exec(rank_state *rs, const cmd_hdr *h, g4_err *err) {
         if (g4_comm_broadcast(rs->comm, rs->dpay, sizeof(int32_t) * 3 * (size_t)n, 0) ||
             g4_comm_broadcast(rs->comm, rs->dhid, sizeof(float) * (size_t)n * (size_t)H, 0))
             return g4_err_set(err, G4_ECOMM, "broadcast of the draft requests failed");
-        return g4_asst_draft(rs->asst, n, k, rs->dpay, rs->dpay + n, rs->dpay + 2 * n, rs->dhid, rs->dids, want,
-                             e->my_rank == 0 && rs->rank == 0 ? e->draft_logits : NULL, err);
+        rc = g4_asst_draft(rs->asst, n, k, rs->dpay, rs->dpay + n, rs->dpay + 2 * n, rs->dhid, rs->dids, want,
+                           e->my_rank == 0 && rs->rank == 0 ? e->draft_logits : NULL, err);
+        return rc ? rc : files_intact(rs, err);
     }
     default: return g4_err_set(err, G4_EINVAL, "unknown command %lld", (long long)h->op);
     }
@@ -170,14 +184,15 @@ static int follow_loop(rank_state *rs, g4_err *err) {
  * are no longer in step): from then on every command fails at once with the same message. */
 static int lead(g4_engine *e, cmd_hdr h, g4_err *err) {
     rank_state *rs = &e->ranks[0];
-    if (atomic_load(&e->failed)) return g4_err_set(err, G4_ECOMM, "%s", e->failure);
+    if (atomic_load(&e->failed)) return g4_err_set(err, e->failure_code, "%s", e->failure);
     int rc = g4_comm_broadcast(rs->comm, &h, sizeof h, 0);
     if (rc) g4_err_set(err, G4_ECOMM, "a rank failed (broadcast)");
     else rc = rank_exec(rs, &h, err);
     if (rc && rc != G4_ECOMM) g4_comm_fail(rs->comm, err->msg);
     if (rc) {
-        comm_error(rs, rc, err);
+        if (rc == G4_ECOMM) comm_error(rs, rc, err); /* else rank 0's own error says it best, whole */
         snprintf(e->failure, sizeof e->failure, "%s", err->msg);
+        e->failure_code = rc;
         atomic_store(&e->failed, 1);
     }
     return rc;
@@ -529,7 +544,10 @@ int g4_engine_follow(g4_engine *e, g4_err *err) {
 /* ---- leader API -------------------------------------------------------------------------- */
 
 int g4_engine_rank(const g4_engine *e) { return e->my_rank; }
-const char *g4_engine_failure(const g4_engine *e) { return atomic_load(&e->failed) ? e->failure : NULL; }
+const char *g4_engine_failure(const g4_engine *e) {
+    if (atomic_load(&e->failed)) return e->failure;
+    return e->o.load_copy ? NULL : g4_mapfile_check(); /* the next step would fail with it */
+}
 int g4_engine_tp(const g4_engine *e) { return e->tp; }
 int64_t g4_engine_vocab(const g4_engine *e) { return e->cfg->vocab_size; }
 int64_t g4_engine_max_ctx(const g4_engine *e) { return e->o.max_ctx; }
