@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/fault.h"
 #include "base/mapfile.h"
 #include "base/numa.h"
 #include "base/threadpool.h"
@@ -207,7 +208,7 @@ static int lead(g4_engine *e, cmd_hdr h, g4_err *err) {
 static int numa_place(g4_engine *e, int rank, int *cpus, int *pin, g4_err *err) {
     const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
     int local = e->mpi && lr ? atoi(lr) : rank, nodes = g4_numa_nodes(), node = local % nodes;
-    static int nc[G4_NUMA_MAX_CPUS];
+    int nc[G4_NUMA_MAX_CPUS]; /* per call: ranks initialise concurrently */
     int m = g4_numa_node_cpus(node, nc, G4_NUMA_MAX_CPUS), t = e->o.threads < 64 ? e->o.threads : 64, mem_ok = 0;
     if (m == 0) return g4_err_set(err, G4_EINVAL, "--numa: NUMA node %d lists no CPUs", node);
     for (int i = 0; i < t; i++) cpus[i] = nc[((local / nodes) * t + i) % m];
@@ -227,18 +228,20 @@ static int rank_init(g4_engine *e, rank_state *rs, int rank, g4_comm *comm, g4_d
     rs->comm = comm;
     int rc = g4_tp_plan_make(e->cfg, g4_model_source_wdtype(&e->src, dtype), e->tp, rank, &rs->plan, err);
     if (rc) return rc;
+    int cpus[64], ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    const char *fr = getenv("G4_TEST_FAIL_RANK");
+    if (fr && atoi(fr) == rank && strchr(fr, ':')) rs->fail_at = atoi(strchr(fr, ':') + 1);
+    int pin = e->o.threads * e->n_ranks_here <= ncpu && e->o.threads <= 64 && !e->mpi;
+    for (int i = 0; pin && i < e->o.threads; i++) cpus[i] = rank * e->o.threads + i;
+    /* --numa binds this thread before it copies or converts any weight: those pages land on the node */
+    if (e->o.numa && (rc = numa_place(e, rank, cpus, &pin, err))) return rc;
+    if (g4_fault_hit("engine.bind")) return g4_err_set(err, G4_ENOMEM, "out of memory for rank %d's weights", rank);
     if ((rc = g4_model_source_bind(&e->src, &rs->plan, dtype, e->o.load_copy, &rs->w, err))) return rc;
     /* q4_0 in the layout the set reads fastest (same bits); G4_Q4_LAYOUT=blocks keeps blocks.
      * An artifact sharded in that layout stays in the map. */
     const char *q4l = getenv("G4_Q4_LAYOUT");
     const int q4_layout = q4l && !strcmp(q4l, "blocks") ? 0 : g4_q4_0_layout_for(e->K);
     if ((rc = g4_weights_set_q4_layout(&rs->w, e->cfg, &rs->plan, q4_layout, err))) return rc;
-    int cpus[64], ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    const char *fr = getenv("G4_TEST_FAIL_RANK");
-    if (fr && atoi(fr) == rank && strchr(fr, ':')) rs->fail_at = atoi(strchr(fr, ':') + 1);
-    int pin = e->o.threads * e->n_ranks_here <= ncpu && e->o.threads <= 64 && !e->mpi;
-    for (int i = 0; pin && i < e->o.threads; i++) cpus[i] = rank * e->o.threads + i;
-    if (e->o.numa && (rc = numa_place(e, rank, cpus, &pin, err))) return rc;
     if ((rc = g4_pool_create(e->o.threads, pin ? cpus : NULL, &rs->pool, err))) return rc;
     g4_rank_model_opts mo = {e->o.max_batch, e->o.max_ctx, e->o.max_seqs, e->o.mutation, e->kv_pages, e->kv_dtype};
     if ((rc = g4_rank_model_create(e->cfg, &rs->plan, &rs->w, g4_kernels_math(e->K, e->math), rs->pool, comm, &mo, &rs->m, err))) return rc;
