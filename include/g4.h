@@ -99,6 +99,9 @@ int64_t g4_engine_seq_len(const g4_engine *e, int seq);
 /* Bytes of KV pages held by open sequences (the prefix cache's evictable pages excluded). */
 size_t g4_engine_kv_bytes_used(const g4_engine *e);
 size_t g4_engine_kv_budget(const g4_engine *e);
+/* How the KV budget was chosen, one line: "N MiB per rank (--kv-budget-mb)" or the default's
+ * account (free memory, weights, reserve, ranks; docs/kvcache.md). */
+const char *g4_engine_kv_budget_note(const g4_engine *e);
 /* Bytes a sequence of cap positions holds at most (its full-layer blocks and one window). */
 size_t g4_engine_seq_bytes(const g4_engine *e, int64_t cap);
 /* KV pages: free plus evictable now, and what growing a sequence from len by n positions takes. */

@@ -166,6 +166,7 @@ int cmd_serve(int argc, char **argv) {
     }
     fprintf(stderr, "g4tp serve: ready: model \"%s\", tp %d, context %lld, isa %s\n", so.model_id, g4_engine_tp(e),
             (long long)g4_engine_max_ctx(e), g4_engine_isa(e));
+    fprintf(stderr, "g4tp serve: KV cache: %s\n", g4_engine_kv_budget_note(e));
     if (mpi) check_launcher_kill_timeout(so.drain_s);
     /* until SIGTERM/SIGINT/SIGUSR1, or until a rank fails */
     int sig = 0;

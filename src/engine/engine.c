@@ -18,6 +18,7 @@
 #include "base/mapfile.h"
 #include "base/numa.h"
 #include "base/threadpool.h"
+#include "engine/kvbudget.h"
 #include "engine/kvseq.h"
 #include "engine/model_source.h"
 #include "engine/speculate.h"
@@ -70,6 +71,7 @@ struct g4_engine {
     uint8_t *seq_used;     /* leader: [max_seqs] */
     int64_t *seq_cap;
     size_t kv_budget;
+    char kv_note[320];     /* how kv_budget was chosen */
     int kv_dtype;
     int64_t kv_pages;      /* pages of each rank's pool */
     g4_kv_geom geom;       /* rank 0's KV geometry (the same on every rank) */
@@ -300,21 +302,50 @@ static int flush_ops(void *ctx, const int32_t *ops, int64_t n, g4_err *err) {
     return lead(ctx, (cmd_hdr){CMD_KV_OPS, 0, n, 0}, err);
 }
 
-/* The KV cache: element type, the pool's pages per rank from the budget (refused when one
- * sequence of max_ctx would not fit), and on the leader the block manager. */
+/* The KV cache's element type, geometry and budget per rank: --kv-budget-mb, or by default
+ * what this machine has free once this process's ranks hold their weights (kvbudget.h). */
 static int kv_setup(g4_engine *e, g4_dtype_req dtype, g4_err *err) {
     const char *kd = e->o.kv_dtype && *e->o.kv_dtype ? e->o.kv_dtype : "f32";
     e->kv_dtype = g4_dtype_from_name(kd);
     if (e->kv_dtype != G4_DT_F32 && e->kv_dtype != G4_DT_BF16 && e->kv_dtype != G4_DT_Q8_0)
         return g4_err_set(err, G4_EINVAL, "unknown --kv-dtype \"%s\" (f32, bf16, q8_0)", kd);
-    g4_tp_plan plan;
-    int rc = g4_tp_plan_make(e->cfg, g4_model_source_wdtype(&e->src, dtype), e->tp, e->mpi ? e->my_rank : 0, &plan, err);
+    uint64_t weights = 0;
+    int rc = G4_OK;
+    for (int r = 0; r < e->n_ranks_here && rc == G4_OK; r++) {
+        g4_tp_plan plan;
+        if ((rc = g4_tp_plan_make(e->cfg, g4_model_source_wdtype(&e->src, dtype), e->tp, e->mpi ? e->my_rank : r, &plan, err))) break;
+        weights += g4_model_source_rank_bytes(&e->src, &plan, dtype);
+        if (r == 0) rc = g4_kv_geom_make(e->cfg, &plan, e->kv_dtype, &e->geom, err);
+        g4_tp_plan_free(&plan);
+    }
     if (rc) return rc;
-    rc = g4_kv_geom_make(e->cfg, &plan, e->kv_dtype, &e->geom, err);
-    g4_tp_plan_free(&plan);
-    if (rc) return rc;
-    e->kv_budget = e->o.kv_budget_bytes > 0 ? (size_t)e->o.kv_budget_bytes
-                                            : (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE) / 4 / (size_t)e->n_ranks_here;
+    const int64_t one = g4_kv_seq_pages(&e->geom, e->o.max_ctx, e->o.max_batch + (int)e->kv_keep);
+    if (e->o.kv_budget_bytes > 0) {
+        e->kv_budget = (size_t)e->o.kv_budget_bytes;
+        snprintf(e->kv_note, sizeof e->kv_note, "%zu MiB per rank (--kv-budget-mb)", e->kv_budget >> 20);
+    } else {
+        g4_mem_info mi;
+        g4_mem_info_read(&mi);
+        e->kv_budget = g4_kv_default_budget(&mi, weights, e->n_ranks_here, (uint64_t)one * (uint64_t)e->geom.page_bytes, e->kv_note, sizeof e->kv_note);
+    }
+    return G4_OK;
+}
+
+/* The pool's pages per rank from the budget (MPI: the smallest any rank has, so that every
+ * rank's pool holds the pages the leader hands out; refused when one sequence of max_ctx would
+ * not fit), and on the leader the block manager. */
+static int kv_pool_setup(g4_engine *e, g4_comm *c, g4_err *err) {
+    if (e->mpi) {
+        uint64_t mine = e->kv_budget, all[64] = {0}, least = mine;
+        if (g4_comm_gather(c, &mine, sizeof mine, e->my_rank == 0 ? all : NULL, 0)) return g4_err_set(err, G4_ECOMM, "KV budget agreement failed");
+        for (int r = 0; e->my_rank == 0 && r < e->tp; r++) least = all[r] < least ? all[r] : least;
+        if (g4_comm_broadcast(c, &least, sizeof least, 0)) return g4_err_set(err, G4_ECOMM, "KV budget agreement failed");
+        if (least < mine) {
+            e->kv_budget = (size_t)least;
+            snprintf(e->kv_note + strlen(e->kv_note), sizeof e->kv_note - strlen(e->kv_note), "; %llu MiB: the least of the ranks",
+                     (unsigned long long)(least >> 20));
+        }
+    }
     const int64_t pb = e->geom.page_bytes, one = g4_kv_seq_pages(&e->geom, e->o.max_ctx, e->o.max_batch + (int)e->kv_keep);
     e->kv_pages = (int64_t)(e->kv_budget / (size_t)pb);
     /* more pages than every slot at max_ctx with every sliding block kept, four times over,
@@ -329,9 +360,8 @@ static int kv_setup(g4_engine *e, g4_dtype_req dtype, g4_err *err) {
                           "(%s KV); raise --kv-budget-mb or lower --max-ctx", e->kv_budget >> 20, (long long)e->o.max_ctx,
                           (long long)((one * pb + (1 << 20) - 1) >> 20), g4_dtype_name(e->kv_dtype));
     if (e->my_rank == 0) {
-        if ((rc = g4_kvmgr_create(&e->geom, e->kv_pages, e->o.max_seqs, e->o.max_ctx, e->o.max_batch, !e->o.no_prefix_cache, flush_ops, e,
-                                  &e->kv, err)))
-            return rc;
+        int rc = g4_kvmgr_create(&e->geom, e->kv_pages, e->o.max_seqs, e->o.max_ctx, e->o.max_batch, !e->o.no_prefix_cache, flush_ops, e, &e->kv, err);
+        if (rc) return rc;
         g4_kvmgr_set_keep(e->kv, e->kv_keep);
     }
     return G4_OK;
@@ -465,6 +495,7 @@ int g4_engine_open(const g4_engine_opts *opts, g4_engine **out, g4_err *err) {
     e->seq_cap = calloc((size_t)e->o.max_seqs, sizeof *e->seq_cap);
     if (e->my_rank == 0) e->gathered = malloc(sizeof(float) * (size_t)e->tp * (size_t)e->o.max_batch * (size_t)e->max_nv + 64);
     if (!e->ranks || !e->seq_used || !e->seq_cap || (e->my_rank == 0 && !e->gathered)) { rc = g4_err_set(err, G4_ENOMEM, "out of memory"); goto fail; }
+    if ((rc = kv_pool_setup(e, comms[0], err))) goto fail;
     if (e->mpi) {
         if (!(opts->isa && *opts->isa) && (rc = agree_on_isa(e, comms[0], err))) goto fail;
         if ((rc = rank_init(e, &e->ranks[0], e->my_rank, comms[0], dtype, err))) { g4_comm_fail(comms[0], err->msg); goto fail; }
@@ -565,6 +596,7 @@ size_t g4_engine_kv_bytes_used(const g4_engine *e) {
     return (size_t)(st.pages_total - st.pages_free - st.pages_cached) * (size_t)st.page_bytes;
 }
 size_t g4_engine_kv_budget(const g4_engine *e) { return e->kv_budget; }
+const char *g4_engine_kv_budget_note(const g4_engine *e) { return e->kv_note; }
 size_t g4_engine_weight_bytes(const g4_engine *e) {
     /* every rank reads its own slices once per token; MPI: ranks are near-equal, scale ours */
     size_t b = 0;
