@@ -70,6 +70,8 @@ struct g4_sched_req {
     g4_token_logprob *lps;    /* [n_lps] under mu: the generated tokens' */
     size_t n_lps, cap_lps;
     g4_token_logprob *plp;    /* [n_prompt] when prompt logprobs are wanted */
+    void (*on_row)(void *, size_t, const float *, int64_t); /* g4_sched_sub_opts */
+    void *row_ctx;
     int plp_done;             /* under mu: plp complete */
     /* speculative decoding (speculate.h) */
     int spec_k;               /* drafts per round at most (0: none) */
@@ -339,6 +341,7 @@ static void fail_req(g4_sched_req *r, const g4_err *err) {
 /* The request's draw from one logits row, through its constraint's mask when it has one (the
  * row is masked in place, so logprobs then describe the constrained distribution). */
 static int32_t draw(g4_sched_req *r, float *row, int V, g4_err *err) {
+    if (r->on_row) r->on_row(r->row_ctx, r->n_gen, row, V);
     const uint64_t *mask = r->cm ? g4_matcher_mask(r->cm, err) : NULL;
     if (r->cm && !mask) return -1;
     const int32_t id = mask ? g4_sampler_sample_masked(r->smp, row, V, mask) : g4_sampler_sample(r->smp, row, V);
@@ -1012,6 +1015,8 @@ int g4_sched_submit_ex(g4_sched *s, const int32_t *prompt, size_t n_prompt, cons
     r->p.stop_strings = (const char *const *)r->stops;
     r->logprobs = x->logprobs || x->prompt_logprobs;
     r->top_logprobs = x->top_logprobs;
+    r->on_row = x->on_row;
+    r->row_ctx = x->row_ctx;
     /* the engine's k is the most: the KV cache keeps rows for rolling back that many */
     r->spec_k = s->spec->method == G4_SPEC_NONE || p->speculative < 0 ? 0 : p->speculative > 0 && p->speculative < s->spec->k ? p->speculative : s->spec->k;
     g4_spec_stat_init(&r->st);

@@ -93,6 +93,12 @@ typedef struct g4_sched_sub_opts {
     g4_sched_req *after;      /* admit only once this request's prompt is computed, so the shared
                                * prompt comes from the prefix cache (the n choices of a request) */
     g4_sched_notify *notify;  /* signalled on every event (must outlive the handle) */
+    /* Each logits row a generated token is drawn from, as the engine gave it (before any
+     * constraint's mask): on_row(row_ctx, i, row, V) for token i, in order, once per token
+     * (verification rows whose draft was rejected past the first difference are not drawn from
+     * and not reported). Called on the scheduler thread: copy what is kept, do not block. */
+    void (*on_row)(void *row_ctx, size_t i, const float *row, int64_t V);
+    void *row_ctx;
 } g4_sched_sub_opts;
 int g4_sched_submit_ex(g4_sched *s, const int32_t *prompt, size_t n_prompt, const g4_gen_params *p, const g4_sched_sub_opts *x,
                        g4_sched_req **out, g4_err *err);
