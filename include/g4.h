@@ -67,7 +67,9 @@ int g4_engine_tp(const g4_engine *e);
 int g4_engine_follow(g4_engine *e, g4_err *err);
 /* NULL while every rank is healthy. Once a rank failed (died, hung, or returned an error in a
  * step), the message naming it; every later call that needs the ranks fails at once with
- * G4_ECOMM and that message. Safe to call from any thread. */
+ * that message (G4_ECOMM, or G4_EIO when a model file was truncated or changed in place under
+ * the memory-mapped weights: also reported here before the next step finds it; not with
+ * load_copy). Safe to call from any thread. */
 const char *g4_engine_failure(const g4_engine *e);
 
 int64_t g4_engine_vocab(const g4_engine *e);
@@ -99,6 +101,9 @@ int64_t g4_engine_seq_len(const g4_engine *e, int seq);
 /* Bytes of KV pages held by open sequences (the prefix cache's evictable pages excluded). */
 size_t g4_engine_kv_bytes_used(const g4_engine *e);
 size_t g4_engine_kv_budget(const g4_engine *e);
+/* How the KV budget was chosen, one line: "N MiB per rank (--kv-budget-mb)" or the default's
+ * account (free memory, weights, reserve, ranks; docs/kvcache.md). */
+const char *g4_engine_kv_budget_note(const g4_engine *e);
 /* Bytes a sequence of cap positions holds at most (its full-layer blocks and one window). */
 size_t g4_engine_seq_bytes(const g4_engine *e, int64_t cap);
 /* KV pages: free plus evictable now, and what growing a sequence from len by n positions takes. */

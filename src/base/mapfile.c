@@ -1,8 +1,12 @@
-/* mapfile.c — mmap of weight files and whole-file helpers (POSIX). No model knowledge. */
+/* mapfile.c — mmap of weight files and whole-file helpers (POSIX), and the guard of the maps
+ * (SIGBUS from truncated files, files changed in place). No model knowledge. */
 #include "base/mapfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,8 +42,144 @@ static void *map_huge_aligned(int fd, size_t size) {
     return p;
 }
 
+/* ---- the guard ------------------------------------------------------------------------------ */
+
+/* The signal handler reads this table: a slot is filled, then published by `used`; it is
+ * withdrawn before its map goes. Strings are built without stdio (async-signal-safe). */
+enum { GUARD_SLOTS = 256, GUARD_WHY = 1200 };
+enum { G_INTACT, G_WRITING, G_TRUNCATED, G_CHANGED };
+typedef struct {
+    atomic_int used;
+    atomic_int state;
+    uintptr_t lo, hi;         /* the map's pages */
+    const char *path;
+    int fd;                   /* the mapped file itself: what fstat sees is what the map shows */
+    off_t size;
+    struct timespec mtime;
+    char why[GUARD_WHY];
+} guard;
+
+static guard guards[GUARD_SLOTS];
+static pthread_mutex_t guard_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct sigaction old_bus;
+static uintptr_t page_size;
+
+static size_t put(char *d, size_t at, const char *s) {
+    while (*s && at + 1 < GUARD_WHY) d[at++] = *s++;
+    d[at] = 0;
+    return at;
+}
+
+static void on_sigbus(int sig, siginfo_t *si, void *uc) {
+    const int saved = errno;
+    const uintptr_t a = (uintptr_t)si->si_addr;
+    for (int i = 0; i < GUARD_SLOTS; i++) {
+        guard *g = &guards[i];
+        if (!atomic_load(&g->used) || a < g->lo || a >= g->hi) continue;
+        /* zeros from the faulting page to the map's end: the file ends before it (or the page
+         * is unreadable); the read resumes, and the damage is reported where the data is used */
+        const uintptr_t p = a & ~(page_size - 1);
+        if (mmap((void *)p, g->hi - p, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED) break;
+        int intact = G_INTACT;
+        if (atomic_compare_exchange_strong(&g->state, &intact, G_WRITING)) {
+            size_t n = put(g->why, 0, "the model file ");
+            n = put(g->why, n, g->path);
+            n = put(g->why, n, " was truncated while in use (SIGBUS reading it): restart to load it again (--load copy reads the "
+                               "files once, at startup)");
+            atomic_store(&g->state, G_TRUNCATED);
+            if (write(2, "g4tp: ", 6) < 0 || write(2, g->why, n) < 0 || write(2, "\n", 1) < 0) { /* nothing to do */ }
+        }
+        errno = saved;
+        return;
+    }
+    /* not a map of ours: what would have happened without this handler */
+    if (old_bus.sa_flags & SA_SIGINFO) {
+        old_bus.sa_sigaction(sig, si, uc);
+    } else if (old_bus.sa_handler != SIG_DFL && old_bus.sa_handler != SIG_IGN) {
+        old_bus.sa_handler(sig);
+    } else {
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        sigaction(SIGBUS, &dfl, NULL); /* the faulting access runs again and ends the process */
+    }
+    errno = saved;
+}
+
+/* Under guard_mu, at every new map: a handler installed after ours (a test harness, the
+ * application) would take SIGBUS from us; ours goes back on top and passes it the others. */
+static void guard_install(void) {
+    if (!page_size) page_size = (uintptr_t)sysconf(_SC_PAGESIZE);
+    struct sigaction cur, sa;
+    if (sigaction(SIGBUS, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_sigbus) return;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sigbus;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER; /* SA_NODEFER: a fault in a chained handler still reaches us */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, &old_bus);
+}
+
+/* Keeps fd (returns the slot) or, with no free slot, returns -1 (the map then goes unguarded). */
+static int guard_add(const g4_mapfile *m, int fd, const struct stat *st) {
+    pthread_mutex_lock(&guard_mu);
+    guard_install();
+    int k = -1;
+    for (int i = 0; i < GUARD_SLOTS && k < 0; i++)
+        if (!atomic_load(&guards[i].used)) k = i;
+    if (k >= 0) {
+        guard *g = &guards[k];
+        g->lo = (uintptr_t)m->data;
+        g->hi = (g->lo + m->size + page_size - 1) & ~(page_size - 1);
+        g->path = m->path;
+        g->fd = fd;
+        g->size = st->st_size;
+        g->mtime = st->st_mtim;
+        g->why[0] = 0;
+        atomic_store(&g->state, G_INTACT);
+        atomic_store(&g->used, 1);
+    }
+    pthread_mutex_unlock(&guard_mu);
+    return k;
+}
+
+static void guard_remove(int k) {
+    if (k < 0) return;
+    pthread_mutex_lock(&guard_mu);
+    atomic_store(&guards[k].used, 0);
+    close(guards[k].fd);
+    pthread_mutex_unlock(&guard_mu);
+}
+
+const char *g4_mapfile_check(void) {
+    const char *first = NULL;
+    pthread_mutex_lock(&guard_mu);
+    for (int i = 0; i < GUARD_SLOTS; i++) {
+        guard *g = &guards[i];
+        if (!atomic_load(&g->used)) continue;
+        struct stat st;
+        int intact = G_INTACT;
+        if (atomic_load(&g->state) == G_INTACT && fstat(g->fd, &st) == 0 &&
+            (st.st_size != g->size || st.st_mtim.tv_sec != g->mtime.tv_sec || st.st_mtim.tv_nsec != g->mtime.tv_nsec) &&
+            atomic_compare_exchange_strong(&g->state, &intact, G_WRITING)) {
+            char how[96];
+            if (st.st_size == g->size) snprintf(how, sizeof how, "modified after it was loaded");
+            else snprintf(how, sizeof how, "%lld bytes when loaded, %lld now", (long long)g->size, (long long)st.st_size);
+            snprintf(g->why, sizeof g->why, "the model file %s was %s while in use (%s): restart to load it again "
+                     "(--load copy reads the files once, at startup)", g->path, st.st_size < g->size ? "truncated" : "changed in place", how);
+            atomic_store(&g->state, G_CHANGED);
+            fprintf(stderr, "g4tp: %s\n", g->why);
+        }
+        if (!first && atomic_load(&g->state) >= G_TRUNCATED) first = g->why;
+    }
+    pthread_mutex_unlock(&guard_mu);
+    return first;
+}
+
+/* ---- maps ----------------------------------------------------------------------------------- */
+
 int g4_mapfile_open(g4_mapfile *m, const char *path, g4_err *err) {
     memset(m, 0, sizeof *m);
+    m->guard = -1;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return g4_err_set(err, G4_EIO, "cannot open %s: %s", path, strerror(errno));
     struct stat st;
@@ -62,12 +202,14 @@ int g4_mapfile_open(g4_mapfile *m, const char *path, g4_err *err) {
         }
         m->data = p;
     }
-    close(fd);
     m->path = strdup(path);
+    if (m->data && m->path && (m->guard = guard_add(m, fd, &st)) >= 0) return G4_OK;
+    close(fd);
     return G4_OK;
 }
 
 void g4_mapfile_close(g4_mapfile *m) {
+    guard_remove(m->guard);
     if (m->data) munmap((void *)m->data, m->size);
     free(m->path);
     memset(m, 0, sizeof *m);

@@ -1,5 +1,14 @@
 /* mapfile.h — read-only memory maps of whole files, and small whole-file reads.
- * The weights are never copied: kernels read them in place from these maps. */
+ * The weights are never copied: kernels read them in place from these maps.
+ *
+ * Every map is guarded: a file truncated while mapped would kill the process with SIGBUS at
+ * the next read of a page past its new end. The first map installs a SIGBUS handler that, for
+ * an address inside a map, logs one line naming the file, maps zero pages over the rest of the
+ * map (the read goes on and sees zeros) and marks the map damaged; other SIGBUS go to the handler
+ * that was there before (or kill the process as they would have). Each map keeps its file open,
+ * so a file changed in place (size or modification time differ from the open) is noticed by
+ * g4_mapfile_check. Readers of mapped data call it after using the data: what they computed
+ * since the damage is garbage. */
 #ifndef G4_BASE_MAPFILE_H
 #define G4_BASE_MAPFILE_H
 
@@ -12,11 +21,16 @@ typedef struct g4_mapfile {
     const uint8_t *data;
     size_t size;
     char *path;
+    int guard;                /* its slot in the guard's table, or -1 (empty file, table full) */
 } g4_mapfile;
 
 /* Maps path read-only. An empty file maps to data == NULL, size == 0. */
 int g4_mapfile_open(g4_mapfile *m, const char *path, g4_err *err);
 void g4_mapfile_close(g4_mapfile *m);
+/* NULL while every open map's file is as it was when mapped; else an account of the first that
+ * is not (truncated: reads of it failed and gave zeros; or changed in place), naming the file,
+ * valid until that map is closed. Looks at each file (one fstat each); logs a change once. */
+const char *g4_mapfile_check(void);
 
 /* Reads a whole (small) file into a NUL-terminated malloc'd buffer. */
 int g4_read_file(const char *path, char **data, size_t *len, g4_err *err);

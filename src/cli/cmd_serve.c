@@ -181,6 +181,7 @@ int cmd_serve(int argc, char **argv) {
     }
     fprintf(stderr, "g4tp serve: ready: model \"%s\", tp %d, context %lld, isa %s\n", so.model_id, g4_engine_tp(e),
             (long long)g4_engine_max_ctx(e), g4_engine_isa(e));
+    fprintf(stderr, "g4tp serve: KV cache: %s\n", g4_engine_kv_budget_note(e));
     if (mpi) check_launcher_kill_timeout(so.drain_s);
     /* until SIGTERM/SIGINT/SIGUSR1, or until a rank fails */
     int sig = 0;
@@ -191,7 +192,7 @@ int cmd_serve(int argc, char **argv) {
         for (double t = 0; t < so.drain_s && sigtimedwait(&sigs, NULL, &(struct timespec){0, 200000000}) <= 0; t += 0.2) {}
         g4_server_stop(srv);
         g4_engine_close(e);
-        fprintf(stderr, "g4tp serve: stopped after a rank failure\n");
+        fprintf(stderr, "g4tp serve: stopped after the failure\n");
         return 1;
     }
     if (mpi && sig != SIGUSR1 && g4_comm_mpi_launched() && launcher_kill_s() - 0.5 < so.drain_s) {

@@ -14,8 +14,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/fault.h"
+#include "base/mapfile.h"
 #include "base/numa.h"
 #include "base/threadpool.h"
+#include "engine/kvbudget.h"
 #include "engine/kvseq.h"
 #include "engine/model_source.h"
 #include "engine/speculate.h"
@@ -70,6 +73,7 @@ struct g4_engine {
     uint8_t *seq_used;     /* leader: [max_seqs] */
     int64_t *seq_cap;
     size_t kv_budget;
+    char kv_note[320];     /* how kv_budget was chosen */
     int kv_dtype;
     int64_t kv_pages;      /* pages of each rank's pool */
     g4_kv_geom geom;       /* rank 0's KV geometry (the same on every rank) */
@@ -83,6 +87,7 @@ struct g4_engine {
     int n_stop;
     int closed;
     atomic_int failed;     /* the group failed: every later command fails at once with failure */
+    int failure_code;
     char failure[sizeof ((g4_err *)0)->msg];
 };
 
@@ -96,6 +101,14 @@ static int exec_ops(rank_state *rs, int64_t n, g4_err *err) {
     int32_t *ops = e->my_rank == 0 && rs->rank == 0 ? (int32_t *)g4_kvmgr_ops(e->kv, &have) : rs->ops;
     if (g4_comm_broadcast(rs->comm, ops, sizeof(int32_t) * (size_t)n, 0)) return g4_err_set(err, G4_ECOMM, "broadcast of the KV ops failed");
     return g4_kvstore_apply(g4_rank_kv(rs->m), ops, n, err);
+}
+
+/* The weights come from memory-mapped files (not --load copy): a file truncated or changed in
+ * place under them (mapfile.h) makes what was computed since wrong. Checked by this process's
+ * first rank after each step. */
+static int files_intact(const rank_state *rs, g4_err *err) {
+    const char *why = rs == &rs->e->ranks[0] && !rs->e->o.load_copy ? g4_mapfile_check() : NULL;
+    return why ? g4_err_set(err, G4_EIO, "%s", why) : G4_OK;
 }
 
 static int rank_exec(rank_state *rs, const cmd_hdr *h, g4_err *err) {
@@ -117,6 +130,9 @@ static int rank_exec(rank_state *rs, const cmd_hdr *h, g4_err *err) {
         g4_batch b = {n, rs->payload, rs->payload + n, rs->payload + 2 * n, flags, e->my_rank == 0 && rs->rank == 0 ? e->embd : NULL,
                       spans ? rs->payload + 4 * n : NULL};
         if ((rc = g4_rank_forward(rs->m, &b, rs->logits_local, err))) return rc;
+        /* MPI: before this process's logits go out (the leader does not see its files); threads:
+         * after the gather, when every rank's reads are done */
+        if (e->mpi && (rc = files_intact(rs, err))) return rc;
         if (n_logits > 0 && e->tp > 1) {
             /* pad each rank's block to max_nv columns so the gather has equal sizes */
             const int64_t nv = rs->plan.n_v_local;
@@ -126,7 +142,7 @@ static int rank_exec(rank_state *rs, const cmd_hdr *h, g4_err *err) {
                                 e->my_rank == 0 && rs->rank == 0 ? e->gathered : NULL, 0);
             if (rc) return g4_err_set(err, G4_ECOMM, "gathering the logits failed");
         }
-        return G4_OK;
+        return e->mpi ? G4_OK : files_intact(rs, err);
     }
     case CMD_DRAFT: {
         const int n = (int)h->n, k = (int)(h->b & 0xff), want = (int)(h->b >> 8) & 1;
@@ -138,8 +154,9 @@ static int rank_exec(rank_state *rs, const cmd_hdr *h, g4_err *err) {
         if (g4_comm_broadcast(rs->comm, rs->dpay, sizeof(int32_t) * 3 * (size_t)n, 0) ||
             g4_comm_broadcast(rs->comm, rs->dhid, sizeof(float) * (size_t)n * (size_t)H, 0))
             return g4_err_set(err, G4_ECOMM, "broadcast of the draft requests failed");
-        return g4_asst_draft(rs->asst, n, k, rs->dpay, rs->dpay + n, rs->dpay + 2 * n, rs->dhid, rs->dids, want,
-                             e->my_rank == 0 && rs->rank == 0 ? e->draft_logits : NULL, err);
+        rc = g4_asst_draft(rs->asst, n, k, rs->dpay, rs->dpay + n, rs->dpay + 2 * n, rs->dhid, rs->dids, want,
+                           e->my_rank == 0 && rs->rank == 0 ? e->draft_logits : NULL, err);
+        return rc ? rc : files_intact(rs, err);
     }
     default: return g4_err_set(err, G4_EINVAL, "unknown command %lld", (long long)h->op);
     }
@@ -173,14 +190,15 @@ static int follow_loop(rank_state *rs, g4_err *err) {
  * are no longer in step): from then on every command fails at once with the same message. */
 static int lead(g4_engine *e, cmd_hdr h, g4_err *err) {
     rank_state *rs = &e->ranks[0];
-    if (atomic_load(&e->failed)) return g4_err_set(err, G4_ECOMM, "%s", e->failure);
+    if (atomic_load(&e->failed)) return g4_err_set(err, e->failure_code, "%s", e->failure);
     int rc = g4_comm_broadcast(rs->comm, &h, sizeof h, 0);
     if (rc) g4_err_set(err, G4_ECOMM, "a rank failed (broadcast)");
     else rc = rank_exec(rs, &h, err);
     if (rc && rc != G4_ECOMM) g4_comm_fail(rs->comm, err->msg);
     if (rc) {
-        comm_error(rs, rc, err);
+        if (rc == G4_ECOMM) comm_error(rs, rc, err); /* else rank 0's own error says it best, whole */
         snprintf(e->failure, sizeof e->failure, "%s", err->msg);
+        e->failure_code = rc;
         atomic_store(&e->failed, 1);
     }
     return rc;
@@ -195,7 +213,7 @@ static int lead(g4_engine *e, cmd_hdr h, g4_err *err) {
 static int numa_place(g4_engine *e, int rank, int *cpus, int *pin, g4_err *err) {
     const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
     int local = e->mpi && lr ? atoi(lr) : rank, nodes = g4_numa_nodes(), node = local % nodes;
-    static int nc[G4_NUMA_MAX_CPUS];
+    int nc[G4_NUMA_MAX_CPUS]; /* per call: ranks initialise concurrently */
     int m = g4_numa_node_cpus(node, nc, G4_NUMA_MAX_CPUS), t = e->o.threads < 64 ? e->o.threads : 64, mem_ok = 0;
     if (m == 0) return g4_err_set(err, G4_EINVAL, "--numa: NUMA node %d lists no CPUs", node);
     for (int i = 0; i < t; i++) cpus[i] = nc[((local / nodes) * t + i) % m];
@@ -215,18 +233,20 @@ static int rank_init(g4_engine *e, rank_state *rs, int rank, g4_comm *comm, g4_d
     rs->comm = comm;
     int rc = g4_tp_plan_make(e->cfg, g4_model_source_wdtype(&e->src, dtype), e->tp, rank, &rs->plan, err);
     if (rc) return rc;
+    int cpus[64], ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    const char *fr = getenv("G4_TEST_FAIL_RANK");
+    if (fr && atoi(fr) == rank && strchr(fr, ':')) rs->fail_at = atoi(strchr(fr, ':') + 1);
+    int pin = e->o.threads * e->n_ranks_here <= ncpu && e->o.threads <= 64 && !e->mpi;
+    for (int i = 0; pin && i < e->o.threads; i++) cpus[i] = rank * e->o.threads + i;
+    /* --numa binds this thread before it copies or converts any weight: those pages land on the node */
+    if (e->o.numa && (rc = numa_place(e, rank, cpus, &pin, err))) return rc;
+    if (g4_fault_hit("engine.bind")) return g4_err_set(err, G4_ENOMEM, "out of memory for rank %d's weights", rank);
     if ((rc = g4_model_source_bind(&e->src, &rs->plan, dtype, e->o.load_copy, &rs->w, err))) return rc;
     /* q4_0 in the layout the set reads fastest (same bits); G4_Q4_LAYOUT=blocks keeps blocks.
      * An artifact sharded in that layout stays in the map. */
     const char *q4l = getenv("G4_Q4_LAYOUT");
     const int q4_layout = q4l && !strcmp(q4l, "blocks") ? 0 : g4_q4_0_layout_for(e->K);
     if ((rc = g4_weights_set_q4_layout(&rs->w, e->cfg, &rs->plan, q4_layout, err))) return rc;
-    int cpus[64], ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    const char *fr = getenv("G4_TEST_FAIL_RANK");
-    if (fr && atoi(fr) == rank && strchr(fr, ':')) rs->fail_at = atoi(strchr(fr, ':') + 1);
-    int pin = e->o.threads * e->n_ranks_here <= ncpu && e->o.threads <= 64 && !e->mpi;
-    for (int i = 0; pin && i < e->o.threads; i++) cpus[i] = rank * e->o.threads + i;
-    if (e->o.numa && (rc = numa_place(e, rank, cpus, &pin, err))) return rc;
     if ((rc = g4_pool_create(e->o.threads, pin ? cpus : NULL, &rs->pool, err))) return rc;
     g4_rank_model_opts mo = {e->o.max_batch, e->o.max_ctx, e->o.max_seqs, e->o.mutation, e->kv_pages, e->kv_dtype};
     if ((rc = g4_rank_model_create(e->cfg, &rs->plan, &rs->w, g4_kernels_math(e->K, e->math), rs->pool, comm, &mo, &rs->m, err))) return rc;
@@ -285,21 +305,50 @@ static int flush_ops(void *ctx, const int32_t *ops, int64_t n, g4_err *err) {
     return lead(ctx, (cmd_hdr){CMD_KV_OPS, 0, n, 0}, err);
 }
 
-/* The KV cache: element type, the pool's pages per rank from the budget (refused when one
- * sequence of max_ctx would not fit), and on the leader the block manager. */
+/* The KV cache's element type, geometry and budget per rank: --kv-budget-mb, or by default
+ * what this machine has free once this process's ranks hold their weights (kvbudget.h). */
 static int kv_setup(g4_engine *e, g4_dtype_req dtype, g4_err *err) {
     const char *kd = e->o.kv_dtype && *e->o.kv_dtype ? e->o.kv_dtype : "f32";
     e->kv_dtype = g4_dtype_from_name(kd);
     if (e->kv_dtype < 0 || !g4_dtype_info(e->kv_dtype)->kv)
         return g4_err_set(err, G4_EINVAL, "unknown --kv-dtype \"%s\" (f32, bf16, q8_0)", kd);
-    g4_tp_plan plan;
-    int rc = g4_tp_plan_make(e->cfg, g4_model_source_wdtype(&e->src, dtype), e->tp, e->mpi ? e->my_rank : 0, &plan, err);
+    uint64_t weights = 0;
+    int rc = G4_OK;
+    for (int r = 0; r < e->n_ranks_here && rc == G4_OK; r++) {
+        g4_tp_plan plan;
+        if ((rc = g4_tp_plan_make(e->cfg, g4_model_source_wdtype(&e->src, dtype), e->tp, e->mpi ? e->my_rank : r, &plan, err))) break;
+        weights += g4_model_source_rank_bytes(&e->src, &plan, dtype);
+        if (r == 0) rc = g4_kv_geom_make(e->cfg, &plan, e->kv_dtype, &e->geom, err);
+        g4_tp_plan_free(&plan);
+    }
     if (rc) return rc;
-    rc = g4_kv_geom_make(e->cfg, &plan, e->kv_dtype, &e->geom, err);
-    g4_tp_plan_free(&plan);
-    if (rc) return rc;
-    e->kv_budget = e->o.kv_budget_bytes > 0 ? (size_t)e->o.kv_budget_bytes
-                                            : (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE) / 4 / (size_t)e->n_ranks_here;
+    const int64_t one = g4_kv_seq_pages(&e->geom, e->o.max_ctx, e->o.max_batch + (int)e->kv_keep);
+    if (e->o.kv_budget_bytes > 0) {
+        e->kv_budget = (size_t)e->o.kv_budget_bytes;
+        snprintf(e->kv_note, sizeof e->kv_note, "%zu MiB per rank (--kv-budget-mb)", e->kv_budget >> 20);
+    } else {
+        g4_mem_info mi;
+        g4_mem_info_read(&mi);
+        e->kv_budget = g4_kv_default_budget(&mi, weights, e->n_ranks_here, (uint64_t)one * (uint64_t)e->geom.page_bytes, e->kv_note, sizeof e->kv_note);
+    }
+    return G4_OK;
+}
+
+/* The pool's pages per rank from the budget (MPI: the smallest any rank has, so that every
+ * rank's pool holds the pages the leader hands out; refused when one sequence of max_ctx would
+ * not fit), and on the leader the block manager. */
+static int kv_pool_setup(g4_engine *e, g4_comm *c, g4_err *err) {
+    if (e->mpi) {
+        uint64_t mine = e->kv_budget, all[64] = {0}, least = mine;
+        if (g4_comm_gather(c, &mine, sizeof mine, e->my_rank == 0 ? all : NULL, 0)) return g4_err_set(err, G4_ECOMM, "KV budget agreement failed");
+        for (int r = 0; e->my_rank == 0 && r < e->tp; r++) least = all[r] < least ? all[r] : least;
+        if (g4_comm_broadcast(c, &least, sizeof least, 0)) return g4_err_set(err, G4_ECOMM, "KV budget agreement failed");
+        if (least < mine) {
+            e->kv_budget = (size_t)least;
+            snprintf(e->kv_note + strlen(e->kv_note), sizeof e->kv_note - strlen(e->kv_note), "; %llu MiB: the least of the ranks",
+                     (unsigned long long)(least >> 20));
+        }
+    }
     const int64_t pb = e->geom.page_bytes, one = g4_kv_seq_pages(&e->geom, e->o.max_ctx, e->o.max_batch + (int)e->kv_keep);
     e->kv_pages = (int64_t)(e->kv_budget / (size_t)pb);
     /* more pages than every slot at max_ctx with every sliding block kept, four times over,
@@ -314,9 +363,8 @@ static int kv_setup(g4_engine *e, g4_dtype_req dtype, g4_err *err) {
                           "(%s KV); raise --kv-budget-mb or lower --max-ctx", e->kv_budget >> 20, (long long)e->o.max_ctx,
                           (long long)((one * pb + (1 << 20) - 1) >> 20), g4_dtype_name(e->kv_dtype));
     if (e->my_rank == 0) {
-        if ((rc = g4_kvmgr_create(&e->geom, e->kv_pages, e->o.max_seqs, e->o.max_ctx, e->o.max_batch, !e->o.no_prefix_cache, flush_ops, e,
-                                  &e->kv, err)))
-            return rc;
+        int rc = g4_kvmgr_create(&e->geom, e->kv_pages, e->o.max_seqs, e->o.max_ctx, e->o.max_batch, !e->o.no_prefix_cache, flush_ops, e, &e->kv, err);
+        if (rc) return rc;
         g4_kvmgr_set_keep(e->kv, e->kv_keep);
     }
     return G4_OK;
@@ -461,6 +509,7 @@ int g4_engine_open(const g4_engine_opts *opts, g4_engine **out, g4_err *err) {
     e->seq_cap = calloc((size_t)e->o.max_seqs, sizeof *e->seq_cap);
     if (e->my_rank == 0) e->gathered = malloc(sizeof(float) * (size_t)e->tp * (size_t)e->o.max_batch * (size_t)e->max_nv + 64);
     if (!e->ranks || !e->seq_used || !e->seq_cap || (e->my_rank == 0 && !e->gathered)) { rc = g4_err_set(err, G4_ENOMEM, "out of memory"); goto fail; }
+    if ((rc = kv_pool_setup(e, comms[0], err))) goto fail;
     if (e->mpi) {
         if (!(opts->isa && *opts->isa) && (rc = agree_on_isa(e, comms[0], err))) goto fail;
         if ((rc = rank_init(e, &e->ranks[0], e->my_rank, comms[0], dtype, err))) { g4_comm_fail(comms[0], err->msg); goto fail; }
@@ -547,7 +596,10 @@ int g4_engine_follow(g4_engine *e, g4_err *err) {
 /* ---- leader API -------------------------------------------------------------------------- */
 
 int g4_engine_rank(const g4_engine *e) { return e->my_rank; }
-const char *g4_engine_failure(const g4_engine *e) { return atomic_load(&e->failed) ? e->failure : NULL; }
+const char *g4_engine_failure(const g4_engine *e) {
+    if (atomic_load(&e->failed)) return e->failure;
+    return e->o.load_copy ? NULL : g4_mapfile_check(); /* the next step would fail with it */
+}
 int g4_engine_tp(const g4_engine *e) { return e->tp; }
 int64_t g4_engine_vocab(const g4_engine *e) { return e->cfg->vocab_size; }
 int64_t g4_engine_max_ctx(const g4_engine *e) { return e->o.max_ctx; }
@@ -562,6 +614,7 @@ size_t g4_engine_kv_bytes_used(const g4_engine *e) {
     return (size_t)(st.pages_total - st.pages_free - st.pages_cached) * (size_t)st.page_bytes;
 }
 size_t g4_engine_kv_budget(const g4_engine *e) { return e->kv_budget; }
+const char *g4_engine_kv_budget_note(const g4_engine *e) { return e->kv_note; }
 size_t g4_engine_weight_bytes(const g4_engine *e) {
     /* every rank reads its own slices once per token; MPI: ranks are near-equal, scale ours */
     size_t b = 0;

@@ -87,6 +87,20 @@ int g4_model_source_wdtype(const g4_model_source *s, g4_dtype_req req) {
     return wd;
 }
 
+uint64_t g4_model_source_rank_bytes(const g4_model_source *s, const g4_tp_plan *plan, g4_dtype_req dtype) {
+    const g4_tensor_spec *specs = s->is_artifact ? s->art->specs : s->ck.specs;
+    const int n = s->is_artifact ? s->art->n_specs : s->ck.n_specs;
+    uint64_t b = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t r0, nr, c0, nc;
+        g4_tp_tensor_slice(&s->cfg, plan, &specs[i], &r0, &nr, &c0, &nc);
+        if (specs[i].ndim == 1) { b += sizeof(float) * (uint64_t)nr; continue; }
+        const int d = g4_tensor_dtype_for(specs[i].kind, stored_dtype(s, i), dtype);
+        b += (uint64_t)g4_dtype_row_bytes(d >= 0 ? d : stored_dtype(s, i), nc) * (uint64_t)nr;
+    }
+    return b;
+}
+
 int g4_model_source_bind(g4_model_source *s, const g4_tp_plan *plan, g4_dtype_req dtype, int copy, g4_rank_weights *w, g4_err *err) {
     int rc;
     if (s->is_artifact) {

@@ -32,6 +32,9 @@ int g4_model_source_open(g4_model_source *s, const char *dir, int only_rank, int
 /* The dtype the row-parallel weights (o_proj, down_proj) are multiplied in when `convert` (a
  * g4_dtype, or -1 for none) is asked: what g4_tp_plan_make needs to cut the reduction slices. */
 int g4_model_source_wdtype(const g4_model_source *s, g4_dtype_req req);
+/* The bytes one rank's weights take in memory once bound with dtype (its slice of every tensor
+ * in the dtype it is held in; 1-D tensors as fp32): what the default KV budget leaves room for. */
+uint64_t g4_model_source_rank_bytes(const g4_model_source *s, const g4_tp_plan *plan, g4_dtype_req dtype);
 /* Binds one rank's weights; refuses weights whose blocks do not fit the plan's slices. */
 int g4_model_source_bind(g4_model_source *s, const g4_tp_plan *plan, g4_dtype_req dtype, int copy, g4_rank_weights *w, g4_err *err);
 /* 1 when this process can build the vision tower: the config has a vision_config and the

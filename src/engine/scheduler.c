@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/fault.h"
 #include "engine/images.h"
 #include "engine/speculate.h"
 #include "grammar/grammar.h"
@@ -39,6 +40,8 @@ struct g4_sched_req {
     pthread_cond_t cv;
     ev_node *head, *tail;
     int finished;             /* DONE/ERROR queued */
+    ev_node *term;            /* made at submit: the DONE or ERROR event can always be queued */
+    char *term_msg;           /* [G4_ERR_MSG_MAX] made at submit: the ERROR event's message */
     atomic_int cancelled;
     atomic_int refs;          /* client + scheduler */
     /* scheduler side */
@@ -128,9 +131,17 @@ static double now_s(void) {
 
 /* ---- events ------------------------------------------------------------------------------ */
 
-static void push(g4_sched_req *r, const g4_sched_event *ev) {
-    ev_node *n = malloc(sizeof *n);
-    if (!n) return; /* out of memory: the event is lost, the stream ends with its DONE */
+/* Queues an event. A text event needs memory for its node: G4_ENOMEM when there is none (the
+ * caller then ends the request with an error: a client never gets an answer with text missing).
+ * The end (DONE or ERROR) takes the node made at submit, so it always reaches the client. */
+static int push(g4_sched_req *r, const g4_sched_event *ev) {
+    ev_node *n;
+    if (ev->kind == G4_EV_TEXT) {
+        if (!(n = g4_fault_hit("sched.push") ? NULL : malloc(sizeof *n))) return G4_ENOMEM;
+    } else {
+        if (!(n = r->term)) return G4_OK; /* a request ends once */
+        r->term = NULL;
+    }
     n->ev = *ev;
     n->next = NULL;
     pthread_mutex_lock(&r->mu);
@@ -145,6 +156,7 @@ static void push(g4_sched_req *r, const g4_sched_event *ev) {
         pthread_mutex_unlock(&r->notify->mu);
     }
     pthread_mutex_unlock(&r->mu);
+    return G4_OK;
 }
 
 void g4_sched_notify_init(g4_sched_notify *w) {
@@ -179,14 +191,18 @@ uint64_t g4_sched_choice_seed(uint64_t seed, int i) {
     return z ^ (z >> 31);
 }
 
-static void push_text(g4_sched_req *r, const char *s, size_t n, int32_t token) {
-    if (n == 0) return;
+/* G4_ENOMEM (err set) when the text could not be queued. */
+static int push_text(g4_sched_req *r, const char *s, size_t n, int32_t token, g4_err *err) {
+    if (n == 0) return G4_OK;
     g4_sched_event ev = {.kind = G4_EV_TEXT, .len = n, .token = token, .n_tokens = r->n_gen};
-    ev.text = malloc(n + 1);
-    if (!ev.text) return;
-    memcpy(ev.text, s, n);
-    ev.text[n] = 0;
-    push(r, &ev);
+    ev.text = g4_fault_hit("sched.text") ? NULL : malloc(n + 1);
+    if (ev.text) {
+        memcpy(ev.text, s, n);
+        ev.text[n] = 0;
+        if (push(r, &ev) == G4_OK) return G4_OK;
+    }
+    free(ev.text);
+    return g4_err_set(err, G4_ENOMEM, "out of memory for the text of token %zu: the answer cannot be completed", r->n_gen);
 }
 
 int g4_sched_next(g4_sched_req *r, g4_sched_event *ev, int timeout_ms) {
@@ -228,6 +244,8 @@ static void req_unref(g4_sched_req *r) {
     if (atomic_fetch_sub(&r->refs, 1) != 1) return;
     ev_node *n = r->head;
     while (n) { ev_node *x = n->next; free(n->ev.text); free(n); n = x; }
+    free(r->term);
+    free(r->term_msg);
     g4_sampler_free(r->smp);
     g4_matcher_free(r->cm);
     g4_detok_free(r->dt);
@@ -260,22 +278,42 @@ void g4_sched_req_free(g4_sched_req *r) {
 
 /* ---- the loop ---------------------------------------------------------------------------- */
 
+static void fail_req(g4_sched_req *r, const g4_err *err);
+
+/* The request ends with the error; its sequence is freed. */
+static void fail_seq(g4_sched *s, g4_sched_req *r, const g4_err *err) {
+    fail_req(r, err);
+    g4_engine_seq_close(s->e, r->seq);
+    r->seq = -1;
+}
+
+/* The text the detokenizer and the stop matcher held back, queued (G4_OK), or the error that
+ * kept it from the client; *reason becomes "stop" when a stop string ends in it. */
+static int flush_text(g4_sched_req *r, const char **reason, g4_err *err) {
+    char *rest = NULL;
+    size_t rl = 0;
+    int rc = g4_fault_hit("sched.flush") ? g4_err_set(err, G4_ENOMEM, "detok: out of memory") : g4_detok_flush(r->dt, &rest, &rl, err);
+    if (rc == G4_OK) {
+        const char *emit = rest;
+        size_t elen = rl;
+        int st = r->ss ? g4_stop_strings_feed(r->ss, rest, rl, &emit, &elen, err) : 0;
+        if (st < 0) rc = -st;
+        else rc = push_text(r, emit, elen, -1, err);
+        if (rc == G4_OK && st == 1) *reason = "stop";
+        else if (rc == G4_OK && st == 0 && r->ss && g4_stop_strings_finish(r->ss, &emit, &elen) == 0) rc = push_text(r, emit, elen, -1, err);
+    }
+    free(rest);
+    return rc;
+}
+
 static void finish(g4_sched *s, g4_sched_req *r, const char *reason) {
     if (r->state == ST_DONE) return;
-    if (r->dt && strcmp(reason, "cancelled") != 0 && !(r->ss && g4_stop_strings_matched(r->ss) >= 0)) {
-        /* release what the detokenizer and the stop matcher held back */
-        char *rest = NULL;
-        size_t rl = 0;
-        g4_err err;
-        if (g4_detok_flush(r->dt, &rest, &rl, &err) == G4_OK) {
-            const char *emit = rest;
-            size_t elen = rl;
-            int st = r->ss ? g4_stop_strings_feed(r->ss, rest, rl, &emit, &elen, &err) : 0;
-            if (st >= 0) push_text(r, emit, elen, -1);
-            if (st == 1) reason = "stop";
-            else if (st == 0 && r->ss && g4_stop_strings_finish(r->ss, &emit, &elen) == 0) push_text(r, emit, elen, -1);
-        }
-        free(rest);
+    g4_err err = {0};
+    /* release what the detokenizer and the stop matcher held back: text that cannot be is an
+     * error, never a shorter answer */
+    if (r->dt && strcmp(reason, "cancelled") != 0 && !(r->ss && g4_stop_strings_matched(r->ss) >= 0) && flush_text(r, &reason, &err)) {
+        fail_seq(s, r, &err);
+        return;
     }
     g4_sched_event ev = {.kind = G4_EV_DONE, .finish_reason = reason, .prompt_tokens = r->n_prompt, .completion_tokens = r->n_gen,
                          .cached_tokens = r->n_cached, .stop_index = -1};
@@ -289,11 +327,15 @@ static void finish(g4_sched *s, g4_sched_req *r, const char *reason) {
     r->state = ST_DONE;
 }
 
+/* The ERROR event takes the message buffer made at submit (so it needs no memory now). */
 static void fail_req(g4_sched_req *r, const g4_err *err) {
-    g4_sched_event ev = {.kind = G4_EV_ERROR, .code = err->code};
+    g4_sched_event ev = {.kind = G4_EV_ERROR, .code = err->code ? err->code : G4_EIO};
     r->prompt_done = 1;
-    ev.text = strdup(err->msg);
-    ev.len = ev.text ? strlen(ev.text) : 0;
+    if ((ev.text = r->term_msg)) {
+        r->term_msg = NULL;
+        snprintf(ev.text, G4_ERR_MSG_MAX, "%s", err->msg[0] ? err->msg : g4_status_name(ev.code));
+        ev.len = strlen(ev.text);
+    }
     push(r, &ev);
     r->state = ST_DONE;
 }
@@ -313,9 +355,7 @@ static int32_t draw(g4_sched_req *r, float *row, int V, g4_err *err) {
 static void accept(g4_sched *s, g4_sched_req *r, int32_t id, const g4_token_logprob *lp, double t) {
     g4_err cerr;
     if (r->cm && g4_matcher_accept(r->cm, id, &cerr)) { /* drawn through the mask: cannot happen */
-        fail_req(r, &cerr);
-        g4_engine_seq_close(s->e, r->seq);
-        r->seq = -1;
+        fail_seq(s, r, &cerr);
         return;
     }
     if (r->t_first == 0) r->t_first = t;
@@ -333,9 +373,7 @@ static void accept(g4_sched *s, g4_sched_req *r, int32_t id, const g4_token_logp
     if (lost) {
         g4_err e;
         g4_err_set(&e, G4_ENOMEM, "out of memory for the logprobs of %zu tokens", r->n_gen);
-        fail_req(r, &e);
-        g4_engine_seq_close(s->e, r->seq);
-        r->seq = -1;
+        fail_seq(s, r, &e);
         return;
     }
     s->stats.generated_tokens++;
@@ -344,13 +382,16 @@ static void accept(g4_sched *s, g4_sched_req *r, int32_t id, const g4_token_logp
         if (id == r->stop_ids[i]) { finish(s, r, "stop"); return; }
     char *piece = NULL;
     size_t plen = 0;
-    g4_err err;
-    if (r->dt && g4_detok_push(r->dt, id, &piece, &plen, &err)) { finish(s, r, "stop"); return; }
+    g4_err err = {0};
+    /* a token whose text cannot reach the client ends the request with an error */
+    int rc = !r->dt ? G4_OK : g4_fault_hit("sched.detok") ? g4_err_set(&err, G4_ENOMEM, "detok: out of memory") : g4_detok_push(r->dt, id, &piece, &plen, &err);
     const char *emit = piece;
     size_t elen = plen;
-    int st = r->ss ? g4_stop_strings_feed(r->ss, piece, plen, &emit, &elen, &err) : 0;
-    if (st >= 0) push_text(r, emit, elen, id);
+    int st = rc == G4_OK && r->ss ? g4_stop_strings_feed(r->ss, piece, plen, &emit, &elen, &err) : 0;
+    if (st < 0) rc = -st;
+    if (rc == G4_OK) rc = push_text(r, emit, elen, id, &err);
     free(piece);
+    if (rc) { fail_seq(s, r, &err); return; }
     if (st == 1) { finish(s, r, "stop"); return; }
     if ((int64_t)r->n_gen >= r->p.max_new_tokens) { finish(s, r, "length"); return; }
     r->next_token = id;
@@ -971,7 +1012,9 @@ int g4_sched_submit_ex(g4_sched *s, const int32_t *prompt, size_t n_prompt, cons
     r->toks = malloc(sizeof(int32_t) * (n_prompt + (size_t)p->max_new_tokens));
     r->gen = r->toks ? r->toks + n_prompt : NULL;
     r->stops = p->n_stop_strings ? calloc(p->n_stop_strings, sizeof(char *)) : NULL;
-    rc = (!r->toks || (p->n_stop_strings && !r->stops)) ? g4_err_set(err, G4_ENOMEM, "out of memory") : G4_OK;
+    r->term = g4_fault_hit("sched.submit") ? NULL : malloc(sizeof *r->term);
+    r->term_msg = malloc(G4_ERR_MSG_MAX);
+    rc = (!r->toks || (p->n_stop_strings && !r->stops) || !r->term || !r->term_msg) ? g4_err_set(err, G4_ENOMEM, "out of memory") : G4_OK;
     for (size_t i = 0; rc == G4_OK && i < p->n_stop_strings; i++)
         if (!(r->stops[i] = strdup(p->stop_strings[i]))) rc = g4_err_set(err, G4_ENOMEM, "out of memory");
     r->p.stop_strings = (const char *const *)r->stops;

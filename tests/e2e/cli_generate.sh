@@ -2,7 +2,7 @@
 # threads, and bad arguments / bad models giving clear errors with the right exit codes.
 . tests/e2e/_lib.sh
 D=tests/data/golden
-tmp=$(mktemp -d)
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 for m in tiny_default tiny_wide tiny_tp8; do
   p=$(golden_ids $D/${m}__p16.json prompt_ids); want=$(golden_ids $D/${m}__p16.json generated_ids)
   got=$($G4TP generate --model $D/$m --prompt-ids "$p" --max-new-tokens 16)

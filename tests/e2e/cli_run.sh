@@ -24,7 +24,7 @@ $G4TP run --help | grep -q "usage: g4tp run" && ok "run --help" || bad "run --he
 # A side file that is there but cannot be read is an error naming it, never taken as absent
 # (the prompt would lose its <bos>, the sampling defaults would be ours). As root a mode-000
 # file is still readable, so: a directory and a symlink loop, and mode 000 as nobody (setpriv).
-tmp=$(mktemp -d); chmod 755 "$tmp"
+tmp=$(mktemp -d); chmod 755 "$tmp"; trap 'rm -rf "$tmp"' EXIT
 cp -r models/demo "$tmp/m"; chmod 755 "$tmp/m"
 unreadable() { # file how
   local f=$1 how=$2 out rc

@@ -3,7 +3,7 @@
 # their bad-input errors.
 . tests/e2e/_lib.sh
 G=tests/data/demo/golden_demo.json
-tmp=$(mktemp -d)
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 python3 - "$G" "$tmp" <<'PY'
 import json, sys
 g = json.load(open(sys.argv[1])); out = sys.argv[2]

@@ -7,7 +7,7 @@
 . tests/e2e/server_common.bash
 D=tests/data/golden
 A=tests/data/assistant
-tmp=$(mktemp -d)
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"; srv_cleanup' EXIT
 M=$D/tiny_default
 p=$(golden_ids $D/tiny_default__p40.json prompt_ids)
 $G4TP generate --model $M --prompt-ids "$p" --max-new-tokens 40 --dump-all-logits $tmp/ref.bin >$tmp/ref.txt

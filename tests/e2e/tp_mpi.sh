@@ -4,7 +4,7 @@
 command -v mpirun >/dev/null || { echo "mpirun missing (scripts/install-deps.sh installs OpenMPI)"; exit 1; }
 export ASAN_OPTIONS=detect_leaks=0  # OpenMPI's own allocations are not ours to chase
 D=tests/data/golden
-tmp=$(mktemp -d)
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 MPIRUN="mpirun --oversubscribe --allow-run-as-root --mca btl self,vader --mca plm_rsh_agent false"
 for m in tiny_tp8:2,4,8 tiny_default:2,4 tiny_wide:2; do
   name=${m%%:*}; degrees=${m#*:}

@@ -2,7 +2,7 @@
 # rank 0 holds one row more than the others) gives byte-identical logits at TP 1, 2, 4 and 8,
 # with threads, from the HF folder and from artifacts.
 . tests/e2e/_lib.sh
-tmp=$(mktemp -d)
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 python3 - tests/data/golden/tiny_tp8/config.json "$tmp/cfg.json" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))

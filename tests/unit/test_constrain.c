@@ -3,7 +3,7 @@
  * regex subset, the tool-call format, masks against the demo tokenizer and the real Gemma
  * tokenizer checked token by token against advancing a fresh matcher, special and stop tokens,
  * and random walks through the masks whose outputs must parse. */
-#include "testutil.h"
+#include "constrain_util.h"
 
 #include <dirent.h>
 #include <jansson.h>
@@ -24,10 +24,7 @@ static const int32_t STOPS[] = {1, 106, 50};
 
 static int setup(void **st) {
     (void)st;
-    g4_err err = {0};
-    if (g4_tokenizer_load(DEMO_TOK, &demo_tok, &err)) { fprintf(stderr, "%s\n", err.msg); return -1; }
-    if (g4_vocab_create(demo_tok, g4_tokenizer_vocab_size(demo_tok), &demo_vocab, &err)) { fprintf(stderr, "%s\n", err.msg); return -1; }
-    return 0;
+    return tu_vocab_open(DEMO_TOK, 0, &demo_tok, &demo_vocab);
 }
 
 static int teardown(void **st) {
@@ -71,24 +68,8 @@ static g4_matcher *matcher(g4_grammar *g) {
 
 /* Feeds text, taking the special token texts it contains as those tokens. */
 static int feed(g4_matcher *m, const char *t) {
-    static const char *const sp[] = {Q, "<|tool_call>", "<tool_call|>", "<|channel>", "<channel|>", NULL};
-    g4_err err = {0};
-    size_t n = strlen(t), i = 0;
-    while (i < n) {
-        int k = -1;
-        for (int j = 0; sp[j]; j++) if (!strncmp(t + i, sp[j], strlen(sp[j]))) k = j;
-        if (k >= 0) {
-            if (g4_matcher_accept(m, g4_tokenizer_token_id(demo_tok, sp[k], strlen(sp[k])), &err)) return -1;
-            i += strlen(sp[k]);
-            continue;
-        }
-        size_t e = i;
-        while (e < n && t[e] != '<') e++;
-        if (e == i) e++;
-        if (g4_matcher_accept_bytes(m, t + i, e - i, &err)) return -1;
-        i = e;
-    }
-    return 0;
+    static const char *const sp[] = {Q, "<|tool_call>", "<tool_call|>", "<|channel>", "<channel|>"};
+    return tu_feed(m, demo_tok, sp, 5, t);
 }
 
 /* 1 when the grammar takes the whole text and may end there */
@@ -523,14 +504,9 @@ static void test_random_walks(void **st) {
 
 /* ---- output specs: tools, chat turns ---------------------------------------------------------------- */
 
-static const char TOOLS[] =
-    "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\",\"properties\":{"
-    "\"city\":{\"type\":\"string\"},\"days\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":7},\"units\":{\"enum\":[\"c\",\"f\"]}},"
-    "\"required\":[\"city\"]}}},{\"type\":\"function\",\"function\":{\"name\":\"now\"}}]";
-
 static void test_tool_calls(void **st) {
     (void)st;
-    json_t *tools = J(TOOLS);
+    json_t *tools = J(TU_TOOLS);
     g4_output_spec sp;
     g4_output_spec_init(&sp);
     sp.chat = 1;
@@ -607,19 +583,7 @@ static void test_tool_calls(void **st) {
         char *t = walk(g, demo_vocab, 300, &n);
         if (!t) continue;
         complete++;
-        g4_parsed_output po;
-        assert_int_equal(g4_output_parse(t, n, &po, &err), 0);
-        if (po.malformed || po.n_calls < 1) fail_msg("'%s' gave %zu calls, %d malformed (%s)", t, po.n_calls, po.malformed, po.malformed_msg ? po.malformed_msg : "");
-        assert_int_equal(po.content_len, 0);
-        for (size_t k = 0; k < po.n_calls; k++) {
-            const json_t *a = po.calls[k].arguments;
-            if (!strcmp(po.calls[k].name, "now")) { assert_int_equal(json_object_size(a), 0); continue; }
-            assert_string_equal(po.calls[k].name, "get_weather");
-            assert_true(json_is_string(json_object_get(a, "city")));
-            json_t *d = json_object_get(a, "days");
-            if (d) assert_true(json_is_integer(d) && json_integer_value(d) >= 1 && json_integer_value(d) <= 7);
-        }
-        g4_parsed_output_free(&po);
+        tu_check_tool_output(t, n);
         free(t);
     }
     assert_true(complete > 5);

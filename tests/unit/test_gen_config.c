@@ -183,8 +183,10 @@ static void test_unreadable(void **st) {
     rmdir(p);
 
     /* permission denied: a folder anyone may enter, a file only root could read */
-    char open_dir[] = "/tmp/g4gen.XXXXXX";
+    char open_dir[512];
+    snprintf(open_dir, sizeof open_dir, "%s/openXXXXXX", tu_tmpdir());
     assert_non_null(mkdtemp(open_dir));
+    chmod(tu_tmpdir(), 0755); /* the other user must reach it */
     chmod(open_dir, 0755);
     tu_write_text(open_dir, "config.json", "{\"eos_token_id\": 1}");
     tu_write_text(open_dir, "generation_config.json", "{\"do_sample\": true}");

@@ -6,23 +6,10 @@
  * and one notify for several requests. Also g4_logprobs_row itself. */
 #include <math.h>
 
-#include "engine_util.h"
+#include "sched_util.h"
 #include "engine/logprobs.h"
 #include "engine/scheduler.h"
 #include "engine/textgen.h"
-
-static int32_t *prompt_ids(g4_textgen *tg, const char *q, size_t *n) {
-    json_t *req = json_pack("{s:[{s:s,s:s}],s:b}", "messages", "role", "user", "content", q, "add_generation_prompt", 1);
-    char *text;
-    size_t len;
-    g4_err err;
-    assert_int_equal(g4_textgen_render(tg, req, &text, &len, &err), 0);
-    int32_t *ids;
-    assert_int_equal(g4_tokenizer_encode(tg->tok, text, len, 0, &ids, n, &err), 0);
-    free(text);
-    json_decref(req);
-    return ids;
-}
 
 static void open_demo(g4_engine **e, g4_textgen *tg) {
     g4_engine_opts o = {.tp = 2, .threads = 1, .model_dir = "models/demo", .max_seqs = 8, .max_batch = 64, .max_ctx = 256,
@@ -93,7 +80,7 @@ static void test_logprobs_match_direct(void **state) {
     open_demo(&e, &tg);
     const int64_t V = g4_engine_vocab(e);
     size_t n;
-    int32_t *ids = prompt_ids(&tg, "What is the capital of France?", &n);
+    int32_t *ids = tu_chat_ids(&tg, "What is the capital of France?", &n);
     g4_sched *s;
     g4_err err;
     assert_int_equal(g4_sched_create(&tg, NULL, &s, &err), 0);
@@ -149,7 +136,7 @@ static void test_cache_echo_and_choices(void **state) {
     g4_textgen tg;
     open_demo(&e, &tg);
     size_t n;
-    int32_t *ids = prompt_ids(&tg, "What is the capital of France? Please answer with the name of the city only, thank you.", &n);
+    int32_t *ids = tu_chat_ids(&tg, "What is the capital of France? Please answer with the name of the city only, thank you.", &n);
     assert_true(n > 20); /* at least one whole KV block of 16 positions to share */
     g4_sched *s;
     g4_err err;
@@ -170,7 +157,7 @@ static void test_cache_echo_and_choices(void **state) {
     assert_false(c.plp_done); /* not asked for */
 
     /* n = 3 seeded choices of a fresh prompt: 1 and 2 wait for 0's prompt and take it from the cache */
-    int32_t *ids2 = prompt_ids(&tg, "What is the capital of Japan? Please answer with the name of the city only, thank you.", &n);
+    int32_t *ids2 = tu_chat_ids(&tg, "What is the capital of Japan? Please answer with the name of the city only, thank you.", &n);
     g4_sched_notify note;
     g4_sched_notify_init(&note);
     g4_gen_params pc = {.max_new_tokens = 10, .skip_special = 1};
@@ -241,7 +228,7 @@ static void test_echo_crowded_step(void **state) {
                         "What is the capital of Japan, please?", "What is the capital of Peru?"};
     size_t n[3];
     int32_t *ids[3];
-    for (int i = 0; i < 3; i++) ids[i] = prompt_ids(&tg, q[i], &n[i]);
+    for (int i = 0; i < 3; i++) ids[i] = tu_chat_ids(&tg, q[i], &n[i]);
     assert_true(n[0] > 32 && n[0] < 128 && n[1] > 8 && n[2] < 24);
     g4_sched *s;
     g4_err err;
@@ -291,7 +278,7 @@ static void test_stop_index(void **state) {
     g4_textgen tg;
     open_demo(&e, &tg);
     size_t n;
-    int32_t *ids = prompt_ids(&tg, "What is the capital of France?", &n);
+    int32_t *ids = tu_chat_ids(&tg, "What is the capital of France?", &n);
     g4_sched *s;
     g4_err err;
     assert_int_equal(g4_sched_create(&tg, NULL, &s, &err), 0);

@@ -100,7 +100,8 @@ static void test_engine_open_leaves_caller_unpinned(void **state) {
 
 static void test_mapfile_aligned_and_exact(void **state) {
     (void)state;
-    char path[] = "/tmp/g4test.mapXXXXXX";
+    char path[512];
+    snprintf(path, sizeof path, "%s/mapXXXXXX", tu_tmpdir());
     int fd = mkstemp(path);
     assert_true(fd >= 0);
     const size_t n = (3u << 20) + 123; /* not a multiple of any page size */

@@ -12,7 +12,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <cmocka.h>
+#include <ftw.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* tests/data, or $G4_TEST_DATA. */
 static inline const char *tu_data_dir(void) {
@@ -58,14 +60,26 @@ static inline void tu_write_text(const char *dir, const char *name, const char *
     fclose(f);
 }
 
-/* A fresh temporary directory (removed by the OS's tmp cleaning; tests keep them small). */
+/* A fresh temporary directory per test binary, under $TMPDIR (default /tmp), removed with
+ * everything in it when the binary exits (failed tests included; not after a crash). */
+static char tu_tmpdir_path[256];
+static pid_t tu_tmpdir_owner;
+static inline int tu_rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st; (void)flag; (void)ftw;
+    return remove(path) ? 0 : 0; /* best effort: go on past what cannot be removed */
+}
+static inline void tu_tmpdir_remove(void) {
+    if (tu_tmpdir_path[0] && getpid() == tu_tmpdir_owner) nftw(tu_tmpdir_path, tu_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
 static inline const char *tu_tmpdir(void) {
-    static char dir[256];
-    if (!dir[0]) {
-        snprintf(dir, sizeof dir, "/tmp/g4test.XXXXXX");
-        if (!mkdtemp(dir)) { perror("mkdtemp"); abort(); }
+    if (!tu_tmpdir_path[0]) {
+        const char *t = getenv("TMPDIR");
+        snprintf(tu_tmpdir_path, sizeof tu_tmpdir_path, "%s/g4test.XXXXXX", t && *t ? t : "/tmp");
+        if (!mkdtemp(tu_tmpdir_path)) { perror("mkdtemp"); abort(); }
+        tu_tmpdir_owner = getpid(); /* a forked child that exits must not take it away */
+        atexit(tu_tmpdir_remove);
     }
-    return dir;
+    return tu_tmpdir_path;
 }
 
 /* tu_tmpdir()/name (a few live at a time). */
