@@ -8,7 +8,9 @@
 
 /* 12 independent accumulator chains, enough to cover the instruction's latency on both ports. */
 double g4__vnni_burn_avx512(long iters, float *sink) {
-    const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
+    /* products of 0: the accumulators never overflow (the instruction's cost does not depend on
+     * the values) */
+    const __m512i a = _mm512_set1_epi8(3), b = _mm512_setzero_si512();
     __m512i c[12];
     for (int i = 0; i < 12; i++) c[i] = _mm512_set1_epi32(i);
     for (long it = 0; it < iters; it++) {
@@ -20,8 +22,8 @@ double g4__vnni_burn_avx512(long iters, float *sink) {
         c[10] = _mm512_dpbusd_epi32(c[10], a, b); c[11] = _mm512_dpbusd_epi32(c[11], a, b);
     }
     __m512i s = c[0];
-    for (int i = 1; i < 12; i++) s = _mm512_add_epi32(s, c[i]);
-    *sink = (float)_mm512_reduce_add_epi32(s);
+    for (int i = 1; i < 12; i++) s = _mm512_xor_si512(s, c[i]);
+    *sink = (float)_mm512_reduce_or_epi32(s);
     return (double)iters * 12 * 64 * 2; /* 64 byte products per instruction, multiply + add */
 }
 
