@@ -52,15 +52,17 @@ typedef struct {
     g4_sched *s;
 } rig;
 
-static void rig_open(rig *r, int chunk, int prefix_cache) {
+static void rig_open_spec(rig *r, int chunk, int prefix_cache, const char *spec) {
     g4_engine_opts o = {.model_dir = tu_path("vision/tiny_vision"), .tp = 2, .threads = 1, .max_batch = 300, .max_seqs = 4,
-                        .max_ctx = 1024, .no_prefix_cache = !prefix_cache};
+                        .max_ctx = 1024, .no_prefix_cache = !prefix_cache, .speculative = spec, .speculative_always = spec != NULL};
     g4_err err = {0};
     if (g4_engine_open(&o, &r->e, &err)) fail_msg("%s", err.msg);
     r->tg = (g4_textgen){.engine = r->e};
     g4_sched_opts so = {.prefill_chunk = chunk};
     if (g4_sched_create(&r->tg, &so, &r->s, &err)) fail_msg("%s", err.msg);
 }
+
+static void rig_open(rig *r, int chunk, int prefix_cache) { rig_open_spec(r, chunk, prefix_cache, NULL); }
 
 static void rig_close(rig *r) {
     g4_sched_free(r->s);
@@ -210,6 +212,26 @@ static void test_hit_inside_block(void **state) {
     unload(&p);
 }
 
+/* Speculative decoding after an image stays lossless: n-gram drafts (the answers repeat, so
+ * they are accepted), the same tokens and logprobs as plain decoding, bit for bit. */
+static void test_speculation(void **state) {
+    img_prompt p;
+    load(&p, "nonsquare_333x517", 1);
+    outcome plain, spec;
+    rig r;
+    rig_open(&r, 64, 1);
+    run_one(&r, &p, 12, &plain);
+    rig_close(&r);
+    rig_open_spec(&r, 64, 1, "ngram:3,4");
+    run_one(&r, &p, 12, &spec);
+    g4_sched_stats st;
+    g4_sched_get_stats(r.s, &st);
+    assert_true(st.draft_accepted > 0);
+    rig_close(&r);
+    expect_same(&plain, &spec);
+    unload(&p);
+}
+
 /* Bad image lists are refused at submit. */
 static void test_refusals(void **state) {
     img_prompt p;
@@ -262,6 +284,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_expand_keys),  cmocka_unit_test(test_golden_chunked), cmocka_unit_test(test_mixed_batch),
         cmocka_unit_test(test_prefix_cache), cmocka_unit_test(test_hit_inside_block), cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_speculation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
