@@ -176,6 +176,11 @@ int g4_engine_encode_image(g4_engine *e, const float *pixels, const int32_t *pos
 
 /* Weight bytes the kernels read per decoded token, all ranks together (for bandwidth bounds). */
 size_t g4_engine_weight_bytes(const g4_engine *e);
+/* A read-only stream over the very weight bytes a decoded token reads (this process's ranks'
+ * matrices, as mapped or held), on `threads` threads, best of `passes`: the bandwidth a decode
+ * of these pages can reach (their page size, placement and page-cache state included), in GB/s;
+ * <= 0 on failure. For benchmarks (g4tp bench); nothing else may run on the engine meanwhile. */
+double g4_engine_weight_read_gbs(const g4_engine *e, int threads, int passes);
 /* Of the weights of this process's ranks, the bytes held in process memory — converted at load
  * (--dtype), copied (--load copy) or re-laid out for the kernels — rather than read in place
  * through the file map (0 for artifacts made for this machine's kernels). */

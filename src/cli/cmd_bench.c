@@ -31,7 +31,9 @@ static const char *help =
     "                fma_peak_gflops, prefill_bound_fraction, decode_median_tok_s,\n"
     "                decode_paired_bound_fraction (null when not measured), read_bandwidth_gb_s,\n"
     "                decode_read_bound_fraction, weights_copied_mb, probe_mb, llc_mb, weight_dtype,\n"
-    "                int8_peak_gops, bf16_peak_gflops, prefill_peak_kind, prefill_peak_fraction and more\n"
+    "                int8_peak_gops, bf16_peak_gflops, prefill_peak_kind, prefill_peak_fraction,\n"
+    "                weights_read_gb_s (a bare read of the weight pages themselves, threaded ranks),\n"
+    "                decode_weights_read_fraction, decode_median_weights_read_fraction and more\n"
     "  --prompt-kind random|repeat  the prompt: random ids (default), or a random passage given twice\n"
     "                (an input-grounded task: a model that repeats it is predictable from the prompt)\n"
     "  --step-curve N  also the median time of one forward step over t = 1..N tokens of one sequence\n"
@@ -220,6 +222,9 @@ int cmd_bench(int argc, char **argv) {
      * counts them, the median shows the engine */
     const double median_step = median(step_s, gen);
     g4_engine_seq_close(e, seq);
+    /* the same bytes read bare: a read-only stream over the weight pages themselves (mapped or
+     * held, their page size and page-cache state as the decode met them), on as many threads */
+    const double wread = is_mpi ? -1 : g4_engine_weight_read_gbs(e, threads, 2);
     /* speculative decoding's measurements (bench_spec.h) */
     double *curve_s = curve ? calloc((size_t)curve + 1, sizeof(double)) : NULL;
     if (curve && bench_step_curve(e, ids, (int)plen, (int)curve, 5, curve_s, &err)) { cli_error("bench", &err); rc = 1; free(curve_s); goto out; }
@@ -276,6 +281,9 @@ int cmd_bench(int argc, char **argv) {
         json_object_set_new(j, "decode_paired_bound_fraction", paired > 0 ? json_real(paired) : json_null());
         json_object_set_new(j, "read_bandwidth_gb_s", rd > 0 ? json_real(rd) : json_null());
         json_object_set_new(j, "decode_read_bound_fraction", rd > 0 ? json_real(decode_tok_s * wbytes / rd_bytes_s) : json_null());
+        json_object_set_new(j, "weights_read_gb_s", wread > 0 ? json_real(wread) : json_null());
+        json_object_set_new(j, "decode_weights_read_fraction", wread > 0 ? json_real(decode_tok_s * wbytes / (wread * 1e9)) : json_null());
+        json_object_set_new(j, "decode_median_weights_read_fraction", wread > 0 ? json_real(wbytes / median_step / (wread * 1e9)) : json_null());
         if (curve) {
             json_t *c = json_array();
             for (int t = 1; t <= curve && curve_s[t] > 0; t++) json_array_append_new(c, json_pack("{s:i,s:f,s:f}", "tokens", t, "step_ms", curve_s[t] * 1e3, "vs_one", curve_s[t] / curve_s[1]));
@@ -315,6 +323,9 @@ int cmd_bench(int argc, char **argv) {
         if (rd > 0)
             printf("             against a read-only stream (%.1f GB/s; decode only reads): %.0f %% mean, %.0f %% median step\n",
                    rd, 100 * decode_tok_s * wbytes / rd_bytes_s, 100 * wbytes / median_step / rd_bytes_s);
+        if (wread > 0)
+            printf("             against a bare read of the weight pages themselves (%.1f GB/s): %.0f %% mean, %.0f %% median step\n", wread,
+                   100 * decode_tok_s * wbytes / (wread * 1e9), 100 * wbytes / median_step / (wread * 1e9));
         for (int t = 1; t <= curve && curve_s[t] > 0; t++)
             printf("%s %2d tokens of one sequence: %.2f ms = %.2f x one token\n", t == 1 ? "step cost   " : "            ", t, curve_s[t] * 1e3,
                    curve_s[t] / curve_s[1]);

@@ -28,6 +28,7 @@
 #include "image/processor.h"
 #include "kernels/kernels.h"
 #include "kernels/kernels_fast.h"
+#include "kernels/probe.h"
 #include "tp/comm.h"
 
 enum { CMD_FORWARD = 1, CMD_KV_OPS, CMD_STOP, CMD_DRAFT };
@@ -620,6 +621,27 @@ size_t g4_engine_weight_bytes(const g4_engine *e) {
     size_t b = 0;
     for (int r = 0; r < e->n_ranks_here; r++) b += e->ranks[r].w.matrix_bytes;
     return e->mpi ? b * (size_t)e->tp : b;
+}
+
+double g4_engine_weight_read_gbs(const g4_engine *e, int threads, int passes) {
+    int cap = 1;
+    for (int r = 0; r < e->n_ranks_here; r++) cap += 7 * e->cfg->n_layers + 1;
+    g4_mem_region *reg = calloc((size_t)cap, sizeof *reg);
+    if (!reg) return -1;
+    int n = 0;
+    for (int r = 0; r < e->n_ranks_here; r++) {
+        const g4_rank_weights *w = &e->ranks[r].w;
+        for (int l = 0; l < e->cfg->n_layers; l++) {
+            const g4_layer_weights *L = &w->layers[l];
+            const g4_mat *m[7] = {&L->q, &L->k, &L->v, &L->o, &L->gate, &L->up, &L->down};
+            for (int i = 0; i < 7; i++)
+                if (m[i]->data) reg[n++] = (g4_mem_region){m[i]->data, (size_t)m[i]->rows * (size_t)m[i]->ld_bytes};
+        }
+        if (w->embed.data) reg[n++] = (g4_mem_region){w->embed.data, (size_t)w->embed.rows * (size_t)w->embed.ld_bytes};
+    }
+    const double gbs = g4_probe_read_regions_gbs(threads, reg, n, passes);
+    free(reg);
+    return gbs;
 }
 
 size_t g4_engine_copied_weight_bytes(const g4_engine *e) {

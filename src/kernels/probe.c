@@ -37,6 +37,10 @@ struct team {
     long iters;
     const char *isa;
     int dot;                /* 1 int8 VNNI, 2 bf16 */
+    /* regions */
+    const g4_mem_region *reg;
+    int n_reg;
+    size_t reg_total;
     float sink[MAXT];
     double flops[MAXT];
 };
@@ -287,6 +291,51 @@ double g4_probe_read_gbs(int threads, size_t bytes) {
     double best = team_run(&t, read_init, 1) > 0 ? team_run(&t, read_pass, passes_for(total, 6)) : -1;
     free(t.a);
     return best > 0 ? 4.0 * (double)t.len / best * 1e-9 : -1;
+}
+
+/* Bytes [lo, hi) of the regions laid end to end. */
+static uint64_t read_bytes(const team *t, size_t lo, size_t hi) {
+    u64x2 s0 = {0, 0}, s1 = s0, s2 = s0, s3 = s0;
+    uint64_t tail = 0;
+    size_t base = 0;
+    for (int r = 0; r < t->n_reg && base < hi; base += t->reg[r].n, r++) {
+        const size_t a = lo > base ? lo - base : 0, b = hi - base < t->reg[r].n ? hi - base : t->reg[r].n;
+        if (a >= b) continue;
+        const unsigned char *p = (const unsigned char *)t->reg[r].p + a, *e = (const unsigned char *)t->reg[r].p + b;
+        while (p < e && ((uintptr_t)p & 15)) tail ^= *p++;
+        const u64x2 *v = (const u64x2 *)p;
+        const size_t n = (size_t)(e - p) / 16;
+        size_t i = 0;
+        for (; i + 4 <= n; i += 4) {
+            s0 ^= v[i];
+            s1 ^= v[i + 1];
+            s2 ^= v[i + 2];
+            s3 ^= v[i + 3];
+        }
+        for (; i < n; i++) s0 ^= v[i];
+        for (p += n * 16; p < e; p++) tail ^= *p;
+    }
+    u64x2 s = s0 ^ s1 ^ s2 ^ s3;
+    return s[0] ^ s[1] ^ tail;
+}
+
+static void regions_pass(team *t, int tid) {
+    const size_t per = (t->reg_total / (size_t)t->n + 4095) & ~(size_t)4095;
+    const size_t lo = per * (size_t)tid, hi = lo + per < t->reg_total ? lo + per : t->reg_total;
+    t->sink[tid] = lo < hi ? (float)read_bytes(t, lo, hi) : 0;
+}
+
+double g4_probe_read_regions_gbs(int threads, const g4_mem_region *r, int n_regions, int passes) {
+    if (threads < 1 || threads > MAXT || n_regions < 1 || passes < 1) return -1;
+    team t;
+    memset(&t, 0, sizeof t);
+    t.n = threads;
+    t.reg = r;
+    t.n_reg = n_regions;
+    for (int i = 0; i < n_regions; i++) t.reg_total += r[i].n;
+    if (!t.reg_total) return -1;
+    const double best = team_run(&t, regions_pass, passes);
+    return best > 0 ? (double)t.reg_total / best * 1e-9 : -1;
 }
 
 static void fma_pass(team *t, int tid) {

@@ -24,6 +24,12 @@ double g4_probe_bandwidth_gbs(int threads, size_t bytes);
  * VM anywhere from ~85 % to ~115 % of it, from minute to minute. */
 double g4_probe_read_gbs(int threads, size_t bytes);
 
+/* A read-only stream over given memory regions (e.g. a model's mapped weight matrices, the
+ * very pages a decode reads): `threads` threads each read a contiguous share of all the bytes,
+ * best of `passes`; GB/s of bytes read, <= 0 on failure. The regions are only read. */
+typedef struct g4_mem_region { const void *p; size_t n; } g4_mem_region;
+double g4_probe_read_regions_gbs(int threads, const g4_mem_region *r, int n_regions, int passes);
+
 /* The triad kept allocated, for measuring the bandwidth again and again (e.g. next to each
  * decode step on a machine whose neighbours take a varying share of it). run: best of `passes`;
  * <= 0 on failure. new returns NULL on failure; free accepts NULL; bytes: the buffer's size. */

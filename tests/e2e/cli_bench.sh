@@ -28,6 +28,10 @@ assert abs(d["decode_read_bound_fraction"] - rf) < 1e-3 * rf
 assert d["llc_mb"] > 0
 mib = 1048576 / 1e6
 assert d["probe_mb"] >= 64 * mib - 1e-6 and d["probe_mb"] <= max(64 * mib, 4 * d["llc_mb"], d["weight_bytes_per_token"] / 1e6) + 1e-6, d["probe_mb"]
+# a bare read of the weight pages themselves, and the decode against it
+assert d["weights_read_gb_s"] > 0
+wf = d["decode_tok_s"] * d["weight_bytes_per_token"] / (d["weights_read_gb_s"] * 1e9)
+assert abs(d["decode_weights_read_fraction"] - wf) < 1e-3 * wf
 # the prefill's own bound: the demo's bf16 weights in exact math against the fp32 FMA peak
 assert d["weight_dtype"] == "bf16" and d["prefill_peak_kind"] == "fp32 FMA"
 assert abs(d["prefill_peak_fraction"] - d["prefill_bound_fraction"]) < 1e-9
