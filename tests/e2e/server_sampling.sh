@@ -51,6 +51,15 @@ for c in '"repetition_penalty":0:repetition_penalty' '"presence_penalty":2.1:pre
   if [ "$CODE" = 400 ] && pyck "d['error']['param'] == '$param'"; then ok "/generate: {$field} is a 400 naming $param"; else bad "/generate {$field}: $CODE $BODY"; fi
 done
 
+# with a constrained answer the mask still applies: a bias cannot bring in a token the format
+# forbids, a ban leaves the other spellings, and min_tokens gives way where only the end is left
+C='"messages":[{"role":"user","content":"What is the capital of France?"}],"temperature":0,"guided_choice":["Paris","Lyon"]'
+P=$(tok P)
+for extra in "\"logit_bias\":{\"$PARIS\":100}" "\"logit_bias\":{\"$P\":-100}" '"min_tokens":8,"max_tokens":10'; do
+  post /v1/chat/completions "{$C,$extra}" "${H[@]}"
+  expect_eq "$(pyget "d['choices'][0]['message']['content'] + '|' + d['choices'][0]['finish_reason']")" "Paris|stop" "guided_choice with {$extra}"
+done
+
 # the same fields in Anthropic's Messages and the Responses API (extensions there)
 post /v1/messages "{\"model\":\"g4tp-demo\",\"max_tokens\":3,\"temperature\":0,\"messages\":[{\"role\":\"user\",\"content\":\"What is the capital of France?\"}],\"logit_bias\":{\"$PARIS\":100}}" "${H[@]}"
 expect_eq "$(pyget "d['content'][0]['text']")" "Paris Paris Paris" "Anthropic: logit_bias"
