@@ -57,6 +57,7 @@ struct g4_sched_req {
     int state, seq;
     int32_t next_token;       /* sampled, to be fed */
     g4_sampler *smp;
+    g4_penalty *pen;          /* NULL when the request has no penalties, bias or min_tokens */
     g4_matcher *cm;           /* constrained decoding (g4_gen_params.grammar): the output's matcher */
     g4_detok *dt;
     g4_stop_strings *ss;
@@ -247,6 +248,7 @@ static void req_unref(g4_sched_req *r) {
     free(r->term);
     free(r->term_msg);
     g4_sampler_free(r->smp);
+    g4_penalty_free(r->pen);
     g4_matcher_free(r->cm);
     g4_detok_free(r->dt);
     g4_stop_strings_free(r->ss);
@@ -296,7 +298,7 @@ static int flush_text(g4_sched_req *r, const char **reason, g4_err *err) {
     if (rc == G4_OK) {
         const char *emit = rest;
         size_t elen = rl;
-        int st = r->ss ? g4_stop_strings_feed(r->ss, rest, rl, &emit, &elen, err) : 0;
+        int st = r->ss ? g4_stop_strings_feed_ex(r->ss, rest, rl, g4_penalty_stops_live(r->pen), &emit, &elen, err) : 0;
         if (st < 0) rc = -st;
         else rc = push_text(r, emit, elen, -1, err);
         if (rc == G4_OK && st == 1) *reason = "stop";
@@ -340,13 +342,18 @@ static void fail_req(g4_sched_req *r, const g4_err *err) {
     r->state = ST_DONE;
 }
 
-/* The request's draw from one logits row, through its constraint's mask when it has one (the
- * row is masked in place, so logprobs then describe the constrained distribution). */
+/* The request's draw from one logits row: through its constraint's mask when it has one, then
+ * its penalties, logit bias and min_tokens (penalty.h; vLLM's order), then the sampler. The row
+ * is adjusted in place, so logprobs and on_token see the distribution the token is drawn from. */
 static int32_t draw(g4_sched_req *r, float *row, int V, g4_err *err) {
     const uint64_t *mask = r->cm ? g4_matcher_mask(r->cm, err) : NULL;
     if (r->cm && !mask) return -1;
-    const int32_t id = mask ? g4_sampler_sample_masked(r->smp, row, V, mask) : g4_sampler_sample(r->smp, row, V);
-    if (id < 0) g4_err_set(err, G4_EINVAL, mask ? "no token the output format allows has a finite logit" : "no finite logit to sample from");
+    if (mask) g4_logits_mask(row, V, mask);
+    g4_penalty_apply(r->pen, row, V);
+    const int32_t id = g4_sampler_sample(r->smp, row, V);
+    if (id < 0)
+        g4_err_set(err, G4_EINVAL, "%s%s", mask ? "no token the output format allows has a finite logit" : "no finite logit to sample from",
+                   r->p.penalty.n_bias ? " (after logit_bias)" : "");
     else if (r->on_token && r->on_token(r->on_token_user, id, row)) g4_sched_cancel(r);
     return id;
 }
@@ -356,6 +363,12 @@ static void accept(g4_sched *s, g4_sched_req *r, int32_t id, const g4_token_logp
     g4_err cerr;
     if (r->cm && g4_matcher_accept(r->cm, id, &cerr)) { /* drawn through the mask: cannot happen */
         fail_seq(s, r, &cerr);
+        return;
+    }
+    if (g4_penalty_accept(r->pen, id, &cerr)) { /* the penalties' state: every emitted token (an accepted draft too; a rejected one never comes here) */
+        fail_req(r, &cerr);
+        g4_engine_seq_close(s->e, r->seq);
+        r->seq = -1;
         return;
     }
     if (r->t_first == 0) r->t_first = t;
@@ -387,7 +400,7 @@ static void accept(g4_sched *s, g4_sched_req *r, int32_t id, const g4_token_logp
     int rc = !r->dt ? G4_OK : g4_fault_hit("sched.detok") ? g4_err_set(&err, G4_ENOMEM, "detok: out of memory") : g4_detok_push(r->dt, id, &piece, &plen, &err);
     const char *emit = piece;
     size_t elen = plen;
-    int st = rc == G4_OK && r->ss ? g4_stop_strings_feed(r->ss, piece, plen, &emit, &elen, &err) : 0;
+    int st = rc == G4_OK && r->ss ? g4_stop_strings_feed_ex(r->ss, piece, plen, g4_penalty_stops_live(r->pen), &emit, &elen, &err) : 0;
     if (st < 0) rc = -st;
     if (rc == G4_OK) rc = push_text(r, emit, elen, id, &err);
     free(piece);
@@ -978,6 +991,21 @@ static int take_images(g4_sched *s, g4_sched_req *r, const g4_gen_params *p, g4_
     return G4_OK;
 }
 
+/* The request's penalties over its prompt as the prefix cache keys it (image tokens are negative
+ * keys there: skipped); min_tokens holds back the end-of-sequence ids (unless ignored) and the
+ * request's stop ids. */
+static int make_penalty(g4_sched *s, g4_sched_req *r, const g4_gen_params *p, g4_err *err) {
+    const g4_gen_config *gc = &s->tg->gen;
+    const size_t n_eos = p->ignore_eos ? 0 : gc->n_eos, n_stop = n_eos + p->n_stop_ids;
+    int32_t *stops = n_stop ? malloc(sizeof(int32_t) * n_stop) : NULL;
+    if (n_stop && !stops) return g4_err_set(err, G4_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n_eos; i++) stops[i] = gc->eos_ids[i];
+    for (size_t i = 0; i < p->n_stop_ids; i++) stops[n_eos + i] = p->stop_ids[i];
+    int rc = g4_penalty_create(&p->penalty, (int)s->V, r->toks, r->n_prompt, stops, n_stop, &r->pen, err);
+    free(stops);
+    return rc;
+}
+
 int g4_sched_submit_ex(g4_sched *s, const int32_t *prompt, size_t n_prompt, const g4_gen_params *p, const g4_sched_sub_opts *x,
                        g4_sched_req **out, g4_err *err) {
     static const g4_sched_sub_opts none = {0};
@@ -988,7 +1016,11 @@ int g4_sched_submit_ex(g4_sched *s, const int32_t *prompt, size_t n_prompt, cons
     if (n_prompt == 0) return g4_err_set(err, G4_EINVAL, "the prompt is empty");
     if (p->max_new_tokens < 1) return g4_err_set(err, G4_EINVAL, "max_new_tokens must be at least 1");
     int rc = g4_sampling_params_validate(&p->sampling, err);
+    if (!rc) rc = g4_penalty_params_validate(&p->penalty, (int)s->V, err);
     if (rc) return rc;
+    if (p->penalty.min_tokens > p->max_new_tokens)
+        return g4_err_set(err, G4_EINVAL, "min_tokens (%lld) must not be more than max_new_tokens (%lld)", (long long)p->penalty.min_tokens,
+                          (long long)p->max_new_tokens);
     if (p->speculative < -1 || p->speculative > G4_SPEC_MAX_K)
         return g4_err_set(err, G4_EINVAL, "speculative must be -1 (off), 0 (the server's drafter) or 1..%d drafts per round (got %d)",
                           G4_SPEC_MAX_K, p->speculative);
@@ -1044,6 +1076,8 @@ int g4_sched_submit_ex(g4_sched *s, const int32_t *prompt, size_t n_prompt, cons
     if (rc == G4_OK) {
         rc = g4_sampler_create((int)s->V, &p->sampling, &r->smp, err);
     }
+    if (rc == G4_OK && g4_penalty_params_active(&p->penalty)) rc = make_penalty(s, r, p, err);
+    r->p.penalty.bias = NULL; /* the state holds its copy */
     if (rc == G4_OK && s->tg->tok) rc = g4_detok_create(s->tg->tok, p->skip_special, &r->dt, err); /* no tokenizer: ids only (bench) */
     if (rc == G4_OK && p->grammar) {
         if (!s->tg->tok) rc = g4_err_set(err, G4_EINVAL, "constrained decoding needs the model's tokenizer");

@@ -85,9 +85,9 @@ void g4_sched_notify_destroy(g4_sched_notify *w);
 void g4_sched_notify_wait(g4_sched_notify *w, uint64_t *seen, int timeout_ms);
 
 /* A request's observer of its tokens: id and the row of V logits it was drawn from (through the
- * grammar's mask when the request has one), in order, before the token's text event. Called on
- * the scheduler's thread with its lock held (keep it short; no scheduler calls from it); a
- * non-zero return cancels the request. Costs nothing for requests without one. */
+ * grammar's mask when the request has one, then its penalties and logit bias), in order, before
+ * the token's text event. Called on the scheduler's thread with its lock held (keep it short; no
+ * scheduler calls from it); a non-zero return cancels the request. Costs nothing for requests without one. */
 typedef int (*g4_sched_token_fn)(void *user, int32_t id, const float *logits);
 
 /* Per-request extras (docs/server.md "Log probabilities", "n"). */

@@ -10,6 +10,7 @@
 
 #include "g4.h"
 #include "engine/gen_config.h"
+#include "engine/penalty.h"
 #include "engine/sampler.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
@@ -44,6 +45,8 @@ typedef struct g4_prompt_image {
 typedef struct g4_gen_params {
     int64_t max_new_tokens;
     g4_sampling_params sampling;
+    g4_penalty_params penalty;  /* logit_bias, min_tokens, repetition / frequency / presence (engine/penalty.h);
+                               * zero: none; the request keeps its own copy of the bias list */
     const char *const *stop_strings;
     size_t n_stop_strings;
     int skip_special;         /* decode without special tokens (1) or keep markers for parsing (0) */

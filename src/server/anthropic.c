@@ -279,6 +279,8 @@ static int parse_body(const json_t *o, int count_only, g4_api_request *r, g4_api
         if ((rc = g4_api_field_int(o, "top_k", 0, 1 << 30, &r->has_top_k, &x, ae))) return rc;
         if (r->has_top_k) r->top_k = (int)x;
         if ((rc = g4_api_field_stops(o, "stop_sequences", 0, r, ae))) return rc;
+        /* not Anthropic's: the same sampling extensions as the OpenAI routes (docs/server.md) */
+        if ((rc = g4_api_field_penalties(o, r, ae))) return rc;
         if ((rc = g4_api_field_bool(o, "stream", &r->stream, ae))) return rc;
         json_t *md = json_object_get(o, "metadata");
         if (md && !json_is_null(md)) {

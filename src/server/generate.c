@@ -234,6 +234,20 @@ static int gen_params(g4_server *s, const g4_api_request *q, size_t n, g4_gen_pa
     if (q->has_top_k) gp->sampling.top_k = q->top_k;
     if (q->has_min_p) gp->sampling.min_p = (float)q->min_p;
     if (q->has_seed) { gp->sampling.seed = q->seed; gp->sampling.has_seed = 1; }
+    gp->penalty.presence = (float)q->presence_penalty;
+    gp->penalty.frequency = (float)q->frequency_penalty;
+    gp->penalty.repetition = (float)q->repetition_penalty;
+    gp->penalty.min_tokens = q->min_tokens;
+    gp->penalty.bias = q->logit_bias;
+    gp->penalty.n_bias = q->n_logit_bias;
+    const int64_t V = g4_engine_vocab(s->e);
+    for (size_t i = 0; i < q->n_logit_bias; i++)
+        if (q->logit_bias[i].id >= V)
+            return g4_api_err_status(ae, G4_EINVAL, "logit_bias", "'logit_bias': token id %d is outside the vocabulary (0 to %lld)", q->logit_bias[i].id,
+                                     (long long)V - 1);
+    if (q->min_tokens > gp->max_new_tokens)
+        return g4_api_err_status(ae, G4_EINVAL, "min_tokens", "'min_tokens' (%lld) must not be more than the tokens to generate (%lld)",
+                                 (long long)q->min_tokens, (long long)gp->max_new_tokens);
     gp->stop_strings = (const char *const *)q->stops;
     gp->n_stop_strings = q->n_stops;
     gp->skip_special = q->parse_output ? 0 : 1;

@@ -12,6 +12,7 @@
 #include "g4.h"
 #include "grammar/grammar.h"
 #include "engine/logprobs.h"
+#include "engine/penalty.h"
 #include "text/utf8.h"
 
 #define BAD(ae, param, ...) g4_api_err_status(ae, G4_EINVAL, param, __VA_ARGS__)
@@ -118,6 +119,54 @@ int g4_api_field_stops(const json_t *o, const char *k, int string_ok, g4_api_req
 
 /* ---- shared sampling / length / stop fields -------------------------------------------------- */
 
+static int bias_by_id(const void *a, const void *b) {
+    const int32_t x = ((const g4_logit_bias *)a)->id, y = ((const g4_logit_bias *)b)->id;
+    return (x > y) - (x < y);
+}
+
+/* OpenAI's logit_bias: {"<token id>": bias, ...}; the keys are decimal token ids. */
+static int parse_logit_bias(const json_t *o, g4_api_request *r, g4_api_err *ae) {
+    json_t *lb = json_object_get(o, "logit_bias"), *v;
+    if (!lb || json_is_null(lb)) return 0;
+    if (!json_is_object(lb)) return BAD(ae, "logit_bias", "'logit_bias' must be an object mapping token ids (as strings) to a bias between -100 and 100");
+    const size_t n = json_object_size(lb);
+    if (!n) return 0;
+    if (!(r->logit_bias = malloc(n * sizeof *r->logit_bias))) return g4_api_err_status(ae, G4_ENOMEM, NULL, "out of memory");
+    const char *k;
+    size_t kl;
+    json_object_keylen_foreach(lb, k, kl, v) {
+        long long id = 0;
+        size_t d = 0;
+        for (; d < kl && d < 11 && k[d] >= '0' && k[d] <= '9'; d++) id = id * 10 + (k[d] - '0');
+        if (!d || d != kl || id > INT32_MAX) return BAD(ae, "logit_bias", "'logit_bias' keys must be token ids (decimal integers), not \"%.40s\"", k);
+        if (!json_is_number(v)) return BAD(ae, "logit_bias", "'logit_bias' values must be numbers (the bias of token %lld)", id);
+        const double b = json_number_value(v);
+        if (!(b >= -G4_LOGIT_BIAS_MAX && b <= G4_LOGIT_BIAS_MAX))
+            return BAD(ae, "logit_bias", "'logit_bias' values must be between -100 and 100 (token %lld: %g)", id, b);
+        r->logit_bias[r->n_logit_bias++] = (g4_logit_bias){.id = (int32_t)id, .bias = (float)b};
+    }
+    qsort(r->logit_bias, r->n_logit_bias, sizeof *r->logit_bias, bias_by_id);
+    for (size_t i = 1; i < r->n_logit_bias; i++)
+        if (r->logit_bias[i].id == r->logit_bias[i - 1].id) return BAD(ae, "logit_bias", "'logit_bias' gives token %d twice", r->logit_bias[i].id);
+    return 0;
+}
+
+int g4_api_field_penalties(const json_t *o, g4_api_request *r, g4_api_err *ae) {
+    int rc, has = 0;
+    long long x;
+    if ((rc = get_number(o, "presence_penalty", -G4_PENALTY_MAX, G4_PENALTY_MAX, &has, &r->presence_penalty, ae))) return rc;
+    if ((rc = get_number(o, "frequency_penalty", -G4_PENALTY_MAX, G4_PENALTY_MAX, &has, &r->frequency_penalty, ae))) return rc;
+    has = 0;
+    if ((rc = get_number(o, "repetition_penalty", 0, 1e9, &has, &r->repetition_penalty, ae))) return rc;
+    if (has && !(r->repetition_penalty > 0)) return BAD(ae, "repetition_penalty", "'repetition_penalty' must be > 0 (1 turns it off)");
+    has = 0;
+    if ((rc = get_int(o, "min_tokens", 0, INT64_MAX / 2, &has, &x, ae))) return rc;
+    if (has) r->min_tokens = x;
+    if ((rc = get_int(o, "seed", INT64_MIN, INT64_MAX, &r->has_seed, &x, ae))) return rc;
+    if (r->has_seed) r->seed = (uint64_t)x;
+    return parse_logit_bias(o, r, ae);
+}
+
 static int parse_common(const json_t *o, g4_api_request *r, g4_api_err *ae) {
     int rc, has = 0;
     long long x;
@@ -126,8 +175,7 @@ static int parse_common(const json_t *o, g4_api_request *r, g4_api_err *ae) {
     if ((rc = get_number(o, "min_p", 0, 1, &r->has_min_p, &r->min_p, ae))) return rc;
     if ((rc = get_int(o, "top_k", -1, 1 << 30, &r->has_top_k, &x, ae))) return rc;
     if (r->has_top_k) r->top_k = x < 0 ? 0 : (int)x; /* -1 means off, as in vLLM */
-    if ((rc = get_int(o, "seed", INT64_MIN, INT64_MAX, &r->has_seed, &x, ae))) return rc;
-    if (r->has_seed) r->seed = (uint64_t)x;
+    if ((rc = g4_api_field_penalties(o, r, ae))) return rc;
     /* the length field: max_completion_tokens wins over max_tokens; /generate says max_new_tokens */
     const char *lk[] = {"max_completion_tokens", "max_tokens", "max_new_tokens"};
     for (int i = 0; i < 3; i++) {
@@ -163,14 +211,6 @@ static int parse_common(const json_t *o, g4_api_request *r, g4_api_err *ae) {
     has = 0;
     if ((rc = get_int(o, "n", 1, G4_API_MAX_N, &has, &n, ae))) return rc;
     r->n = (int)n;
-    /* features we do not implement are refused, not ignored */
-    const char *pen[] = {"presence_penalty", "frequency_penalty"};
-    for (int i = 0; i < 2; i++) {
-        double p = 0;
-        has = 0;
-        if ((rc = get_number(o, pen[i], -2, 2, &has, &p, ae))) return rc;
-        if (p != 0) return UNSUPPORTED(ae, pen[i], "'%s' is not supported (only 0)", pen[i]);
-    }
     return 0;
 }
 
@@ -717,6 +757,7 @@ void g4_api_request_free(g4_api_request *r) {
     json_decref(r->out_choices);
     json_decref(r->tools);
     free(r->tool_name);
+    free(r->logit_bias);
     memset(r, 0, sizeof *r);
     r->max_tokens = -1;
 }

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/penalty.h"
 #include "server/errors.h"
 #include "text/output_parser.h"
 
@@ -45,6 +46,12 @@ typedef struct g4_api_request {
     double temperature, top_p, min_p;
     int top_k;
     uint64_t seed;
+    /* penalties (engine/penalty.h): zero when absent; repetition_penalty 0 = not given */
+    double presence_penalty, frequency_penalty, repetition_penalty;
+    int64_t min_tokens;
+    g4_logit_bias *logit_bias; /* [n_logit_bias] sorted by id, distinct (owned); ids checked
+                                       * against the vocabulary where it is known (generate.c) */
+    size_t n_logit_bias;
     char *stops[G4_API_MAX_STOPS];
     size_t n_stops;
     int stream, include_usage;
@@ -105,6 +112,11 @@ int g4_api_field_int(const json_t *o, const char *k, long long lo, long long hi,
 int g4_api_field_bool(const json_t *o, const char *k, int *out, g4_api_err *ae);
 int g4_api_field_string(const json_t *o, const char *k, const char **out, g4_api_err *ae);
 int g4_api_field_stops(const json_t *o, const char *k, int string_ok, g4_api_request *r, g4_api_err *ae);
+/* The sampling fields beyond temperature / top_p that every API takes (OpenAI's and vLLM's
+ * names; extensions in Anthropic's Messages and OpenAI's Responses): presence_penalty and
+ * frequency_penalty in [-2, 2], repetition_penalty > 0, logit_bias {"id": bias in [-100, 100]},
+ * min_tokens >= 0, seed (any 64-bit integer). */
+int g4_api_field_penalties(const json_t *o, g4_api_request *r, g4_api_err *ae);
 
 /* Tool selection, shared by the translations: tools OpenAI-shaped (or NULL), mode a
  * g4_tool_mode, name the function of G4_TOOLS_NAMED. "required" and named need tools and a

@@ -300,6 +300,8 @@ static int parse_body(const json_t *o, g4_api_request *r, g4_api_err *ae) {
     if (has) r->max_tokens = x;
     if ((rc = g4_api_field_number(o, "temperature", 0, 2, &r->has_temperature, &r->temperature, ae))) return rc;
     if ((rc = g4_api_field_number(o, "top_p", 0, 1, &r->has_top_p, &r->top_p, ae))) return rc;
+    /* not in OpenAI's Responses: the same sampling extensions as chat completions (docs/server.md) */
+    if ((rc = g4_api_field_penalties(o, r, ae))) return rc;
     if ((rc = g4_api_field_bool(o, "stream", &r->stream, ae))) return rc;
     has = 0;
     if ((rc = g4_api_field_int(o, "top_logprobs", 0, 20, &has, &x, ae))) return rc;

@@ -18,6 +18,7 @@ struct g4_stop_strings {
     char *buf;       /* held-back text, then the new delta */
     size_t bn, bcap; /* bytes in buf, capacity */
     size_t consumed; /* bytes at the head of buf emitted by the last call (dropped next call) */
+    size_t quiet;    /* buf[0..quiet) was fed with matching off: no match may end inside it */
     int matched;     /* index of the matching stop string, or -1 */
 };
 
@@ -69,7 +70,7 @@ void g4_stop_strings_free(g4_stop_strings *s) {
 
 void g4_stop_strings_reset(g4_stop_strings *s) {
     if (!s) return;
-    s->bn = s->consumed = 0;
+    s->bn = s->consumed = s->quiet = 0;
     s->matched = -1;
 }
 
@@ -77,15 +78,16 @@ int g4_stop_strings_matched(const g4_stop_strings *s) { return s ? s->matched : 
 
 size_t g4_stop_strings_pending(const g4_stop_strings *s) { return s ? s->bn - s->consumed : 0; }
 
-/* Earliest-ending match in b[0..n): 1 with *start and *which, else 0. */
-static int find_first(const g4_stop_strings *s, const char *b, size_t n, size_t *start, int *which) {
+/* Earliest-ending match in b[0..n) that ends after b[0..quiet): 1 with *start and *which, else 0. */
+static int find_first(const g4_stop_strings *s, const char *b, size_t n, size_t quiet, size_t *start, int *which) {
     int found = 0;
     size_t best_end = 0, best_len = 0;
     for (size_t i = 0; i < s->n; i++) {
         size_t l = s->len[i];
         if (l > n) continue;
-        /* the first occurrence of string i is its earliest-ending one */
-        const char *q = memmem(b, n, s->str[i], l);
+        /* the first occurrence of string i from there is its earliest-ending one */
+        const size_t from = quiet >= l ? quiet - l + 1 : 0;
+        const char *q = from < n ? memmem(b + from, n - from, s->str[i], l) : NULL;
         if (!q) continue;
         size_t st = (size_t)(q - b), end = st + l;
         if (!found || end < best_end || (end == best_end && l > best_len)) {
@@ -114,6 +116,11 @@ static size_t holdback(const g4_stop_strings *s, const char *b, size_t n) {
 
 int g4_stop_strings_feed(g4_stop_strings *s, const char *delta, size_t len, const char **emit, size_t *emit_len,
                          g4_err *err) {
+    return g4_stop_strings_feed_ex(s, delta, len, 1, emit, emit_len, err);
+}
+
+int g4_stop_strings_feed_ex(g4_stop_strings *s, const char *delta, size_t len, int may_match, const char **emit, size_t *emit_len,
+                            g4_err *err) {
     if (emit) *emit = "";
     if (emit_len) *emit_len = 0;
     if (!s || (!delta && len) || !emit || !emit_len) return -g4_err_set(err, G4_EINVAL, "stop: NULL argument");
@@ -122,6 +129,7 @@ int g4_stop_strings_feed(g4_stop_strings *s, const char *delta, size_t len, cons
     if (s->consumed) {
         memmove(s->buf, s->buf + s->consumed, s->bn - s->consumed);
         s->bn -= s->consumed;
+        s->quiet = s->quiet > s->consumed ? s->quiet - s->consumed : 0;
         s->consumed = 0;
     }
     if (s->bn + len + 1 > s->bcap) {
@@ -134,9 +142,10 @@ int g4_stop_strings_feed(g4_stop_strings *s, const char *delta, size_t len, cons
     }
     if (len) memcpy(s->buf + s->bn, delta, len);
     s->bn += len;
+    if (!may_match) s->quiet = s->bn;
     size_t st;
     int which;
-    if (find_first(s, s->buf, s->bn, &st, &which)) {
+    if (may_match && find_first(s, s->buf, s->bn, s->quiet, &st, &which)) {
         s->matched = which;
         *emit = s->buf;
         *emit_len = st;
@@ -171,7 +180,7 @@ int g4_stop_strings_find(const char *text, size_t len, const char *const *stops,
     if (rc) return rc;
     size_t st;
     int w;
-    if (find_first(s, text ? text : "", len, &st, &w)) {
+    if (find_first(s, text ? text : "", len, 0, &st, &w)) {
         *cut = st;
         *which = w;
     }

@@ -36,6 +36,12 @@ void g4_stop_strings_reset(g4_stop_strings *s);
  * (G4_EINVAL / G4_ENOMEM) with err set. */
 int g4_stop_strings_feed(g4_stop_strings *s, const char *delta, size_t len, const char **emit,
                          size_t *emit_len, g4_err *err);
+/* The same; with may_match 0 the delta is taken in but no match may END inside it (vLLM's
+ * min_tokens: no stop string ends the output before that many tokens). Its text is held back as
+ * usual, so a stop string that starts in it and ends in a later delta fed with may_match 1
+ * matches. */
+int g4_stop_strings_feed_ex(g4_stop_strings *s, const char *delta, size_t len, int may_match, const char **emit,
+                            size_t *emit_len, g4_err *err);
 /* End of generation without a match: releases the held-back text. Returns 0, or 1 when a
  * match had already happened (then nothing is emitted). */
 int g4_stop_strings_finish(g4_stop_strings *s, const char **emit, size_t *emit_len);

@@ -8,6 +8,7 @@
 
 #include "testutil.h"
 #include "g4.h"
+#include "engine/logprobs.h"
 #include "engine/sampler.h"
 
 typedef struct {
@@ -47,6 +48,18 @@ static inline int tu_generate(const g4_engine_opts *o, const int32_t *ids, int n
     }
     g4_engine_close(e);
     return rc;
+}
+
+/* The logprobs of the same n tokens from two runs are the same bits (their rows were). */
+static inline void tu_same_logprobs(const g4_token_logprob *a, const g4_token_logprob *b, size_t n) {
+    for (size_t t = 0; t < n; t++) {
+        const g4_token_logprob *x = &a[t], *y = &b[t];
+        assert_int_equal(x->id, y->id);
+        assert_memory_equal(&x->logprob, &y->logprob, sizeof(float));
+        assert_int_equal(x->n_top, y->n_top);
+        assert_memory_equal(x->top_id, y->top_id, sizeof(int32_t) * (size_t)x->n_top);
+        assert_memory_equal(x->top_logprob, y->top_logprob, sizeof(float) * (size_t)x->n_top);
+    }
 }
 
 static inline void tu_run_free(tu_run *r) { free(r->logits); r->logits = NULL; }

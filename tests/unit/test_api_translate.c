@@ -824,6 +824,70 @@ static void test_guided_and_stops(void **st) {
     g4_api_request_free(&r);
 }
 
+/* The sampling fields beyond temperature / top_p (issue 27 item 1, issue 24 item 8): every API
+ * family reads presence / frequency / repetition penalties, logit_bias, min_tokens and seed the
+ * same way (extensions in Anthropic's and the Responses API); bad values are 400s naming them. */
+static void test_penalty_fields(void **st) {
+    (void)st;
+    static const char *const bodies[] = {
+        "{\"prompt\":\"x\",%s}",
+        "{\"prompt\":\"x\",%s}",
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],%s}",
+        "{\"model\":\"m\",\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],%s}",
+        "{\"input\":\"x\",%s}",
+    };
+    const g4_api_kind kinds[] = {G4_API_GENERATE, G4_API_COMPLETIONS, G4_API_CHAT, G4_API_ANTHROPIC, G4_API_RESPONSES};
+    static const struct { const char *fields, *param; } bad[] = {
+        {"\"presence_penalty\":2.5", "presence_penalty"},
+        {"\"presence_penalty\":\"1\"", "presence_penalty"},
+        {"\"frequency_penalty\":-2.01", "frequency_penalty"},
+        {"\"repetition_penalty\":0", "repetition_penalty"},
+        {"\"repetition_penalty\":-1", "repetition_penalty"},
+        {"\"min_tokens\":-1", "min_tokens"},
+        {"\"min_tokens\":1.5", "min_tokens"},
+        {"\"logit_bias\":[1]", "logit_bias"},
+        {"\"logit_bias\":{\"a\":1}", "logit_bias"},
+        {"\"logit_bias\":{\"-1\":1}", "logit_bias"},
+        {"\"logit_bias\":{\"\":1}", "logit_bias"},
+        {"\"logit_bias\":{\"1 \":1}", "logit_bias"},
+        {"\"logit_bias\":{\"2147483648\":1}", "logit_bias"},
+        {"\"logit_bias\":{\"1\":100.5}", "logit_bias"},
+        {"\"logit_bias\":{\"1\":\"5\"}", "logit_bias"},
+        {"\"logit_bias\":{\"7\":1,\"007\":2}", "logit_bias"},
+        {"\"seed\":1.5", "seed"},
+    };
+    for (size_t f = 0; f < 5; f++) {
+        const g4_api_family *fam = g4_api_family_of(kinds[f]);
+        char body[512];
+        g4_api_request q;
+        g4_api_err ae;
+        snprintf(body, sizeof body, bodies[f],
+                 "\"presence_penalty\":-0.5,\"frequency_penalty\":1.25,\"repetition_penalty\":1.1,\"min_tokens\":3,\"seed\":42,"
+                 "\"logit_bias\":{\"300\":-100,\"2\":7.5,\"0\":-0.25}");
+        if (fam->parse(body, strlen(body), &q, &ae)) fail_msg("%s: %s", body, ae.message);
+        assert_true(q.presence_penalty == -0.5 && q.frequency_penalty == 1.25 && q.repetition_penalty == 1.1);
+        assert_int_equal(q.min_tokens, 3);
+        assert_true(q.has_seed && q.seed == 42);
+        assert_int_equal(q.n_logit_bias, 3); /* sorted by id */
+        assert_int_equal(q.logit_bias[0].id, 0);
+        assert_true(q.logit_bias[0].bias == -0.25f);
+        assert_int_equal(q.logit_bias[1].id, 2);
+        assert_int_equal(q.logit_bias[2].id, 300);
+        assert_true(q.logit_bias[2].bias == -100.0f);
+        g4_api_request_free(&q);
+        /* absent: nothing; an empty logit_bias and explicit zeros / nulls too */
+        snprintf(body, sizeof body, bodies[f], "\"logit_bias\":{},\"presence_penalty\":0,\"frequency_penalty\":null,\"repetition_penalty\":1");
+        assert_int_equal(fam->parse(body, strlen(body), &q, &ae), 0);
+        assert_true(q.presence_penalty == 0 && q.frequency_penalty == 0 && q.repetition_penalty == 1 && !q.n_logit_bias && !q.min_tokens && !q.has_seed);
+        g4_api_request_free(&q);
+        for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+            snprintf(body, sizeof body, bodies[f], bad[i].fields);
+            const int rc = fam->parse(body, strlen(body), &q, &ae);
+            if (rc != 400 || strcmp(ae.param, bad[i].param)) fail_msg("%s: status %d, param '%s' (%s)", body, rc, ae.param, ae.message);
+        }
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_anthropic_request_renders_like_chat),
@@ -840,6 +904,7 @@ int main(void) {
         cmocka_unit_test(test_logprob_json),
         cmocka_unit_test(test_api_families),
         cmocka_unit_test(test_guided_and_stops),
+        cmocka_unit_test(test_penalty_fields),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

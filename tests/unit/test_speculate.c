@@ -678,14 +678,7 @@ static void same_outputs(const sched_out *a, const sched_out *b, int n) {
     for (int i = 0; i < n; i++) {
         assert_int_equal(a->n[i], b->n[i]);
         assert_memory_equal(a->ids[i], b->ids[i], sizeof(int32_t) * a->n[i]);
-        for (size_t t = 0; t < a->n[i]; t++) { /* the logprobs come from the rows: bitwise equal rows */
-            const g4_token_logprob *x = &a->lp[i][t], *y = &b->lp[i][t];
-            assert_int_equal(x->id, y->id);
-            assert_memory_equal(&x->logprob, &y->logprob, sizeof(float));
-            assert_int_equal(x->n_top, y->n_top);
-            assert_memory_equal(x->top_id, y->top_id, sizeof(int32_t) * (size_t)x->n_top);
-            assert_memory_equal(x->top_logprob, y->top_logprob, sizeof(float) * (size_t)x->n_top);
-        }
+        tu_same_logprobs(a->lp[i], b->lp[i], a->n[i]); /* the logprobs come from the rows: bitwise equal rows */
     }
 }
 

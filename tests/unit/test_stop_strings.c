@@ -210,6 +210,77 @@ static void test_random_splits(void **st) {
     }
 }
 
+/* min_tokens (feed_ex with may_match 0): text fed quietly is emitted (stop strings inside it
+ * included) but no match may END in it; a stop string that starts in it and ends in live text
+ * matches. Random texts, stop strings, quiet prefixes and splits against the rule written
+ * naively: the earliest end after the quiet prefix, then the longest. */
+static void test_quiet_prefix(void **st) {
+    (void)st;
+    static const char *const alpha[] = {"a", "b", "é", "ab", "\n"};
+    uint64_t r = 7;
+    char text[128], stops_buf[4][16];
+    for (int it = 0; it < 3000; it++) {
+        size_t len = 0;
+        const int parts = (int)(RND() % 24);
+        for (int i = 0; i < parts; i++) {
+            const char *a = alpha[RND() % 5];
+            memcpy(text + len, a, strlen(a));
+            len += strlen(a);
+        }
+        text[len] = 0;
+        const int ns = 1 + (int)(RND() % 3);
+        const char *stops[4];
+        for (int k = 0; k < ns; k++) {
+            size_t sl = 0;
+            for (int i = 0, p = 1 + (int)(RND() % 3); i < p; i++) {
+                const char *a = alpha[RND() % 5];
+                memcpy(stops_buf[k] + sl, a, strlen(a));
+                sl += strlen(a);
+            }
+            stops_buf[k][sl] = 0;
+            stops[k] = stops_buf[k];
+        }
+        const size_t q = len ? RND() % (len + 1) : 0;
+        size_t want = len;
+        int ww = -1;
+        for (size_t end = q + 1; end <= len && ww < 0; end++) {
+            size_t bl = 0;
+            for (int k = 0; k < ns; k++) {
+                const size_t l = strlen(stops[k]);
+                if (l <= end && memcmp(text + end - l, stops[k], l) == 0 && l > bl) { bl = l; ww = k; }
+            }
+            if (ww >= 0) want = end - bl;
+        }
+        /* deltas: cut at q and at two random places */
+        size_t cuts[4] = {q, len ? RND() % (len + 1) : 0, len ? RND() % (len + 1) : 0, len};
+        for (int i = 0; i < 4; i++)
+            for (int j = i + 1; j < 4; j++)
+                if (cuts[j] < cuts[i]) { size_t t = cuts[i]; cuts[i] = cuts[j]; cuts[j] = t; }
+        g4_stop_strings *s;
+        assert_int_equal(g4_stop_strings_create(stops, (size_t)ns, &s, NULL), 0);
+        char got[160];
+        size_t gn = 0, prev = 0;
+        int rc = 0;
+        for (int i = 0; i < 4; i++) {
+            const char *e;
+            size_t el;
+            rc = g4_stop_strings_feed_ex(s, text + prev, cuts[i] - prev, cuts[i] > q ? 1 : 0, &e, &el, NULL);
+            assert_true(rc == 0 || rc == 1);
+            memcpy(got + gn, e, el);
+            gn += el;
+            prev = cuts[i];
+        }
+        const char *e;
+        size_t el;
+        assert_int_equal(g4_stop_strings_finish(s, &e, &el), rc);
+        memcpy(got + gn, e, el);
+        gn += el;
+        if (gn != want || memcmp(got, text, gn) || g4_stop_strings_matched(s) != ww)
+            fail_msg("text [%s] quiet %zu: got %zu bytes (%d), want %zu (%d)", text, q, gn, g4_stop_strings_matched(s), want, ww);
+        g4_stop_strings_free(s);
+    }
+}
+
 /* NUL bytes in the text are bytes like any other: nothing is cut at them, streamed at any
  * split or whole. */
 static void test_nul_in_text(void **st) {
@@ -252,6 +323,7 @@ int main(void) {
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_random_splits),
         cmocka_unit_test(test_nul_in_text),
+        cmocka_unit_test(test_quiet_prefix),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
