@@ -103,8 +103,11 @@ t0=$(date +%s); kill -KILL $r1
 for i in $(seq 1 $((LIMIT * 10))); do kill -0 $L 2>/dev/null || break; sleep 0.1; done
 if kill -0 $L 2>/dev/null; then bad "MPI generate $where: still running $LIMIT s after kill -9 of rank 1"; kill -KILL $L; else
   wait $L; rc=$?; [ $rc != 0 ] && ok "MPI generate $where: kill -9 of rank 1 ends the job in $(since $t0) s (rc $rc)" || bad "MPI generate: rc 0"; fi
-grep -qE "g4tp generate: error: rank 0: rank 1('s process ended| did not answer)" $T/gen.err && ok "MPI generate: rank 0 says rank 1 is gone" \
-  || bad "MPI generate: $(grep g4tp $T/gen.err)"
+# rank 0 names the failed rank, unless the launcher's own kill (OpenMPI aborts the job when a
+# process dies) reached it first: then mpirun names it (a race on a slow build, e.g. ASan)
+if grep -qE "g4tp generate: error: rank 0: rank 1('s process ended| did not answer)" $T/gen.err; then ok "MPI generate: rank 0 says rank 1 is gone"
+elif grep -q "process rank 1 .* exited on signal 9" $T/gen.err && ! grep -q "g4tp generate: error" $T/gen.err; then ok "MPI generate: the launcher ended the job first, naming rank 1"
+else bad "MPI generate: $(tail -5 $T/gen.err)"; fi
 
 # serve (the launcher's SIGTERM comes 4 s after its SIGCONT here, so /health can be seen saying 503)
 port=18090; URL=http://$HOST:$port
