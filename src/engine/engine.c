@@ -623,6 +623,14 @@ size_t g4_engine_weight_bytes(const g4_engine *e) {
     return e->mpi ? b * (size_t)e->tp : b;
 }
 
+/* The bytes the kernels read of a matrix: each row's, ld_bytes apart (a column slice of a
+ * checkpoint's matrix is strided; an artifact's rows are back to back: one run). */
+static g4_mem_region mat_region(const g4_mat *m) {
+    const size_t rb = g4_dtype_row_bytes(m->dtype, m->cols);
+    if ((size_t)m->ld_bytes == rb) return (g4_mem_region){m->data, rb * (size_t)m->rows, 1, 0};
+    return (g4_mem_region){m->data, rb, (size_t)m->rows, (size_t)m->ld_bytes};
+}
+
 double g4_engine_weight_read_gbs(const g4_engine *e, int threads, int passes) {
     int cap = 1;
     for (int r = 0; r < e->n_ranks_here; r++) cap += 7 * e->cfg->n_layers + 1;
@@ -635,9 +643,9 @@ double g4_engine_weight_read_gbs(const g4_engine *e, int threads, int passes) {
             const g4_layer_weights *L = &w->layers[l];
             const g4_mat *m[7] = {&L->q, &L->k, &L->v, &L->o, &L->gate, &L->up, &L->down};
             for (int i = 0; i < 7; i++)
-                if (m[i]->data) reg[n++] = (g4_mem_region){m[i]->data, (size_t)m[i]->rows * (size_t)m[i]->ld_bytes};
+                if (m[i]->data) reg[n++] = mat_region(m[i]);
         }
-        if (w->embed.data) reg[n++] = (g4_mem_region){w->embed.data, (size_t)w->embed.rows * (size_t)w->embed.ld_bytes};
+        if (w->embed.data) reg[n++] = mat_region(&w->embed);
     }
     const double gbs = g4_probe_read_regions_gbs(threads, reg, n, passes);
     free(reg);

@@ -293,30 +293,42 @@ double g4_probe_read_gbs(int threads, size_t bytes) {
     return best > 0 ? 4.0 * (double)t.len / best * 1e-9 : -1;
 }
 
-/* Bytes [lo, hi) of the regions laid end to end. */
-static uint64_t read_bytes(const team *t, size_t lo, size_t hi) {
+/* XOR of bytes [a, b) of one contiguous run. */
+static uint64_t read_run(const unsigned char *p, const unsigned char *e) {
     u64x2 s0 = {0, 0}, s1 = s0, s2 = s0, s3 = s0;
     uint64_t tail = 0;
-    size_t base = 0;
-    for (int r = 0; r < t->n_reg && base < hi; base += t->reg[r].n, r++) {
-        const size_t a = lo > base ? lo - base : 0, b = hi - base < t->reg[r].n ? hi - base : t->reg[r].n;
-        if (a >= b) continue;
-        const unsigned char *p = (const unsigned char *)t->reg[r].p + a, *e = (const unsigned char *)t->reg[r].p + b;
-        while (p < e && ((uintptr_t)p & 15)) tail ^= *p++;
-        const u64x2 *v = (const u64x2 *)p;
-        const size_t n = (size_t)(e - p) / 16;
-        size_t i = 0;
-        for (; i + 4 <= n; i += 4) {
-            s0 ^= v[i];
-            s1 ^= v[i + 1];
-            s2 ^= v[i + 2];
-            s3 ^= v[i + 3];
-        }
-        for (; i < n; i++) s0 ^= v[i];
-        for (p += n * 16; p < e; p++) tail ^= *p;
+    while (p < e && ((uintptr_t)p & 15)) tail ^= *p++;
+    const u64x2 *v = (const u64x2 *)p;
+    const size_t n = (size_t)(e - p) / 16;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        s0 ^= v[i];
+        s1 ^= v[i + 1];
+        s2 ^= v[i + 2];
+        s3 ^= v[i + 3];
     }
+    for (; i < n; i++) s0 ^= v[i];
+    for (p += n * 16; p < e; p++) tail ^= *p;
     u64x2 s = s0 ^ s1 ^ s2 ^ s3;
     return s[0] ^ s[1] ^ tail;
+}
+
+/* Bytes [lo, hi) of the regions' rows laid end to end. */
+static uint64_t read_bytes(const team *t, size_t lo, size_t hi) {
+    uint64_t x = 0;
+    size_t base = 0;
+    for (int r = 0; r < t->n_reg && base < hi; r++) {
+        const g4_mem_region *g = &t->reg[r];
+        const size_t tot = g->n * g->rows;
+        if (lo < base + tot)
+            for (size_t row = lo > base ? (lo - base) / g->n : 0; row < g->rows && base + row * g->n < hi; row++) {
+                const size_t r0 = base + row * g->n, a = lo > r0 ? lo - r0 : 0, b = hi - r0 < g->n ? hi - r0 : g->n;
+                const unsigned char *p = (const unsigned char *)g->p + row * g->stride;
+                x ^= read_run(p + a, p + b);
+            }
+        base += tot;
+    }
+    return x;
 }
 
 static void regions_pass(team *t, int tid) {
@@ -332,7 +344,7 @@ double g4_probe_read_regions_gbs(int threads, const g4_mem_region *r, int n_regi
     t.n = threads;
     t.reg = r;
     t.n_reg = n_regions;
-    for (int i = 0; i < n_regions; i++) t.reg_total += r[i].n;
+    for (int i = 0; i < n_regions; i++) t.reg_total += r[i].n * r[i].rows;
     if (!t.reg_total) return -1;
     const double best = team_run(&t, regions_pass, passes);
     return best > 0 ? (double)t.reg_total / best * 1e-9 : -1;

@@ -27,7 +27,11 @@ double g4_probe_read_gbs(int threads, size_t bytes);
 /* A read-only stream over given memory regions (e.g. a model's mapped weight matrices, the
  * very pages a decode reads): `threads` threads each read a contiguous share of all the bytes,
  * best of `passes`; GB/s of bytes read, <= 0 on failure. The regions are only read. */
-typedef struct g4_mem_region { const void *p; size_t n; } g4_mem_region;
+typedef struct g4_mem_region {
+    const void *p;
+    size_t n;                 /* bytes of each row */
+    size_t rows, stride;      /* rows of n bytes, stride bytes apart (a column slice of a matrix) */
+} g4_mem_region;
 double g4_probe_read_regions_gbs(int threads, const g4_mem_region *r, int n_regions, int passes);
 
 /* The triad kept allocated, for measuring the bandwidth again and again (e.g. next to each

@@ -67,6 +67,8 @@ import json, sys
 d = json.loads(sys.argv[1])
 assert d["weight_bytes_per_token"] > 256e6
 assert isinstance(d["decode_paired_bound_fraction"], float) and d["decode_paired_bound_fraction"] > 0
+# TP 2 over a checkpoint: o_proj / down_proj are strided column slices; their rows are read alone
+assert d["weights_read_gb_s"] > 0 and d["decode_weights_read_fraction"] > 0
 # (not under ASan: its shadow memory and quarantine add hundreds of MB of the engine's own)
 assert sys.argv[2] == "1" or d["peak_rss_mb"] < d["weight_bytes_per_token"] / 1e6 + 0.5 * d["probe_mb"], (d["peak_rss_mb"], d["probe_mb"])
 PY
