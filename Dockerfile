@@ -31,7 +31,7 @@ RUN make -j"$(nproc)" BUILD=build-nompi MPI_CFLAGS= MPI_LIBS= build-nompi/g4tp \
 FROM ${RUNTIME_BASE} AS runtime
 # only the runtime libraries; apt runs only for what the base lacks
 RUN set -e; need=""; \
-    for p in libjansson4 libxxhash0 libmicrohttpd12 libpng16-16 libjpeg62-turbo libwebp7 libwebpdemux2; do \
+    for p in libjansson4 libxxhash0 libmicrohttpd12 libpng16-16 libjpeg62-turbo libwebp7 libwebpdemux2 libcurl4; do \
       dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need="$need $p"; \
     done; \
     if [ -n "$need" ]; then apt-get update && apt-get install -y --no-install-recommends $need && rm -rf /var/lib/apt/lists/*; fi; \

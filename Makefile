@@ -25,7 +25,7 @@ ifneq ($(strip $(MPI_CFLAGS)$(MPI_LIBS)),)
   BASE_CFLAGS += -DG4_HAVE_MPI=1
 endif
 
-LIBS := -ljansson -lxxhash -lmicrohttpd -lpng -ljpeg -lwebpdemux -lwebp -lm $(MPI_LIBS)
+LIBS := -ljansson -lxxhash -lmicrohttpd -lpng -ljpeg -lwebpdemux -lwebp -lcurl -lm $(MPI_LIBS)
 
 # The shared library's objects (install, below): position-independent, exporting only the API.
 PIC_FLAGS := -fPIC -fvisibility=hidden

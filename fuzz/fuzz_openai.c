@@ -6,6 +6,7 @@
  * the parser checks; the rendered prompt is valid UTF-8 and encodes. */
 #include <jansson.h>
 #include <math.h>
+#include <strings.h>
 
 #include "fuzz_api.h"
 #include "text/stop_strings.h"
@@ -55,6 +56,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             FUZZ_CHECK(ids != NULL || !fuzz_utf8_ok(r.batch[i].text, r.batch[i].len), "prompt %zu did not encode", i);
             free(ids);
         }
+    }
+    FUZZ_CHECK(r.images.n <= G4_API_MAX_IMAGES, "%zu images", r.images.n);
+    for (size_t i = 0; i < r.images.n; i++) {
+        const g4_api_image *im = &r.images.v[i];
+        FUZZ_CHECK((im->data != NULL) + (im->url != NULL) == 1 && im->param[0], "image %zu: bytes or a URL, and where it was", i);
+        FUZZ_CHECK(!im->url || !strncasecmp(im->url, "http://", 7) || !strncasecmp(im->url, "https://", 8), "image %zu: URL %s", i, im->url);
     }
     for (size_t i = 0; i < r.n_prompt_ids; i++) FUZZ_CHECK(r.prompt_ids[i] >= 0, "prompt id %d", r.prompt_ids[i]);
     for (size_t i = 0; i < r.n_stops; i++) FUZZ_CHECK(r.stops[i] && r.stops[i][0], "stop %zu empty", i);

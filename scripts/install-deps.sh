@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 mode=${1:-}
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-for p in build-essential libjansson-dev libxxhash-dev libmicrohttpd-dev libpng-dev libjpeg-dev libwebp-dev; do have_pkg "$p" || need+=("$p"); done
+for p in build-essential libjansson-dev libxxhash-dev libmicrohttpd-dev libpng-dev libjpeg-dev libwebp-dev libcurl4-openssl-dev; do have_pkg "$p" || need+=("$p"); done
 if [ "$mode" != "--build" ]; then
   for p in libcmocka-dev openmpi-bin libopenmpi-dev python3 python3-numpy python3-jinja2 python3-pil curl time pkg-config clang libclang-rt-14-dev chromium prometheus; do
     have_pkg "$p" || need+=("$p")

@@ -31,7 +31,7 @@ static const char *help =
     "  --cors ORIGINS          origins (http://host:port,...) that browsers may let call the API from\n"
     "                          their pages: CORS headers and preflights; * = any (default: none)\n"
     "  --model-name NAME       the model id clients use (default: folder name, g4tp-demo for the demo)\n"
-    "  --max-body-bytes N      request body limit (default 4194304)\n"
+    "  --max-body-bytes N      request body limit (default 33554432: room for images sent inline)\n"
     "  --max-waiting N         queued requests before 503 + Retry-After (default 64)\n"
     "  --max-seqs N            sequences decoded together (default 16)\n"
     "  --max-conns N           concurrent connections (default 256)\n"
@@ -44,6 +44,15 @@ static const char *help =
     "  --grammar-budget-bytes N  working memory of the grammar compiles running at once;\n"
     "                          beyond it 503 (default 536870912; one compile alone may use 256 MiB)\n"
     "  --grammar-timeout-ms N  time limit of one grammar compile; beyond it 400 (default 20000)\n"
+    "images (models with a vision tower; docs/server.md, \"Images\"):\n"
+    "  --max-images N          images in one request (default 8, at most 64)\n"
+    "  --max-image-bytes N     one image's encoded size, inline or fetched (default 20971520)\n"
+    "  --max-image-pixels N    one image's width x height, checked before decoding (default 89478485)\n"
+    "  --image-budget-bytes N  worst-case pixel bytes of the images decoded at once across\n"
+    "                          requests; beyond it 503 (default 1073741824)\n"
+    "  --allowed-image-domains H1,H2  hosts image URLs may be fetched from (http/https; *.x for\n"
+    "                          subdomains; * = any); default: none, images come inline only\n"
+    "  --image-fetch-timeout-ms N  time limit of one image fetch, redirects included (default 10000)\n"
     "environment: MODEL_DIR, TP_DEGREE (--tp), KV_MAX (--max-ctx), HOST, PORT, API_KEY\n"
     "%s";
 
@@ -105,6 +114,7 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--model-name")) { if (!(so.model_id = cli_value(argc, argv, &i))) bad = 1; }
         else if (!strcmp(a, "--allowed-hosts")) { if (!(so.allowed_hosts = cli_value(argc, argv, &i))) bad = 1; }
         else if (!strcmp(a, "--cors")) { if (!(so.cors = cli_value(argc, argv, &i))) bad = 1; }
+        else if (!strcmp(a, "--allowed-image-domains")) { if (!(so.allowed_image_domains = cli_value(argc, argv, &i))) bad = 1; }
         INTFLAG("--port", 0, 65535, so.port)
         INTFLAG("--max-body-bytes", 1, 1LL << 32, so.max_body)
         INTFLAG("--max-waiting", 1, 1 << 20, so.max_waiting)
@@ -116,6 +126,11 @@ int cmd_serve(int argc, char **argv) {
         INTFLAG("--grammar-cache", 0, 4096, grammars)
         INTFLAG("--grammar-budget-bytes", 1, 1LL << 40, so.grammar_budget)
         INTFLAG("--grammar-timeout-ms", 1, 3600000, so.grammar_timeout_ms)
+        INTFLAG("--max-images", 1, 64, so.max_images) /* api_images.h: G4_API_MAX_IMAGES */
+        INTFLAG("--max-image-bytes", 1, 1LL << 31, so.image_max_bytes)
+        INTFLAG("--max-image-pixels", 1, 1LL << 31, so.image_max_pixels)
+        INTFLAG("--image-budget-bytes", 1, 1LL << 40, so.image_budget)
+        INTFLAG("--image-fetch-timeout-ms", 1, 600000, so.image_fetch_timeout_ms)
         else { fprintf(stderr, "g4tp serve: unknown option %s (see --help)\n", a); bad = 1; }
 #undef INTFLAG
     }

@@ -53,8 +53,77 @@ static int text_of(const json_t *v, const char *where, json_t **out, g4_api_err 
     return 0;
 }
 
+/* An image block {source: {type: base64, media_type, data} | {type: url, url}} as the OpenAI
+ * image_url part the one message check takes (api_images.h). */
+static int image_part(const json_t *b, const char *at, json_t **out, g4_api_err *ae) {
+    json_t *src = json_object_get(b, "source");
+    const char *st = type_of(src);
+    if (!st) return BAD(ae, at, "%s.source must be an object with a 'type'", at);
+    if (!strcmp(st, "url")) {
+        json_t *u = json_object_get(src, "url");
+        if (!json_is_string(u)) return BAD(ae, at, "%s.source.url must be a string", at);
+        *out = json_pack("{s:s,s:{s:O}}", "type", "image_url", "image_url", "url", u);
+        return *out ? 0 : g4_api_err_status(ae, G4_ENOMEM, NULL, "out of memory");
+    }
+    if (strcmp(st, "base64")) return UNSUPPORTED(ae, at, "%s.source.type \"%s\" is not supported (base64, url)", at, st);
+    json_t *mt = json_object_get(src, "media_type"), *data = json_object_get(src, "data");
+    if (!json_is_string(mt) || strncmp(json_string_value(mt), "image/", 6) || strchr(json_string_value(mt), ';') || strchr(json_string_value(mt), ','))
+        return BAD(ae, at, "%s.source.media_type must be an image type (image/png, image/jpeg, image/webp)", at);
+    if (!json_is_string(data)) return BAD(ae, at, "%s.source.data must be a base64 string", at);
+    const size_t ml = json_string_length(mt), dl = json_string_length(data);
+    char *url = malloc(5 + ml + 8 + dl + 1);
+    if (!url) return g4_api_err_status(ae, G4_ENOMEM, NULL, "out of memory");
+    memcpy(url, "data:", 5);
+    memcpy(url + 5, json_string_value(mt), ml);
+    memcpy(url + 5 + ml, ";base64,", 8);
+    memcpy(url + 13 + ml, json_string_value(data), dl);
+    url[13 + ml + dl] = 0;
+    *out = json_pack("{s:s,s:{s:s%}}", "type", "image_url", "image_url", "url", url, 13 + ml + dl);
+    free(url);
+    return *out ? 0 : g4_api_err_status(ae, G4_ENOMEM, NULL, "out of memory");
+}
+
+/* A content part list out of joined text so far (parts come once an image does). */
+static int to_parts(json_t **text, json_t **parts) {
+    if (*parts) return 0;
+    *parts = json_array();
+    if (*text) json_array_append_new(*parts, json_pack("{s:s,s:o}", "type", "text", "text", *text));
+    *text = NULL;
+    return *parts ? 0 : -1;
+}
+
+/* A tool_result's content: a string, or text and image blocks (parts once an image is there). */
+static int tool_content(const json_t *c, const char *where, json_t **out, g4_api_err *ae) {
+    if (!json_is_array(c)) return text_of(c, where, out, ae);
+    json_t *text = NULL, *parts = NULL;
+    size_t k;
+    json_t *b;
+    int rc = 0;
+    json_array_foreach(c, k, b) {
+        char at[200];
+        snprintf(at, sizeof at, "%s[%zu]", where, k);
+        const char *t = type_of(b);
+        json_t *img = NULL;
+        if (t && !strcmp(t, "image")) {
+            if ((rc = image_part(b, at, &img, ae)) || (rc = to_parts(&text, &parts) ? g4_api_err_status(ae, G4_ENOMEM, NULL, "out of memory") : 0)) break;
+            json_array_append_new(parts, img);
+            continue;
+        }
+        json_t *one = NULL;
+        json_t *arr = json_pack("[O]", b);
+        rc = text_of(arr, where, &one, ae);
+        json_decref(arr);
+        if (rc) break;
+        if (parts) json_array_append_new(parts, json_pack("{s:s,s:o}", "type", "text", "text", one));
+        else { join(&text, json_string_value(one), json_string_length(one)); json_decref(one); }
+    }
+    if (rc) { json_decref(text); json_decref(parts); return rc; }
+    *out = parts ? parts : text ? text : json_string("");
+    return 0;
+}
+
 static int is_server_block(const char *t) {
-    static const char *const known[] = {"image", "document", "search_result", "server_tool_use", "web_search_tool_result",
+    static const char *const known[] = {"document", "search_result", "server_tool_use", "web_search_tool_result",
                                         "web_fetch_tool_result", "code_execution_tool_result", "mcp_tool_use", "mcp_tool_result",
                                         "container_upload"};
     for (size_t i = 0; i < sizeof known / sizeof *known; i++)
@@ -80,7 +149,7 @@ static int convert_message(const json_t *m, size_t i, json_t *out, g4_api_err *a
         return 0;
     }
     if (!json_is_array(content)) return BAD(ae, where, "%s must be a string or a list of content blocks", where);
-    json_t *text = NULL, *reasoning = NULL, *calls = json_array(), *tools = json_array();
+    json_t *text = NULL, *parts = NULL, *reasoning = NULL, *calls = json_array(), *tools = json_array();
     int rc = 0;
     size_t k;
     json_t *b;
@@ -92,7 +161,14 @@ static int convert_message(const json_t *m, size_t i, json_t *out, g4_api_err *a
         if (!strcmp(t, "text")) {
             json_t *s = json_object_get(b, "text");
             if (!json_is_string(s)) { rc = BAD(ae, at, "%s.text must be a string", at); break; }
-            join(&text, json_string_value(s), json_string_length(s));
+            if (parts) json_array_append_new(parts, json_pack("{s:s,s:O}", "type", "text", "text", s));
+            else join(&text, json_string_value(s), json_string_length(s));
+        } else if (!strcmp(t, "image")) {
+            json_t *img;
+            if (!user) { rc = BAD(ae, at, "%s: image blocks belong to user turns", at); break; }
+            if ((rc = image_part(b, at, &img, ae))) break;
+            if (to_parts(&text, &parts)) { json_decref(img); rc = g4_api_err_status(ae, G4_ENOMEM, NULL, "out of memory"); break; }
+            json_array_append_new(parts, img);
         } else if (!strcmp(t, "thinking") || !strcmp(t, "redacted_thinking")) {
             if (user) { rc = BAD(ae, at, "%s: %s blocks belong to assistant turns", at, t); break; }
             json_t *s = json_object_get(b, "thinking");
@@ -114,10 +190,10 @@ static int convert_message(const json_t *m, size_t i, json_t *out, g4_api_err *a
             snprintf(cw, sizeof cw, "%s.content", at);
             json_t *body = NULL;
             if ((!c || json_is_null(c)) && !(body = json_string(""))) { rc = g4_api_err_status(ae, G4_ENOMEM, NULL, "out of memory"); break; }
-            if (!body && (rc = text_of(c, cw, &body, ae))) break;
+            if (!body && (rc = tool_content(c, cw, &body, ae))) break;
             json_array_append_new(tools, json_pack("{s:s,s:O,s:o}", "role", "tool", "tool_call_id", id, "content", body));
         } else if (is_server_block(t)) {
-            rc = UNSUPPORTED(ae, at, "%s: content blocks of type \"%s\" are not supported (text, thinking, tool_use and tool_result are)", at, t);
+            rc = UNSUPPORTED(ae, at, "%s: content blocks of type \"%s\" are not supported (text, image, thinking, tool_use and tool_result are)", at, t);
             break;
         } else {
             rc = BAD(ae, at, "%s: unknown content block type \"%s\"", at, t);
@@ -126,8 +202,9 @@ static int convert_message(const json_t *m, size_t i, json_t *out, g4_api_err *a
     }
     if (!rc && user) {
         json_array_extend(out, tools);
-        if (text || !json_array_size(tools)) json_array_append_new(out, json_pack("{s:s,s:o}", "role", "user", "content", text ? text : json_string("")));
-        text = NULL;
+        if (parts) json_array_append_new(out, json_pack("{s:s,s:o}", "role", "user", "content", parts));
+        else if (text || !json_array_size(tools)) json_array_append_new(out, json_pack("{s:s,s:o}", "role", "user", "content", text ? text : json_string("")));
+        text = parts = NULL;
     } else if (!rc) {
         json_t *msg = json_pack("{s:s}", "role", "assistant");
         json_object_set_new(msg, "content", text ? text : json_array_size(calls) ? json_null() : json_string(""));
@@ -137,6 +214,7 @@ static int convert_message(const json_t *m, size_t i, json_t *out, g4_api_err *a
         json_array_append_new(out, msg);
     }
     json_decref(text);
+    json_decref(parts);
     json_decref(reasoning);
     json_decref(calls);
     json_decref(tools);
@@ -315,7 +393,7 @@ static int parse_body(const json_t *o, int count_only, g4_api_request *r, g4_api
         return UNSUPPORTED(ae, "messages", "a final assistant message (a prefill to continue) is not supported; end with a user message");
     }
     json_t *checked;
-    rc = g4_api_messages(conv, &checked, ae); /* the same checks and argument objects as chat completions */
+    rc = g4_api_messages(conv, &checked, &r->images, ae); /* the same checks, argument objects and images as chat completions */
     json_decref(conv);
     if (rc) return rc;
     json_object_set_new(r->chat, "messages", checked);

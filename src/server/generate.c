@@ -24,6 +24,7 @@
 #include "server/openai.h"
 #include "server/sse.h"
 #include "server/structured.h"
+#include "server/vision.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -63,6 +64,7 @@ typedef struct gen_job {
     member *m;                /* [n] */
     part *parts;              /* [n_parts] */
     size_t n_parts;
+    g4_srv_images im;         /* the one prompt's images (vision.h) */
     g4_sched_notify note;
     uint64_t seen;
     g4_sse *sse;
@@ -79,6 +81,7 @@ static void job_free(gen_job *j) {
     g4_sched_notify_destroy(&j->note);
     g4_sse_free(j->sse);
     g4_api_request_free(&j->q);
+    g4_srv_images_free(&j->im);
     for (size_t k = 0; k < j->n_parts; k++) {
         free(j->parts[k].ids);
         free(j->parts[k].echo);
@@ -216,6 +219,22 @@ static int make_parts(gen_job *j, size_t blen, int *thought, g4_api_err *ae) {
     return 0;
 }
 
+/* The images (vision.h): the one prompt's, decoded and its placeholders expanded. A batch of
+ * prompts takes none, and a placeholder typed into one of its prompts is refused. */
+static int prepare_images(gen_job *j, g4_http_req *hr, g4_api_err *ae) {
+    if (!j->q.n_batch) return g4_srv_images_prepare(j->s, hr, &j->q, &j->parts[0].ids, &j->parts[0].n_prompt, &j->im, ae);
+    if (j->q.images.n) return g4_api_err_status(ae, G4_EINVAL, "images", "images go with one prompt, not a batch of prompts");
+    g4_api_request none = j->q;
+    memset(&none.images, 0, sizeof none.images);
+    for (size_t k = 0; k < j->n_parts; k++) {
+        g4_srv_images im;
+        int rc = g4_srv_images_prepare(j->s, hr, &none, &j->parts[k].ids, &j->parts[k].n_prompt, &im, ae);
+        g4_srv_images_free(&im);
+        if (rc) { name_prompt(ae, k); return rc; }
+    }
+    return 0;
+}
+
 static int gen_params(g4_server *s, const g4_api_request *q, size_t n, g4_gen_params *gp, g4_api_err *ae) {
     memset(gp, 0, sizeof *gp);
     const int64_t ctx = g4_engine_max_ctx(s->e);
@@ -272,6 +291,7 @@ static int submit_all(gen_job *j, g4_grammar *grammar, g4_api_err *ae) {
         if (rc && j->n_parts > 1) name_prompt(ae, k);
         if (rc) return rc;
         gp.grammar = grammar;
+        if (k == 0) { gp.images = j->im.pim; gp.n_images = j->im.n; }
         const uint64_t seed = gp.sampling.seed;
         for (int c = 0; c < j->per; c++) {
             member *m = &j->m[k * (size_t)j->per + (size_t)c];
@@ -552,6 +572,7 @@ void g4_srv_generate(g4_server *s, g4_http_req *hr, const g4_srv_route *ep) {
     if (!rc) rc = g4_srv_model_check(s, j->q.model, j->q.model_len, &ae);
     if (!rc && j->q.stream && !j->api->sse) rc = g4_api_err_status(&ae, G4_EUNSUPPORTED, "stream", "%s does not stream", j->api->path);
     if (!rc) rc = make_parts(j, blen, &thought, &ae);
+    if (!rc) rc = prepare_images(j, hr, &ae);
     g4_grammar *grammar = NULL; /* response_format / tool_choice (docs/structured-output.md) */
     if (!rc) rc = g4_srv_compile_output(s, hr, &j->q, thought, &grammar, &ae);
     for (size_t k = 0; !rc && k < j->n_parts; k++) rc = echo_text(j, k, &ae);
@@ -602,6 +623,9 @@ void g4_srv_count_tokens(g4_server *s, g4_http_req *hr, const g4_srv_route *ep) 
     g4_api_prompt none = {0};
     rc = g4_srv_model_check(s, q.model, q.model_len, &ae);
     if (!rc) rc = prompt_ids(s, q.chat, &none, 0, blen, &ids, &n, &thought, &ae);
+    g4_srv_images im = {0};
+    if (!rc) rc = g4_srv_images_prepare(s, hr, &q, &ids, &n, &im, &ae); /* an image counts its soft tokens */
+    g4_srv_images_free(&im);
     g4_api_request_free(&q);
     free(ids);
     if (rc) { g4_srv_answer_error(s, hr, ep, &ae); return; }

@@ -47,10 +47,14 @@ struct g4_metrics {
     int compiling;
     uint64_t compiles, compiles_cancelled, compiles_refused[8];
     double compile_seconds;
+    uint64_t images, images_refused[9];
 };
 
 /* the limits a compile may be refused by (grammar.h's g4_grammar_limit_name) */
 static const char *const compile_limits[8] = {"states", "nfa_states", "transitions", "memory", "work", "time", "busy", "other"};
+
+/* why an image was refused (metrics.h) */
+static const char *const image_refusals[9] = {"no_vision", "too_many", "url", "format", "limit", "corrupt", "placeholders", "busy", "other"};
 
 static void histo_init(histo *h, const double *le, int n) {
     memset(h, 0, sizeof *h);
@@ -181,6 +185,12 @@ static void histo_render(buf *b, const char *name, const char *help, const char 
             (unsigned long long)h->total);
 }
 
+/* A counter with one label: a series per value. */
+static void counters_by(buf *b, const char *name, const char *help, const char *label, const char *const *values, const uint64_t *n, int count) {
+    bprintf(b, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
+    for (int i = 0; i < count; i++) bprintf(b, "%s{%s=\"%s\"} %llu\n", name, label, values[i], (unsigned long long)n[i]);
+}
+
 void g4_metrics_preparing(g4_metrics *m, int delta) {
     pthread_mutex_lock(&m->mu);
     m->preparing += delta;
@@ -243,6 +253,20 @@ void g4_metrics_compiled(g4_metrics *m, double seconds, const char *limit) {
     pthread_mutex_unlock(&m->mu);
 }
 
+void g4_metrics_images(g4_metrics *m, int n) {
+    pthread_mutex_lock(&m->mu);
+    m->images += (uint64_t)n;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void g4_metrics_image_refused(g4_metrics *m, const char *why) {
+    int k = 8;
+    for (int i = 0; i < 8; i++) if (why && !strcmp(why, image_refusals[i])) k = i;
+    pthread_mutex_lock(&m->mu);
+    m->images_refused[k]++;
+    pthread_mutex_unlock(&m->mu);
+}
+
 char *g4_metrics_render(g4_metrics *m, const g4_sched_stats *st, int ready, size_t *len) {
     buf b = {malloc(8192), 0, 8192, 0};
     if (!b.s) return NULL;
@@ -277,10 +301,8 @@ char *g4_metrics_render(g4_metrics *m, const g4_sched_stats *st, int ready, size
             m->grammar_entries);
     bprintf(&b, "# HELP g4tp_grammar_compiles_total Grammar compiles started (structured output not found in the cache).\n# TYPE g4tp_grammar_compiles_total counter\n"
                 "g4tp_grammar_compiles_total %llu\n", (unsigned long long)m->compiles);
-    bprintf(&b, "# HELP g4tp_grammar_compiles_refused_total Grammar compiles stopped by a limit (docs/structured-output.md), by limit.\n"
-                "# TYPE g4tp_grammar_compiles_refused_total counter\n");
-    for (int i = 0; i < 8; i++)
-        bprintf(&b, "g4tp_grammar_compiles_refused_total{limit=\"%s\"} %llu\n", compile_limits[i], (unsigned long long)m->compiles_refused[i]);
+    counters_by(&b, "g4tp_grammar_compiles_refused_total", "Grammar compiles stopped by a limit (docs/structured-output.md), by limit.", "limit",
+                compile_limits, m->compiles_refused, 8);
     bprintf(&b, "# HELP g4tp_grammar_compiles_cancelled_total Grammar compiles cancelled (the client left, the server stopped).\n"
                 "# TYPE g4tp_grammar_compiles_cancelled_total counter\ng4tp_grammar_compiles_cancelled_total %llu\n",
             (unsigned long long)m->compiles_cancelled);
@@ -288,6 +310,10 @@ char *g4_metrics_render(g4_metrics *m, const g4_sched_stats *st, int ready, size
                 "g4tp_grammar_compile_seconds_total %.6f\n", m->compile_seconds);
     bprintf(&b, "# HELP g4tp_grammar_compiles_running Grammar compiles in progress.\n# TYPE g4tp_grammar_compiles_running gauge\n"
                 "g4tp_grammar_compiles_running %d\n", m->compiling);
+    bprintf(&b, "# HELP g4tp_images_total Images taken with requests (decoded, preprocessed, sent to the scheduler).\n# TYPE g4tp_images_total counter\n"
+                "g4tp_images_total %llu\n", (unsigned long long)m->images);
+    counters_by(&b, "g4tp_images_refused_total", "Requests with images refused before the scheduler, by reason (docs/server.md, Images).", "reason",
+                image_refusals, m->images_refused, 9);
     pthread_mutex_unlock(&m->mu);
     g4_sched_stats z = {0};
     if (!st) st = &z;
@@ -328,6 +354,11 @@ char *g4_metrics_render(g4_metrics *m, const g4_sched_stats *st, int ready, size
             (unsigned long long)st->draft_accepted);
     bprintf(&b, "# HELP g4tp_spec_decode_steps_total Forward steps that verified drafts.\n# TYPE g4tp_spec_decode_steps_total counter\ng4tp_spec_decode_steps_total %llu\n",
             (unsigned long long)st->spec_steps);
+    /* the vision tower (docs/vision.md) */
+    bprintf(&b, "# HELP g4tp_images_encoded_total Images run through the vision tower.\n# TYPE g4tp_images_encoded_total counter\ng4tp_images_encoded_total %llu\n",
+            (unsigned long long)st->images_encoded);
+    bprintf(&b, "# HELP g4tp_image_encode_seconds_total Time the vision tower ran.\n# TYPE g4tp_image_encode_seconds_total counter\ng4tp_image_encode_seconds_total %.6f\n",
+            st->image_encode_s);
     render_vllm(&b, m, st);
     if (b.oom) { free(b.s); return NULL; }
     *len = b.len;

@@ -34,6 +34,12 @@ void g4_metrics_compiling(g4_metrics *m, int delta);
  * "cancelled" when the client left or the server stops; else the limit's name, e.g. "memory"). */
 void g4_metrics_compiled(g4_metrics *m, double seconds, const char *limit);
 
+/* Images a request brought that went to the scheduler (n), and an image request refused before
+ * that, by why: "no_vision", "too_many", "url", "format", "limit", "corrupt", "placeholders",
+ * "busy" (anything else counts as "other"). */
+void g4_metrics_images(g4_metrics *m, int n);
+void g4_metrics_image_refused(g4_metrics *m, const char *why);
+
 /* The exposition text (malloc'd); st may be NULL while the model loads. */
 char *g4_metrics_render(g4_metrics *m, const g4_sched_stats *st, int ready, size_t *len);
 

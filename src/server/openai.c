@@ -216,7 +216,7 @@ static int parse_common(const json_t *o, g4_api_request *r, g4_api_err *ae) {
 
 /* ---- chat messages ------------------------------------------------------------------------- */
 
-int g4_api_messages(const json_t *messages, json_t **out, g4_api_err *ae) {
+int g4_api_messages(const json_t *messages, json_t **out, g4_api_images *images, g4_api_err *ae) {
     *out = NULL;
     if (!messages || json_is_null(messages)) return BAD(ae, "messages", "'messages' is required");
     if (!json_is_array(messages)) return BAD(ae, "messages", "'messages' must be an array");
@@ -254,8 +254,16 @@ int g4_api_messages(const json_t *messages, json_t **out, g4_api_err *ae) {
             json_array_foreach(content, k, part) {
                 json_t *type = json_is_object(part) ? json_object_get(part, "type") : NULL;
                 if (!json_is_string(type)) { int st_ = BAD(ae, param, "%s[%zu] must be an object with a 'type'", param, k); json_decref(copy); return st_; }
+                if (!strcmp(json_string_value(type), "image_url") && images) {
+                    char at[160];
+                    snprintf(at, sizeof at, "%s[%zu]", param, k);
+                    int st_ = g4_api_images_take(part, at, images, ae);
+                    if (st_) { json_decref(copy); return st_; }
+                    continue;
+                }
                 if (strcmp(json_string_value(type), "text") != 0) {
-                    int st_ = UNSUPPORTED(ae, param, "%s[%zu]: content parts of type \"%s\" are not supported (text only)", param, k, json_string_value(type));
+                    int st_ = UNSUPPORTED(ae, param, "%s[%zu]: content parts of type \"%s\" are not supported (text%s)", param, k, json_string_value(type),
+                                          images ? " and image_url" : " only");
                     json_decref(copy);
                     return st_;
                 }
@@ -583,7 +591,7 @@ static int parse_guided(const json_t *o, g4_api_request *r, g4_api_err *ae) {
 
 static int parse_chat(const json_t *o, g4_api_request *r, g4_api_err *ae) {
     json_t *msgs;
-    int rc = g4_api_messages(json_object_get(o, "messages"), &msgs, ae);
+    int rc = g4_api_messages(json_object_get(o, "messages"), &msgs, &r->images, ae);
     if (rc) return rc;
     json_t *chat = json_object();
     r->chat = chat;
@@ -720,6 +728,30 @@ int g4_api_parse(g4_api_kind kind, const char *body, size_t len, g4_api_request 
             r->out_schema = json_incref(js);
         }
         if (!rc && r->stream) rc = UNSUPPORTED(ae, "stream", "/generate does not stream; use /v1/chat/completions or /v1/completions with \"stream\": true");
+        json_t *imgs = json_object_get(o, "images");
+        if (!rc && imgs && !json_is_null(imgs) && !json_is_array(imgs)) rc = BAD(ae, "images", "'images' must be a list of base64 strings");
+        size_t k;
+        json_t *im;
+        json_array_foreach(imgs, k, im) { /* base64 (or data URLs), in the order of the prompt's placeholders */
+            if (rc) break;
+            char at[32];
+            snprintf(at, sizeof at, "images[%zu]", k);
+            if (!json_is_string(im)) { rc = BAD(ae, at, "%s must be a base64 string", at); break; }
+            const int is_url = !strncmp(json_string_value(im), "data:", 5);
+            json_t *part = is_url ? json_pack("{s:s,s:O}", "type", "image_url", "image_url", im) : NULL;
+            if (!is_url) {
+                const size_t l = json_string_length(im);
+                char *u = malloc(l + 32);
+                if (u) {
+                    memcpy(u, "data:image/*;base64,", 20);
+                    memcpy(u + 20, json_string_value(im), l);
+                    part = json_pack("{s:s,s:s%}", "type", "image_url", "image_url", u, l + 20);
+                    free(u);
+                }
+            }
+            rc = part ? g4_api_images_take(part, at, &r->images, ae) : g4_api_err_status(ae, G4_ENOMEM, NULL, "out of memory");
+            json_decref(part);
+        }
         if (!rc && raw) {
             r->prompt_len = json_string_length(json_object_get(o, "prompt"));
             r->prompt = malloc(r->prompt_len + 1);
@@ -729,7 +761,14 @@ int g4_api_parse(g4_api_kind kind, const char *body, size_t len, g4_api_request 
         } else if (!rc) {
             json_t *msg = json_object();
             json_object_set_new(msg, "role", json_string("user"));
-            json_object_set(msg, "content", json_object_get(o, "prompt"));
+            if (r->images.n) { /* the images first, then the text (as g4tp run puts them) */
+                json_t *parts = json_array();
+                for (size_t i = 0; i < r->images.n; i++) json_array_append_new(parts, json_pack("{s:s}", "type", "image"));
+                json_array_append_new(parts, json_pack("{s:s,s:O}", "type", "text", "text", json_object_get(o, "prompt")));
+                json_object_set_new(msg, "content", parts);
+            } else {
+                json_object_set(msg, "content", json_object_get(o, "prompt"));
+            }
             r->chat = json_object();
             json_object_set_new(r->chat, "messages", json_pack("[o]", msg));
             json_object_set_new(r->chat, "add_generation_prompt", json_true());
@@ -758,6 +797,7 @@ void g4_api_request_free(g4_api_request *r) {
     json_decref(r->tools);
     free(r->tool_name);
     free(r->logit_bias);
+    g4_api_images_free(&r->images);
     memset(r, 0, sizeof *r);
     r->max_tokens = -1;
 }

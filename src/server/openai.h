@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "engine/penalty.h"
+#include "server/api_images.h"
 #include "server/errors.h"
 #include "text/output_parser.h"
 
@@ -77,6 +78,7 @@ typedef struct g4_api_request {
     json_t *tools;            /* the tools, OpenAI-shaped [{type, function:{name, parameters}}] (owned) */
     int no_parallel_tool_calls; /* 1: at most one call ("parallel_tool_calls": false) */
     int strict_tools;         /* a function has "strict": true: its calls follow its schema under "auto" too */
+    g4_api_images images;     /* the conversation's images, in the order the template renders them */
 } g4_api_request;
 
 /* The grammar of what q asks of its output (*out NULL: free text), for a prompt that ends
@@ -133,7 +135,7 @@ int g4_api_parse_object(const char *body, size_t len, json_t **out, g4_api_err *
 
 /* Checks an OpenAI `messages` array and returns a copy ready for the chat template (tool call
  * arguments given as JSON strings become objects, as the template wants). *out: new ref. */
-int g4_api_messages(const json_t *messages, json_t **out, g4_api_err *ae);
+int g4_api_messages(const json_t *messages, json_t **out, g4_api_images *images, g4_api_err *ae);
 
 /* The parsed output of a whole generation with the lengths g4_parsed_output lacks: generated
  * text may hold U+0000, so po.content and po.reasoning hold content_len / reasoning_len bytes

@@ -23,9 +23,40 @@ static const char *str_of(const json_t *o, const char *k) {
 }
 
 /* Text of a string or of a list of parts of the given types (text in "text", or "refusal"). */
+/* A user turn with input_image parts: OpenAI chat parts (text, image_url) in order. */
+static int image_parts(const json_t *c, const char *where, json_t **out, g4_api_err *ae) {
+    json_t *parts = json_array();
+    size_t k;
+    json_t *p;
+    json_array_foreach(c, k, p) {
+        const char *t = str_of(p, "type");
+        if (t && !strcmp(t, "input_text") && json_is_string(json_object_get(p, "text"))) {
+            json_array_append_new(parts, json_pack("{s:s,s:O}", "type", "text", "text", json_object_get(p, "text")));
+        } else if (t && !strcmp(t, "input_image")) {
+            json_t *u = json_object_get(p, "image_url");
+            if (json_object_get(p, "file_id") && !u) {
+                json_decref(parts);
+                return UNSUPPORTED(ae, where, "%s[%zu]: images by file_id are not supported (give image_url: a data URL or an http(s) URL)", where, k);
+            }
+            if (!json_is_string(u)) { json_decref(parts); return BAD(ae, where, "%s[%zu].image_url must be a string", where, k); }
+            json_array_append_new(parts, json_pack("{s:s,s:{s:O}}", "type", "image_url", "image_url", "url", u));
+        } else {
+            json_decref(parts);
+            return BAD(ae, where, "%s[%zu] must be an input_text or input_image part", where, k);
+        }
+    }
+    *out = parts;
+    return 0;
+}
+
 static int parts_text(const json_t *c, const char *where, int assistant, json_t **out, g4_api_err *ae) {
     if (json_is_string(c)) { *out = json_incref((json_t *)c); return 0; }
     if (!json_is_array(c)) return BAD(ae, where, "%s must be a string or a list of content parts", where);
+    if (!assistant) {
+        size_t k;
+        json_t *p;
+        json_array_foreach(c, k, p) if (str_of(p, "type") && !strcmp(str_of(p, "type"), "input_image")) return image_parts(c, where, out, ae);
+    }
     char *acc = NULL;
     size_t n = 0, k;
     json_t *p;
@@ -330,7 +361,7 @@ static int parse_body(const json_t *o, g4_api_request *r, g4_api_err *ae) {
     json_decref(reasoning); /* reasoning with no assistant turn after it: nothing to attach it to */
     if (!rc && !json_array_size(input) && !json_is_string(input)) rc = BAD(ae, "input", "'input' must not be empty");
     json_t *checked = NULL;
-    if (!rc) rc = g4_api_messages(conv, &checked, ae);
+    if (!rc) rc = g4_api_messages(conv, &checked, &r->images, ae);
     json_decref(conv);
     if (rc) return rc;
     r->chat = json_pack("{s:o,s:b}", "messages", checked, "add_generation_prompt", 1);

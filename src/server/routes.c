@@ -86,7 +86,7 @@ static void route_tokenize(g4_server *s, g4_http_req *r, const g4_srv_route *ep)
     } else if (prompt) rc = g4_api_err_status(&ae, G4_EINVAL, "prompt", "'prompt' must be a string");
     else if (msgs) {
         json_t *copy;
-        if (!(rc = g4_api_messages(msgs, &copy, &ae))) {
+        if (!(rc = g4_api_messages(msgs, &copy, NULL, &ae))) { /* no images here: counting them needs their pixels */
             json_t *chat = json_pack("{s:o,s:b}", "messages", copy, "add_generation_prompt", 1);
             json_t *agp = json_object_get(o, "add_generation_prompt"), *tools = json_object_get(o, "tools");
             if (json_is_boolean(agp)) json_object_set(chat, "add_generation_prompt", agp);

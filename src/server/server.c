@@ -5,6 +5,7 @@
 #include "server/server_internal.h"
 
 #include "grammar/grammar.h"
+#include "image/image.h"
 #include "server/guard.h"
 #include "server/routes.h"
 
@@ -17,7 +18,12 @@ int g4_server_start(const g4_server_opts *o, g4_server **out, g4_err *err) {
     g4_server *s = calloc(1, sizeof *s);
     if (!s) return g4_err_set(err, G4_ENOMEM, "out of memory");
     s->o = *o;
-    if (!s->o.max_body) s->o.max_body = 4u << 20;
+    if (!s->o.max_body) s->o.max_body = 32u << 20; /* a photo as a base64 data URL */
+    if (s->o.max_images <= 0) s->o.max_images = 8;
+    if (!s->o.image_max_bytes) s->o.image_max_bytes = 20u << 20;
+    if (s->o.image_max_pixels <= 0) s->o.image_max_pixels = G4_IMAGE_DEFAULT_MAX_PIXELS;
+    if (!s->o.image_budget) s->o.image_budget = (size_t)1 << 30;
+    if (s->o.image_fetch_timeout_ms <= 0) s->o.image_fetch_timeout_ms = 10000;
     if (s->o.max_waiting <= 0) s->o.max_waiting = 64;
     if (s->o.max_conns <= 0) s->o.max_conns = 256;
     if (s->o.default_max_tokens <= 0) s->o.default_max_tokens = 4096;

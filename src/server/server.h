@@ -31,6 +31,13 @@ typedef struct g4_server_opts {
     size_t grammar_budget;      /* working memory of the grammar compiles in flight together; more: 503
                                  * (default 2 x G4_GRAMMAR_DEFAULT_MEMORY; a compile alone may use its own limit) */
     uint32_t grammar_timeout_ms;/* one compile's time limit (default G4_GRAMMAR_DEFAULT_TIMEOUT_MS) */
+    /* images (docs/server.md, "Images") */
+    int max_images;             /* per request (default 8) */
+    size_t image_max_bytes;     /* one image's encoded bytes, inline or fetched (default 20 MiB) */
+    int64_t image_max_pixels;   /* one image's declared width x height, checked before decoding (default Pillow's 89,478,485) */
+    size_t image_budget;        /* decoded pixels' bytes of the requests preparing images at once; more: 503 (default 1 GiB) */
+    const char *allowed_image_domains; /* hosts image URLs may be fetched from (comma-separated, "*.x" subdomains, "*"); NULL: no fetching */
+    int image_fetch_timeout_ms; /* default 10000 */
     int test_render_delay_ms;   /* tests only: hold each prompt preparation this long */
     int test_compile_delay_ms;  /* tests only: hold each grammar compile this long (cancellable) */
 } g4_server_opts;

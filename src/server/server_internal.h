@@ -29,6 +29,7 @@ struct g4_server {
     struct g4_grammar_cache *grammars; /* NULL: each request compiles its own */
     struct g4_guard *guard;   /* Host, CORS and Content-Type rules for browsers (guard.h) */
     atomic_size_t grammar_bytes; /* working memory of the grammar compiles in flight (structured.c) */
+    atomic_size_t image_bytes;   /* decoded pixels of the images being prepared (vision.c) */
 };
 
 #endif
