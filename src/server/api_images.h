@@ -34,7 +34,8 @@ void g4_api_images_free(g4_api_images *im);
  * URL that is not base64, a media type that is not an image type. */
 int g4_api_images_take(json_t *part, const char *param, g4_api_images *im, g4_api_err *ae);
 
-/* Strict base64 (RFC 4648, padding optional, no whitespace but '\n'/'\r' line breaks): *out
+/* Strict base64 (RFC 4648, the standard or the URL-safe alphabet, padding optional, canonical
+ * spare bits, no whitespace but '\n'/'\r' line breaks): *out
  * malloc'd. 0, or -1 on a bad character, length or padding (nothing allocated). */
 int g4_base64_decode(const char *s, size_t n, unsigned char **out, size_t *out_len);
 
