@@ -94,6 +94,27 @@ out=$($G4TP run --model "$tmp/m" -p hi 2>&1); rc=$?
 echo "$out" | grep -q "config.json: Is a directory" && ok "config.json as a directory: says so" || bad "config.json as a directory: $out"
 rm -rf "$tmp"
 
+# Images (issue 25 item 4) on tests/data/vision/demo_vision (the demo's text weights, a random
+# tower): run --image counts the image tokens and answers at TP 1 and 2 with the same prompt;
+# chat's /image attaches a picture to the next message and later turns take it from the cache.
+VM=tests/data/vision/demo_vision; VI=tests/data/vision/images/nonsquare_333x517.png
+for tp in 1 2; do
+  j=$($G4TP run --model $VM --tp $tp --image $VI -p "What is the capital of France?" --temperature 0 --json)
+  expect_eq "$(printf '%s' "$j" | python3 -c "import json,sys; d=json.load(sys.stdin); print(d['response'], d['prompt_tokens'])")" \
+    "The capital of France is Paris. 82" "run --image at TP $tp: the answer, and 82 prompt tokens (20 of text, boi + 60 image tokens + eoi)"
+done
+out=$($G4TP run --image $VI -p "hi" 2>&1); rc=$?
+expect_eq "$rc" 1 "run --image on a model without a tower exits 1"
+echo "$out" | grep -q "takes no images" && ok "... saying the model takes no images" || bad "message: $out"
+out=$($G4TP run --model $VM --image tests/data/vision/README.md -p "hi" 2>&1); rc=$?
+expect_eq "$rc" 1 "run --image with a file that is no image exits 1"
+out=$(printf '/image %s\nWhat is the capital of France?\nWhat is the capital of Japan?\n/image /nonexistent.png\nWhat is the capital of Peru?\n' "$VI" |
+      $G4TP chat --model $VM --temperature 0 --stats 2>&1)
+echo "$out" | grep -q "^\[prompt 82 tokens, 0 from the cache" && ok "chat /image: the first turn carries the image" || bad "chat /image: $out"
+echo "$out" | grep -q "^\[prompt 106 tokens, 78 from the cache" && ok "chat: the next turn takes the image from the cache" || bad "chat second turn: $out"
+echo "$out" | grep -q "cannot open /nonexistent.png" && ok "chat: a missing image file is an error, the chat goes on" || bad "chat missing file: $out"
+echo "$out" | grep -q "The capital of Peru is Lima." && ok "chat answers after the error" || bad "chat after error: $out"
+
 # Generated text holding U+0000 (possible at high temperature: byte-fallback tokens) comes out
 # whole, in --json and plain, never cut at the NUL.
 found=0
