@@ -1,7 +1,7 @@
 # The chat page at `/` (docs/server.md, "Chat page"): its files and headers with curl, then the
 # page itself in Debian's headless chromium driven by playwright-core (tests/node/webui.mjs):
 # the Paris question on the demo model, history and reload, thinking, safe rendering, errors,
-# an image upload, the API key, and Stop on a long answer of a random-weight model (the server
+# an image upload answered by a model with a vision tower, the API key, and Stop on a long answer of a random-weight model (the server
 # cancels it). Screenshots go to build-logs/ (or $G4_SHOT_DIR). Only loopback.
 . tests/e2e/_lib.sh
 . tests/e2e/server_common.bash
@@ -11,7 +11,9 @@ command -v node >/dev/null || { bad "node is missing (scripts/install-deps.sh)";
 
 DEMO_PID=; KEYED_PID=
 trap 'for p in $DEMO_PID $KEYED_PID; do kill -KILL "$p" 2>/dev/null; done; srv_cleanup' EXIT
-srv_start || { bad "server starts"; finish; exit 1; }
+# the demo's text weights with a tiny vision tower (tests/data/vision/demo_vision): the same
+# answers as the demo, and an uploaded picture is seen (its tokens counted) rather than refused
+srv_start --model tests/data/vision/demo_vision --model-name g4tp-demo || { bad "server starts"; finish; exit 1; }
 DEMO_URL=$URL; DEMO_PID=$SRV_PID
 
 # ---- the files, with curl ----------------------------------------------------------------------
