@@ -17,7 +17,7 @@ typedef struct g4_server_opts {
     const char *api_key;        /* NULL/"": no authentication */
     const char *model_id;       /* the id /v1/models lists and requests may name */
     const char *model_alias;    /* a second accepted name (e.g. the folder's basename); may be NULL */
-    size_t max_body;            /* request body limit in bytes (default 4 MiB) */
+    size_t max_body;            /* request body limit in bytes (default 32 MiB: images sent inline) */
     int max_waiting;            /* scheduler queue length before 503 (default 64) */
     int max_conns;              /* concurrent connections (default 256) */
     int64_t default_max_tokens; /* when a request gives none (default 4096, capped by the context) */
@@ -35,7 +35,7 @@ typedef struct g4_server_opts {
     int max_images;             /* per request (default 8) */
     size_t image_max_bytes;     /* one image's encoded bytes, inline or fetched (default 20 MiB) */
     int64_t image_max_pixels;   /* one image's declared width x height, checked before decoding (default Pillow's 89,478,485) */
-    size_t image_budget;        /* decoded pixels' bytes of the requests preparing images at once; more: 503 (default 1 GiB) */
+    size_t image_budget;        /* worst-case pixel bytes of the images being decoded at once; more: 503 (default 1 GiB) */
     const char *allowed_image_domains; /* hosts image URLs may be fetched from (comma-separated, "*.x" subdomains, "*"); NULL: no fetching */
     int image_fetch_timeout_ms; /* default 10000 */
     int test_render_delay_ms;   /* tests only: hold each prompt preparation this long */
