@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "server/router.h"
 #include "server/server.h"
 #include "tp/comm.h"
 
@@ -53,6 +54,11 @@ static const char *help =
     "  --allowed-image-domains H1,H2  hosts image URLs may be fetched from (http/https; *.x for\n"
     "                          subdomains; * = any); default: none, images come inline only\n"
     "  --image-fetch-timeout-ms N  time limit of one image fetch, redirects included (default 10000)\n"
+    "several models (llama-server's router; docs/server.md, \"Several models\"):\n"
+    "  --models-dir DIR        serve every model folder of DIR (one with a config.json), one loaded at a\n"
+    "                          time, on the first request naming it or POST /models/load; 503 with\n"
+    "                          Retry-After while it loads (instead of --model; not with --comm mpi)\n"
+    "  --sleep-idle-seconds S  unload the model after S seconds without requests (default 0: never)\n"
     "environment: MODEL_DIR, TP_DEGREE (--tp), KV_MAX (--max-ctx), HOST, PORT, API_KEY\n"
     "%s";
 
@@ -87,6 +93,37 @@ static int mpi_launch_rank(void) {
     return 0;
 }
 
+/* --models-dir: the front server routes each request to the model it names, each model served
+ * by a `g4tp serve` child with the flags given here that are not the front's own (server/router.h). */
+static int serve_router(int argc, char **argv, const char *keep, const char *dir, double sleep_idle, g4_server_opts *so, sigset_t *sigs) {
+    const char *args[argc + 1];
+    int n = 0;
+    for (int i = 1; i < argc; i++)
+        if (keep[i]) args[n++] = argv[i];
+    args[n] = NULL;
+    char exe[4096];
+    const ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (el <= 0) { fprintf(stderr, "g4tp serve: cannot find its own binary (/proc/self/exe)\n"); return 1; }
+    exe[el] = 0;
+    g4_router_opts ro = {.models_dir = dir, .sleep_idle_s = sleep_idle, .exe = exe, .child_args = args, .drain_s = so->drain_s};
+    g4_err err = {0};
+    g4_router *router = NULL;
+    if (g4_router_create(&ro, &router, &err)) { cli_error("serve", &err); return 1; }
+    so->router = router;
+    if (!so->model_id) so->model_id = "g4tp-router";
+    g4_server *srv = NULL;
+    if (g4_server_start(so, &srv, &err)) { cli_error("serve", &err); g4_router_stop(router); g4_router_free(router); return 1; }
+    fprintf(stderr, "g4tp serve: listening on http://%s:%d (pid %d, the models of %s)\n", so->host, g4_server_port(srv), (int)getpid(), dir);
+    int sig = 0;
+    while (sig <= 0) sig = sigtimedwait(sigs, NULL, &(struct timespec){1, 0});
+    fprintf(stderr, "g4tp serve: %s: the model's server drains (up to %.1f s), then stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM", so->drain_s);
+    g4_router_stop(router); /* new requests get 503; the child finishes what it runs */
+    g4_server_stop(srv);
+    g4_router_free(router);
+    fprintf(stderr, "g4tp serve: stopped\n");
+    return 0;
+}
+
 int cmd_serve(int argc, char **argv) {
     g4_engine_opts o = {0};
     o.threads = 1;
@@ -96,6 +133,11 @@ int cmd_serve(int argc, char **argv) {
     so.port = 8080;
     so.drain_s = 10;
     long long x;
+    const char *models_dir = NULL;
+    double sleep_idle = 0;
+    int model_flag = 0;
+    char keep[argc + 1]; /* router: the flags its model servers get too */
+    memset(keep, 0, sizeof keep);
     /* the environment first: flags given below override it */
     if (getenv("MODEL_DIR") && *getenv("MODEL_DIR")) o.model_dir = getenv("MODEL_DIR");
     if (!env_int("TP_DEGREE", 1, 64, &x)) return 2; else if (getenv("TP_DEGREE") && *getenv("TP_DEGREE")) o.tp = (int)x;
@@ -106,10 +148,20 @@ int cmd_serve(int argc, char **argv) {
     int bad = 0;
     for (int i = 1; i < argc && !bad; i++) {
         const char *a = argv[i], *v;
+        const int i0 = i;
+        int local = 0; /* a flag of the front server itself, not passed on to a model's server */
+        model_flag |= !strcmp(a, "--model");
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { printf(help, cli_engine_help); return 0; }
-        if (cli_engine_flag(argc, argv, &i, &o, &bad)) continue;
+        if (cli_engine_flag(argc, argv, &i, &o, &bad)) {
+            for (int k = i0; k <= i && k < argc; k++) keep[k] = 1;
+            continue;
+        }
 #define INTFLAG(name, lo, hi, dst) else if (!strcmp(a, name)) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, lo, hi, &x)) bad = 1; else dst = x; }
+        local = !strcmp(a, "--host") || !strcmp(a, "--port") || !strcmp(a, "--api-key") || !strcmp(a, "--model-name") || !strcmp(a, "--allowed-hosts") ||
+                !strcmp(a, "--cors") || !strcmp(a, "--models-dir") || !strcmp(a, "--sleep-idle-seconds") || !strcmp(a, "--drain-seconds");
         if (!strcmp(a, "--host")) { if (!(so.host = cli_value(argc, argv, &i))) bad = 1; }
+        else if (!strcmp(a, "--models-dir")) { if (!(models_dir = cli_value(argc, argv, &i))) bad = 1; }
+        else if (!strcmp(a, "--sleep-idle-seconds")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 0, 1LL << 31, &x)) bad = 1; else sleep_idle = (double)x; }
         else if (!strcmp(a, "--api-key")) { if (!(so.api_key = cli_value(argc, argv, &i))) bad = 1; }
         else if (!strcmp(a, "--model-name")) { if (!(so.model_id = cli_value(argc, argv, &i))) bad = 1; }
         else if (!strcmp(a, "--allowed-hosts")) { if (!(so.allowed_hosts = cli_value(argc, argv, &i))) bad = 1; }
@@ -133,7 +185,10 @@ int cmd_serve(int argc, char **argv) {
         INTFLAG("--image-fetch-timeout-ms", 1, 600000, so.image_fetch_timeout_ms)
         else { fprintf(stderr, "g4tp serve: unknown option %s (see --help)\n", a); bad = 1; }
 #undef INTFLAG
+        for (int k = i0; !local && k <= i && k < argc; k++) keep[k] = 1;
     }
+    if (!bad && models_dir && model_flag) { fprintf(stderr, "g4tp serve: --models-dir and --model exclude each other\n"); bad = 1; }
+    if (!bad && models_dir && o.comm && !strcmp(o.comm, "mpi")) { fprintf(stderr, "g4tp serve: --models-dir runs its models as processes on this host: not with --comm mpi\n"); bad = 1; }
     if (bad) return 2;
     so.grammar_cache = grammars ? grammars : -1; /* 0 on the command line: none (0 in the options: the default) */
     char base[256] = "";
@@ -163,6 +218,7 @@ int cmd_serve(int argc, char **argv) {
     if (rdelay && *rdelay) so.test_render_delay_ms = atoi(rdelay);
     const char *cdelay = getenv("G4_SERVE_TEST_COMPILE_DELAY_MS"); /* tests: hold grammar compiles */
     if (cdelay && *cdelay) so.test_compile_delay_ms = atoi(cdelay);
+    if (models_dir) return serve_router(argc, argv, keep, models_dir, sleep_idle, &so, &sigs);
     g4_err err = {0};
     g4_server *srv = NULL;
     int mpi = o.comm && !strcmp(o.comm, "mpi");

@@ -16,6 +16,7 @@
 #include "server/guard.h"
 #include "server/openai.h"
 #include "server/route_common.h"
+#include "server/router.h"
 #include "server/ui.h"
 
 /* ---- small endpoints ------------------------------------------------------------------------- */
@@ -170,7 +171,7 @@ static int key_ok(const g4_server *s, const g4_http_req *r) {
 
 /* The routes other than the generation APIs (api_family.h has those: POST, authenticated, need
  * the model). err_api: the API whose error body the route answers with (-1: OpenAI's). */
-typedef enum { R_HEALTH, R_METRICS, R_MODELS, R_TOKENIZE, R_DETOKENIZE, R_COUNT_TOKENS, R_GENERATE, R_UI } route_id;
+typedef enum { R_HEALTH, R_METRICS, R_MODELS, R_TOKENIZE, R_DETOKENIZE, R_COUNT_TOKENS, R_GENERATE, R_UI, R_LOAD, R_UNLOAD } route_id;
 typedef struct { const char *path, *method; route_id id; int auth, needs_model, err_api; } route;
 static const route routes[] = {
     {"/health", "GET", R_HEALTH, 0, 0, -1},
@@ -179,9 +180,77 @@ static const route routes[] = {
     {"/tokenize", "POST", R_TOKENIZE, 1, 1, -1},
     {"/detokenize", "POST", R_DETOKENIZE, 1, 1, -1},
     {"/v1/messages/count_tokens", "POST", R_COUNT_TOKENS, 1, 1, G4_API_ANTHROPIC},
+    {"/models/load", "POST", R_LOAD, 1, 0, -1},     /* --models-dir only (router.h) */
+    {"/models/unload", "POST", R_UNLOAD, 1, 0, -1},
     {"/", "GET", R_UI, 0, 0, -1},
     {"/ui/{file}", "GET", R_UI, 0, 0, -1}, /* every /ui/NAME (one metrics label); stays the last row */
 };
+
+/* ---- several models (--models-dir, router.h) --------------------------------------------------- */
+
+/* The request's "model" (NULL when the body names none); 0, or an error answered. */
+static int body_model(g4_server *s, g4_http_req *r, const g4_srv_route *ep, json_t **o, const char **name, size_t *len) {
+    size_t blen;
+    const char *body = g4_http_body(r, &blen);
+    g4_api_err ae;
+    *name = NULL;
+    *len = 0;
+    if (g4_api_parse_object(body, blen, o, &ae)) { g4_srv_answer_error(s, r, ep, &ae); return -1; }
+    json_t *m = json_object_get(*o, "model");
+    if (m && !json_is_null(m) && !json_is_string(m)) {
+        g4_api_err_status(&ae, G4_EINVAL, "model", "'model' must be a string");
+        g4_srv_answer_error(s, r, ep, &ae);
+        return -1;
+    }
+    if (json_is_string(m)) { *name = json_string_value(m); *len = json_string_length(m); }
+    return 0;
+}
+
+/* What the front server of several models answers itself, and what it passes on to the model a
+ * request names. 1: answered; 0: the route is answered as usual (the chat page). */
+static int routed(g4_server *s, g4_http_req *r, const route *row, const g4_srv_route *ep) {
+    g4_router *rt = s->o.router;
+    g4_api_err ae;
+    json_t *o = NULL;
+    const char *name;
+    size_t len;
+    int rc = 0, loaded = 0;
+    switch (row->id) {
+    case R_UI: return 0;
+    case R_HEALTH:
+        g4_srv_answer_json(s, r, ep, atomic_load(&s->stopping) ? 503 : 200, json_pack("{s:s}", "status", atomic_load(&s->stopping) ? "shutting_down" : "ok"));
+        return 1;
+    case R_MODELS: g4_srv_answer_json(s, r, ep, 200, json_pack("{s:s,s:o}", "object", "list", "data", g4_router_models(rt))); return 1;
+    case R_METRICS: {
+        size_t a = 0;
+        char *own = g4_metrics_render(s->metrics, NULL, 1, &a), *more = g4_router_metrics(rt);
+        char *all = own && more ? malloc(a + strlen(more) + 1) : NULL;
+        if (all) { memcpy(all, own, a); strcpy(all + a, more); }
+        if (all) g4_srv_answer_text(s, r, ep, 200, "text/plain; version=0.0.4; charset=utf-8", all, strlen(all), NULL);
+        else { g4_api_err_status(&ae, G4_ENOMEM, NULL, "out of memory"); g4_srv_answer_error(s, r, ep, &ae); }
+        free(own), free(more), free(all);
+        return 1;
+    }
+    case R_LOAD:
+    case R_UNLOAD:
+        if (body_model(s, r, ep, &o, &name, &len)) { json_decref(o); return 1; }
+        if (!name) rc = g4_api_err_status(&ae, G4_EINVAL, "model", "name the model: {\"model\": NAME}");
+        else if (row->id == R_LOAD) rc = g4_router_load(rt, name, len, &loaded, &ae);
+        else rc = g4_router_unload(rt, name, len, &ae);
+        if (rc) g4_srv_answer_error(s, r, ep, &ae);
+        else g4_srv_answer_json(s, r, ep, row->id == R_UNLOAD ? 200 : loaded ? 200 : 202,
+                                json_pack("{s:s%,s:s}", "model", name, len, "status", row->id == R_UNLOAD ? "unloading" : loaded ? "loaded" : "loading"));
+        json_decref(o);
+        return 1;
+    default: break;
+    }
+    if (body_model(s, r, ep, &o, &name, &len)) { json_decref(o); return 1; }
+    rc = g4_router_forward(rt, r, name, len, &ae);
+    json_decref(o);
+    if (rc) g4_srv_answer_error(s, r, ep, &ae);
+    else g4_metrics_request(s->metrics, ep->endpoint, 200); /* the status the model's server gave is not known here */
+    return 1;
+}
 
 /* The route of path (NULL: none) and what its answers are counted and shaped as. */
 static const route *find_route(const char *path, route *gen, g4_srv_route *rt) {
@@ -262,7 +331,11 @@ void g4_srv_handle(void *user, g4_http_req *r) {
         route_of.endpoint = "/v1/models/{id}";
         if (strcmp(method, "GET") && strcmp(method, "HEAD")) g4_api_err_refuse(&ae, G4_API_BAD_METHOD, NULL, "%s does not accept %s (use GET)", path, method);
         else if (!key_ok(s, r)) g4_api_err_refuse(&ae, G4_API_UNAUTHORIZED, NULL, "a valid API key is required (Authorization: Bearer KEY, or x-api-key: KEY)");
-        else if (g4_srv_model_check(s, path + 11, strlen(path + 11), &ae) == 0) { g4_srv_answer_json(s, r, ep, 200, model_card(s)); return; }
+        else if (s->o.router) {
+            json_t *c = g4_router_model_card(s->o.router, path + 11);
+            if (c) { g4_srv_answer_json(s, r, ep, 200, c); return; }
+            g4_api_err_status(&ae, G4_ENOTFOUND, NULL, "the model \"%.200s\" does not exist (GET /v1/models lists them)", path + 11);
+        } else if (g4_srv_model_check(s, path + 11, strlen(path + 11), &ae) == 0) { g4_srv_answer_json(s, r, ep, 200, model_card(s)); return; }
         g4_srv_answer_error(s, r, ep, &ae);
         return;
     }
@@ -290,6 +363,7 @@ void g4_srv_handle(void *user, g4_http_req *r) {
         g4_srv_answer_error(s, r, ep, &ae);
         return;
     }
+    if (s->o.router && routed(s, r, row, ep)) return;
     if (row->needs_model && !atomic_load(&s->ready)) {
         if (atomic_load(&s->stopping)) g4_api_err_refuse(&ae, G4_API_SHUTTING_DOWN, NULL, "the server is shutting down");
         else g4_api_err_refuse(&ae, G4_API_LOADING, NULL, "the model is still loading; retry shortly");
@@ -305,5 +379,10 @@ void g4_srv_handle(void *user, g4_http_req *r) {
     case R_COUNT_TOKENS: g4_srv_count_tokens(s, r, ep); break;
     case R_GENERATE: g4_srv_generate(s, r, ep); break;
     case R_UI: route_ui(s, r, ep); break;
+    case R_LOAD:
+    case R_UNLOAD:
+        g4_api_err_refuse(&ae, G4_API_NO_ROUTE, NULL, "%s is for a server started with --models-dir", path);
+        g4_srv_answer_error(s, r, ep, &ae);
+        break;
     }
 }
