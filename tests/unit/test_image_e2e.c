@@ -2,9 +2,12 @@
  * (src/image), the placeholders expanded (g4_images_prepare), the patches encoded by the tiny
  * checkpoint's vision tower inside the scheduler and the text model run on the result. Against
  * the shared oracle's goldens (itself checked against Hugging Face's code): the soft tokens
- * within 1e-5 and the greedy ids of every golden, one and two images per prompt; the logits
+ * within 1e-5, the greedy ids of every golden and each step's top-5 ids with their logits' gaps
+ * within 1e-4, one and two images per prompt; the logits
  * (through the chosen tokens' logprobs) bitwise equal at TP 1/2/4, at 1 and 2 threads per rank,
  * and to the run with the oracle's soft tokens given instead of patches. */
+#include <math.h>
+
 #include "engine_util.h"
 #include "engine/images.h"
 #include "engine/scheduler.h"
@@ -15,6 +18,8 @@
 typedef struct {
     int32_t ids[16];
     float lp[16];
+    int32_t top_id[16][5];    /* each step's 5 most likely tokens */
+    float top_lp[16][5];
     size_t n;
 } outcome;
 
@@ -77,7 +82,7 @@ static void run(const gcase *c, int tp, int threads, int soft, int n_new, outcom
     g4_gen_params gp = {.max_new_tokens = n_new, .ignore_eos = 1, .images = im, .n_images = n_img};
     g4_sampling_params_default(&gp.sampling);
     gp.sampling.temperature = 0;
-    g4_sched_sub_opts x = {.logprobs = 1};
+    g4_sched_sub_opts x = {.logprobs = 1, .top_logprobs = 5};
     g4_sched_req *q;
     if (g4_sched_submit_ex(s, ids, n, &gp, &x, &q, &err)) fail_msg("submit: %s", err.msg);
     for (;;) {
@@ -91,7 +96,12 @@ static void run(const gcase *c, int tp, int threads, int soft, int n_new, outcom
     g4_sched_req_ids(q, o->ids, 16, &o->n);
     g4_token_logprob lp[16];
     assert_int_equal(g4_sched_req_logprobs(q, 0, lp, 16), o->n);
-    for (size_t i = 0; i < o->n; i++) o->lp[i] = lp[i].logprob;
+    for (size_t i = 0; i < o->n; i++) {
+        o->lp[i] = lp[i].logprob;
+        assert_int_equal(lp[i].n_top, 5);
+        memcpy(o->top_id[i], lp[i].top_id, sizeof o->top_id[i]);
+        memcpy(o->top_lp[i], lp[i].top_logprob, sizeof o->top_lp[i]);
+    }
     g4_sched_req_free(q);
     g4_sched_stats st;
     g4_sched_get_stats(s, &st);
@@ -113,6 +123,21 @@ static void test_goldens(void **state) {
         run(c, 1, 1, 0, ng, &ref);
         assert_int_equal((int)ref.n, ng);
         if (memcmp(ref.ids, gen, sizeof(int32_t) * (size_t)ng)) fail_msg("%s: greedy ids differ from the reference", c->golden);
+        /* every step's top 5: the same ids, and their logits' gaps to the first within 1e-4 (a
+         * logprob differs from its logit by the step's logsumexp alone) */
+        json_t *steps = json_object_get(json_object_get(g, "text"), "steps");
+        assert_int_equal((int)json_array_size(steps), ng);
+        for (int t = 0; t < ng; t++) {
+            json_t *st = json_array_get(steps, (size_t)t), *ti = json_object_get(st, "top5_ids"), *tv = json_object_get(st, "top5_values");
+            for (int j = 0; j < 5; j++) {
+                if (ref.top_id[t][j] != (int32_t)json_integer_value(json_array_get(ti, (size_t)j)))
+                    fail_msg("%s step %d: top-5 id %d is %d, the reference's %lld", c->golden, t, j, ref.top_id[t][j],
+                             (long long)json_integer_value(json_array_get(ti, (size_t)j)));
+                const double want = json_real_value(json_array_get(tv, (size_t)j)) - json_real_value(json_array_get(tv, 0));
+                const double got = (double)ref.top_lp[t][j] - ref.top_lp[t][0];
+                if (fabs(got - want) > 1e-4) fail_msg("%s step %d: top-5 logit gap %d is %.6f, the reference's %.6f", c->golden, t, j, got, want);
+            }
+        }
         /* the same bits at TP 2 and 4, with 2 threads, and from the oracle's soft tokens */
         const int conf[4][3] = {{2, 1, 0}, {4, 1, 0}, {2, 2, 0}, {1, 1, 1}};
         for (int i = 0; i < 4; i++) {
