@@ -95,7 +95,10 @@ static int to_parts(json_t **text, json_t **parts) {
 /* A tool_result's content: a string, or text and image blocks (parts once an image is there). */
 static int tool_content(const json_t *c, const char *where, json_t **out, g4_api_err *ae) {
     if (!json_is_array(c)) return text_of(c, where, out, ae);
-    json_t *text = NULL, *parts = NULL;
+    /* the text blocks joined as without images ("\n\n"), then the images: one text part, so
+     * the template's join of parts cannot glue texts around an image */
+    json_t *text = NULL, *images = json_array();
+    if (!images) return g4_api_err_status(ae, G4_ENOMEM, NULL, "out of memory");
     size_t k;
     json_t *b;
     int rc = 0;
@@ -103,10 +106,10 @@ static int tool_content(const json_t *c, const char *where, json_t **out, g4_api
         char at[200];
         snprintf(at, sizeof at, "%s[%zu]", where, k);
         const char *t = type_of(b);
-        json_t *img = NULL;
         if (t && !strcmp(t, "image")) {
-            if ((rc = image_part(b, at, &img, ae)) || (rc = to_parts(&text, &parts) ? g4_api_err_status(ae, G4_ENOMEM, NULL, "out of memory") : 0)) break;
-            json_array_append_new(parts, img);
+            json_t *img = NULL;
+            if ((rc = image_part(b, at, &img, ae))) break;
+            json_array_append_new(images, img);
             continue;
         }
         json_t *one = NULL;
@@ -114,11 +117,20 @@ static int tool_content(const json_t *c, const char *where, json_t **out, g4_api
         rc = text_of(arr, where, &one, ae);
         json_decref(arr);
         if (rc) break;
-        if (parts) json_array_append_new(parts, json_pack("{s:s,s:o}", "type", "text", "text", one));
-        else { join(&text, json_string_value(one), json_string_length(one)); json_decref(one); }
+        join(&text, json_string_value(one), json_string_length(one));
+        json_decref(one);
     }
-    if (rc) { json_decref(text); json_decref(parts); return rc; }
-    *out = parts ? parts : text ? text : json_string("");
+    if (rc) { json_decref(text); json_decref(images); return rc; }
+    if (!json_array_size(images)) {
+        json_decref(images);
+        *out = text ? text : json_string("");
+        return 0;
+    }
+    json_t *parts = json_array();
+    if (text) json_array_append_new(parts, json_pack("{s:s,s:o}", "type", "text", "text", text));
+    json_array_extend(parts, images);
+    json_decref(images);
+    *out = parts;
     return 0;
 }
 

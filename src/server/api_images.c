@@ -79,9 +79,11 @@ int g4_api_images_take(json_t *part, const char *param, g4_api_images *im, g4_ap
             return g4_api_err_status(ae, G4_EINVAL, param, "%s: only base64 data URLs are taken (data:image/png;base64,...)", param);
         if (ml > 7 && strncasecmp(meta, "image/", 6))
             return g4_api_err_status(ae, G4_EINVAL, param, "%s: the data URL's media type must be an image (image/png, image/jpeg, image/webp)", param);
-        if (g4_base64_decode(comma + 1, n - (size_t)(comma + 1 - s), &x.data, &x.len) || x.len == 0) {
+        if (g4_base64_decode(comma + 1, n - (size_t)(comma + 1 - s), &x.data, &x.len))
+            return g4_api_err_status(ae, G4_EINVAL, param, "%s: the data URL's base64 is not valid", param);
+        if (x.len == 0) {
             free(x.data);
-            return g4_api_err_status(ae, G4_EINVAL, param, "%s: the data URL's base64 is not valid%s", param, x.len == 0 ? " (or empty)" : "");
+            return g4_api_err_status(ae, G4_EINVAL, param, "%s: the data URL holds no image (it is empty)", param);
         }
     } else if ((n >= 7 && !strncasecmp(s, "http://", 7)) || (n >= 8 && !strncasecmp(s, "https://", 8))) {
         if (strlen(s) != n || !(x.url = strdup(s))) return g4_api_err_status(ae, G4_EINVAL, param, "%s: the URL is not valid", param);

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <strings.h>
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -89,7 +90,12 @@ int g4_fetch(const char *url, const g4_fetch_opts *o, unsigned char **data, size
     *data = NULL;
     *len = 0;
     char cur[4096];
+    if (strlen(url) >= sizeof cur) return g4_err_set(err, G4_EINVAL, "the image URL is longer than %zu characters", sizeof cur - 1);
     snprintf(cur, sizeof cur, "%s", url);
+    /* one deadline for the whole fetch, redirects included */
+    const long limit_ms = o->timeout_ms > 0 ? o->timeout_ms : 10000;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     CURL *c = curl_easy_init();
     if (!c) return g4_err_set(err, G4_ENOMEM, "cannot start a fetch");
     int rc = G4_OK;
@@ -107,7 +113,11 @@ int g4_fetch(const char *url, const g4_fetch_opts *o, unsigned char **data, size
         curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
         curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
         curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(o->timeout_ms > 0 ? o->timeout_ms : 10000));
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        const long left_ms = limit_ms - (long)((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000);
+        if (left_ms <= 0) { rc = g4_err_set(err, G4_EINVAL, "fetching the image at %.200s: timed out (%ld ms in all, redirects included)", cur, limit_ms); break; }
+        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, left_ms);
         curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)o->max_bytes);
         curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
         curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
@@ -140,6 +150,7 @@ int g4_fetch(const char *url, const g4_fetch_opts *o, unsigned char **data, size
             char *loc = NULL;
             free(s.d);
             if (curl_easy_getinfo(c, CURLINFO_REDIRECT_URL, &loc) != CURLE_OK || !loc) { rc = g4_err_set(err, G4_EINVAL, "the image URL redirects nowhere"); break; }
+            if (strlen(loc) >= sizeof cur) { rc = g4_err_set(err, G4_EINVAL, "the image URL redirects to a URL longer than %zu characters", sizeof cur - 1); break; }
             snprintf(cur, sizeof cur, "%s", loc);
             continue;
         }

@@ -222,13 +222,17 @@ static int make_parts(gen_job *j, size_t blen, int *thought, g4_api_err *ae) {
 /* The images (vision.h): the one prompt's, decoded and its placeholders expanded. A batch of
  * prompts takes none, and a placeholder typed into one of its prompts is refused. */
 static int prepare_images(gen_job *j, g4_http_req *hr, g4_api_err *ae) {
-    if (!j->q.n_batch) return g4_srv_images_prepare(j->s, hr, &j->q, &j->parts[0].ids, &j->parts[0].n_prompt, &j->im, ae);
+    if (!j->q.n_batch) {
+        int rc = g4_srv_images_prepare(j->s, hr, &j->q, &j->parts[0].ids, &j->parts[0].n_prompt, &j->im, 1, ae);
+        g4_api_images_free(&j->q.images); /* the encoded bytes: the pixels are in j->im now */
+        return rc;
+    }
     if (j->q.images.n) return g4_api_err_status(ae, G4_EINVAL, "images", "images go with one prompt, not a batch of prompts");
     g4_api_request none = j->q;
     memset(&none.images, 0, sizeof none.images);
     for (size_t k = 0; k < j->n_parts; k++) {
         g4_srv_images im;
-        int rc = g4_srv_images_prepare(j->s, hr, &none, &j->parts[k].ids, &j->parts[k].n_prompt, &im, ae);
+        int rc = g4_srv_images_prepare(j->s, hr, &none, &j->parts[k].ids, &j->parts[k].n_prompt, &im, 1, ae);
         g4_srv_images_free(&im);
         if (rc) { name_prompt(ae, k); return rc; }
     }
@@ -624,7 +628,7 @@ void g4_srv_count_tokens(g4_server *s, g4_http_req *hr, const g4_srv_route *ep) 
     rc = g4_srv_model_check(s, q.model, q.model_len, &ae);
     if (!rc) rc = prompt_ids(s, q.chat, &none, 0, blen, &ids, &n, &thought, &ae);
     g4_srv_images im = {0};
-    if (!rc) rc = g4_srv_images_prepare(s, hr, &q, &ids, &n, &im, &ae); /* an image counts its soft tokens */
+    if (!rc) rc = g4_srv_images_prepare(s, hr, &q, &ids, &n, &im, 0, &ae); /* an image counts its soft tokens */
     g4_srv_images_free(&im);
     g4_api_request_free(&q);
     free(ids);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "g4.h"
 #include "grammar/grammar.h"
@@ -257,6 +258,11 @@ int g4_api_messages(const json_t *messages, json_t **out, g4_api_images *images,
                 if (!strcmp(json_string_value(type), "image_url") && images) {
                     char at[160];
                     snprintf(at, sizeof at, "%s[%zu]", param, k);
+                    if (!strcmp(rs, "system") || !strcmp(rs, "developer")) { /* the template renders only a system turn's text */
+                        int st_ = UNSUPPORTED(ae, at, "%s: images go in user, assistant or tool messages, not in a %s message", at, rs);
+                        json_decref(copy);
+                        return st_;
+                    }
                     int st_ = g4_api_images_take(part, at, images, ae);
                     if (st_) { json_decref(copy); return st_; }
                     continue;
@@ -737,7 +743,8 @@ int g4_api_parse(g4_api_kind kind, const char *body, size_t len, g4_api_request 
             char at[32];
             snprintf(at, sizeof at, "images[%zu]", k);
             if (!json_is_string(im)) { rc = BAD(ae, at, "%s must be a base64 string", at); break; }
-            const int is_url = !strncmp(json_string_value(im), "data:", 5);
+            const int is_url = !strncasecmp(json_string_value(im), "data:", 5) || !strncasecmp(json_string_value(im), "http://", 7) ||
+                               !strncasecmp(json_string_value(im), "https://", 8);
             json_t *part = is_url ? json_pack("{s:s,s:O}", "type", "image_url", "image_url", im) : NULL;
             if (!is_url) {
                 const size_t l = json_string_length(im);
@@ -752,6 +759,8 @@ int g4_api_parse(g4_api_kind kind, const char *body, size_t len, g4_api_request 
             rc = part ? g4_api_images_take(part, at, &r->images, ae) : g4_api_err_status(ae, G4_ENOMEM, NULL, "out of memory");
             json_decref(part);
         }
+        if (!rc && raw && r->images.n)
+            rc = BAD(ae, "images", "'images' go with a chat prompt, not a raw one (with \"raw\": true the prompt is the model's text as it is)");
         if (!rc && raw) {
             r->prompt_len = json_string_length(json_object_get(o, "prompt"));
             r->prompt = malloc(r->prompt_len + 1);

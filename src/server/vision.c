@@ -19,7 +19,7 @@ static int refuse(g4_server *s, g4_api_err *ae, const char *why, int code, const
 }
 
 int g4_srv_images_prepare(g4_server *s, g4_http_req *hr, const g4_api_request *q, int32_t **ids, size_t *n, g4_srv_images *out,
-                          g4_api_err *ae) {
+                          int count, g4_api_err *ae) {
     memset(out, 0, sizeof *out);
     const g4_config *cfg = g4_engine_config(s->e);
     size_t placeholders = 0;
@@ -72,9 +72,11 @@ int g4_srv_images_prepare(g4_server *s, g4_http_req *hr, const g4_api_request *q
          * budget shared with other requests while it is decoded and resized. The first decoder
          * is always let in, so a budget below one image still serves one at a time. */
         const size_t worst = (size_t)s->o.image_max_pixels * 3;
-        const size_t before = atomic_fetch_add(&s->image_bytes, worst);
-        if (before && before + worst > s->o.image_budget) {
-            atomic_fetch_sub(&s->image_bytes, worst);
+        size_t before = atomic_load(&s->image_bytes);
+        int admitted = 0;
+        while (!admitted && !(before && before + worst > s->o.image_budget)) /* counted only once let in */
+            admitted = atomic_compare_exchange_weak(&s->image_bytes, &before, before + worst);
+        if (!admitted) {
             free(fetched);
             g4_api_err_status(ae, G4_EBUSY, NULL, "too many images are being decoded now (--image-budget-bytes); retry shortly");
             g4_metrics_image_refused(s->metrics, "busy");
@@ -100,13 +102,13 @@ int g4_srv_images_prepare(g4_server *s, g4_http_req *hr, const g4_api_request *q
     int32_t *x;
     size_t nx;
     if (g4_images_prepare(cfg, *ids, *n, out->pp, out->n, &x, &nx, out->pim, &err)) {
-        snprintf(msg, sizeof msg, "%s%s", err.msg, placeholders != ni ? " (the text may not name the image placeholder itself)" : "");
+        snprintf(msg, sizeof msg, "%s%s", err.msg, placeholders > ni ? " (the text may not name the image placeholder itself)" : "");
         return refuse(s, ae, "placeholders", G4_EINVAL, where, msg);
     }
     free(*ids);
     *ids = x;
     *n = nx;
-    g4_metrics_images(s->metrics, out->n);
+    if (count) g4_metrics_images(s->metrics, out->n);
     return 0;
 }
 

@@ -18,9 +18,10 @@ typedef struct g4_srv_images {
 /* For the prompt *ids (*n tokens; replaced by the expanded prompt): q's images. Nothing to do
  * (0, out->n = 0) without images and placeholders. A 400 for a model without a tower, more
  * images than allowed, a bad image (the decoder's words, naming where the request put it), a
- * URL the server may not fetch, placeholders and images that differ in number. */
+ * URL the server may not fetch, placeholders and images that differ in number. count: the
+ * images go to the scheduler (g4tp_images_total counts them; a token count does not). */
 int g4_srv_images_prepare(g4_server *s, g4_http_req *hr, const g4_api_request *q, int32_t **ids, size_t *n, g4_srv_images *out,
-                          g4_api_err *ae);
+                          int count, g4_api_err *ae);
 void g4_srv_images_free(g4_srv_images *im);
 
 #endif

@@ -24,7 +24,7 @@ post() {
 ANSWER='The capital of France is Paris.'
 
 # a local image host: /img.png, /redir (to /img.png), /loop (to itself), /off (to localhost, not
-# on the list), /big.png, anything else 404
+# on the list), /big.png, /slow1 -> /slow2 -> /slow3 -> /img.png (0.9 s a hop), anything else 404
 python3 - "$SRV_TMP/fetch.port" "$IMG" "$BIG" <<'EOF' &
 import http.server, sys, threading
 port_file, img, big = sys.argv[1:4]
@@ -34,7 +34,10 @@ class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         if self.path in data:
             self.send_response(200); self.send_header('Content-Type', 'image/png'); self.end_headers(); self.wfile.write(data[self.path]); return
-        to = {'/redir': '/img.png', '/loop': '/loop', '/off': 'http://localhost:%d/img.png' % self.server.server_port}.get(self.path)
+        if self.path.startswith('/slow'):  # each hop 0.9 s: under the per-hop limit, over the whole one
+            __import__('time').sleep(0.9)
+        to = {'/redir': '/img.png', '/loop': '/loop', '/off': 'http://localhost:%d/img.png' % self.server.server_port,
+              '/slow1': '/slow2', '/slow2': '/slow3', '/slow3': '/img.png'}.get(self.path)
         if to:
             self.send_response(302); self.send_header('Location', to); self.send_header('Content-Length', '0'); self.end_headers(); return
         self.send_response(404); self.send_header('Content-Length', '0'); self.end_headers()
@@ -47,7 +50,7 @@ trap 'kill $FETCH_PID 2>/dev/null; srv_cleanup' EXIT
 for i in $(seq 1 100); do [ -s "$SRV_TMP/fetch.port" ] && break; sleep 0.1; done
 FURL=http://127.0.0.1:$(cat "$SRV_TMP/fetch.port")
 
-API_KEY=$KEY srv_start --model $M --allowed-image-domains 127.0.0.1 --max-image-bytes 90000 --max-images 2 || { bad "server starts"; finish; exit 1; }
+API_KEY=$KEY srv_start --model $M --allowed-image-domains 127.0.0.1 --max-image-bytes 90000 --max-images 2 --image-fetch-timeout-ms 2500 || { bad "server starts"; finish; exit 1; }
 
 # the question alone, for the SDK test's token count
 post /v1/messages/count_tokens "{\"model\":\"demo_vision\",\"messages\":[{\"role\":\"user\",\"content\":\"$Q\"}]}" "${H[@]}"
@@ -106,6 +109,11 @@ post /v1/chat/completions "$(chat "$(part "$FURL/big.png")")" "${H[@]}"
 expect_error 400 invalid_value "an image over --max-image-bytes is refused as it arrives"
 post /v1/chat/completions "$(chat "$(part "$FURL/missing.png")")" "${H[@]}"
 expect_error 400 invalid_value "a 404 is a 400 naming the URL"
+post /v1/chat/completions "$(chat "$(part "$FURL/slow1")")" "${H[@]}"
+expect_error 400 invalid_value "--image-fetch-timeout-ms bounds the whole fetch, redirects included (3 hops of 0.9 s against 2.5 s)"
+pyck "'timed out' in d['error']['message']" && ok "... saying it timed out" || bad "slow chain: $BODY"
+post /v1/chat/completions "$(chat "$(part "$FURL/$(python3 -c "print('a' * 4200)")")")" "${H[@]}"
+expect_error 400 invalid_value "a URL of more than 4095 characters is refused, not cut short"
 
 # bad images: each a 400 naming the content part
 bad_image() { # bad_image DATA_URL WHAT [MESSAGE_REGEX]
@@ -134,6 +142,27 @@ post /generate "{\"prompt\":[\"$Q\",\"hi\"],\"images\":[\"$B64\"]}" "${H[@]}"
 expect_error 400 invalid_value "images with a batch of prompts is a 400"
 post /generate "{\"prompt\":\"$Q\",\"images\":[\"%%%\"]}" "${H[@]}"
 expect_error 400 invalid_value "/generate: bad base64 in images is a 400"
+post /generate "{\"prompt\":\"$Q\",\"images\":[\"DATA:image/png;base64,$B64\"],\"temperature\":0}" "${H[@]}"
+expect_eq "$CODE $(pyget "d['prompt_tokens']")" "200 $GEN_TOKENS" "/generate: a data URL in images (any case) is taken as one"
+post /generate "{\"prompt\":\"<|image|>$Q\",\"raw\":true,\"images\":[\"$B64\"]}" "${H[@]}"
+expect_error 400 invalid_value "/generate: images with a raw prompt are a 400"
+post /v1/chat/completions "{\"messages\":[{\"role\":\"system\",\"content\":[$(part "data:image/png;base64,$B64")]},{\"role\":\"user\",\"content\":\"$Q\"}]}" "${H[@]}"
+expect_error 400 unsupported_value "an image in a system message is a 400 (the template shows only a system turn's text)"
+pyck "d['error']['param']=='messages[0].content[0]'" && ok "... naming the part" || bad "system image: $BODY"
+# a tool_result's text blocks are joined as without images, the images after them
+tool_result() { # tool_result WITH_IMAGE: a count_tokens body whose tool_result is [text A, (image,) text B]
+  python3 -c "
+import json,sys
+img=[{'type':'image','source':{'type':'base64','media_type':'image/png','data':sys.argv[2]}}] if sys.argv[1]=='1' else []
+print(json.dumps({'model':'demo_vision','messages':[{'role':'user','content':'q'},
+  {'role':'assistant','content':[{'type':'tool_use','id':'t1','name':'f','input':{}}]},
+  {'role':'user','content':[{'type':'tool_result','tool_use_id':'t1','content':[{'type':'text','text':'A'}]+img+[{'type':'text','text':'B'}]}]}],
+  'tools':[{'name':'f','input_schema':{'type':'object'}}]}))" "$1" "$B64"
+}
+post /v1/messages/count_tokens "$(tool_result 0)" "${H[@]}"
+NOIMG=$(pyget "d['input_tokens']")
+post /v1/messages/count_tokens "$(tool_result 1)" "${H[@]}"
+expect_eq "$CODE $(( $(pyget "d['input_tokens']") - NOIMG ))" "200 $((GEN_TOKENS - TEXT_TOKENS))" "Anthropic tool_result: texts joined the same with an image, which adds just its tokens"
 post /v1/messages "{\"model\":\"demo_vision\",\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\",\"source\":{\"type\":\"url\",\"url\":\"$FURL/img.png\"}},{\"type\":\"text\",\"text\":\"$Q\"}]}]}" "${H[@]}" -H 'anthropic-version: 2023-06-01'
 expect_eq "$CODE" 200 "Anthropic: an image block with a URL source on the allow-list"
 post /v1/chat/completions "$(chat "$(part "data:image/png;base64,$B64")")" "${H[@]}"
