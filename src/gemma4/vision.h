@@ -1,5 +1,5 @@
 /* vision.h — the Gemma-4 vision tower: one image's patches in, its soft tokens out
- * (Gemma4VisionModel + Gemma4MultimodalEmbedder; the math in ../shared/oracle/VISION.md
+ * (Gemma4VisionModel + Gemma4MultimodalEmbedder; the math in the oracle's VISION.md, summarised in docs/vision.md
  * sections 3-6, traps T6-T12, T16, T18).
  *
  *   patch embedding   h = (2 px - 1) input_proj^T + table[0][x] + table[1][y]

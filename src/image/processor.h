@@ -1,7 +1,7 @@
 /* processor.h — Gemma-4's image processor (transformers' Gemma4ImageProcessor, PIL backend):
  * an RGB picture -> the size rule -> Pillow-exact BICUBIC resize -> rescaled 16x16 patches with
  * their (x, y) positions, what the vision tower eats. Also reads processor_config.json.
- * The math and its sources: ../shared/oracle/VISION.md section 2 and docs/vision.md.
+ * The math and its sources: the oracle's VISION.md section 2 and docs/vision.md.
  * Knows nothing about the tower, the prompt or token ids: only the processor's own keys. */
 #ifndef G4_IMAGE_PROCESSOR_H
 #define G4_IMAGE_PROCESSOR_H

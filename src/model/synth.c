@@ -156,7 +156,7 @@ static json_t *w4a16_config(void) {
     return json_loads(text, 0, NULL);
 }
 
-/* processor_config.json as google/gemma-4-31B-it's (the keys of ../shared/vision/tiny_vision's),
+/* processor_config.json as google/gemma-4-31B-it's (the keys of tests/data/vision/tiny_vision's),
  * with the config's patch and pooling sizes. */
 static int write_processor_config(const char *dir, const g4_vision_cfg *v, g4_err *err) {
     char text[1024];
