@@ -9,6 +9,7 @@
 #include "server/guard.h"
 #include "server/routes.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -63,6 +64,8 @@ int g4_server_attach(g4_server *s, g4_engine *e, g4_err *err) {
     if (rc) return rc;
     s->tg_open = 1;
     s->e = e;
+    g4_err perr = {0}; /* a model without a processor still serves text; image requests are told why */
+    if (g4_image_proc_load(g4_engine_model_dir(e), &s->image_proc, &perr)) snprintf(s->image_proc_err, sizeof s->image_proc_err, "%.200s", perr.msg[0] ? perr.msg : "no image processor");
     g4_sched_opts so = {.max_waiting = s->o.max_waiting};
     if ((rc = g4_sched_create(&s->tg, &so, &s->sched, err))) return rc;
     atomic_store(&s->ready, 1);

@@ -7,6 +7,7 @@
 
 #include "engine/scheduler.h"
 #include "engine/textgen.h"
+#include "image/processor.h"
 #include "server/http.h"
 #include "server/errors.h"
 #include "server/metrics.h"
@@ -30,6 +31,8 @@ struct g4_server {
     struct g4_guard *guard;   /* Host, CORS and Content-Type rules for browsers (guard.h) */
     atomic_size_t grammar_bytes; /* working memory of the grammar compiles in flight (structured.c) */
     atomic_size_t image_bytes;   /* decoded pixels of the images being prepared (vision.c) */
+    g4_image_proc image_proc;    /* the model's processor_config.json, read once at attach */
+    char image_proc_err[256];    /* why there is none ("" when it was read) */
 };
 
 #endif

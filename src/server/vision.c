@@ -36,12 +36,12 @@ int g4_srv_images_prepare(g4_server *s, g4_http_req *hr, const g4_api_request *q
         snprintf(msg, sizeof msg, "%zu images in one request; the server takes at most %d (--max-images)", ni, s->o.max_images);
         return refuse(s, ae, "too_many", G4_EINVAL, where, msg);
     }
-    g4_image_proc proc;
-    g4_err err = {0};
-    if (g4_image_proc_load(g4_engine_model_dir(s->e), &proc, &err)) {
-        snprintf(msg, sizeof msg, "this model cannot take images: %s", err.msg);
+    if (s->image_proc_err[0]) {
+        snprintf(msg, sizeof msg, "this model cannot take images: %s", s->image_proc_err);
         return refuse(s, ae, "no_vision", G4_EUNSUPPORTED, where, msg);
     }
+    const g4_image_proc *proc = &s->image_proc;
+    g4_err err = {0};
     out->pp = calloc(ni + 1, sizeof *out->pp);
     out->pim = calloc(ni + 1, sizeof *out->pim);
     if (!out->pp || !out->pim) return g4_api_err_status(ae, G4_ENOMEM, NULL, "out of memory");
@@ -86,7 +86,7 @@ int g4_srv_images_prepare(g4_server *s, g4_http_req *hr, const g4_api_request *q
         rc = g4_image_decode(data, len, &lim, &im, &err);
         free(fetched);
         if (!rc) {
-            rc = g4_image_preprocess(&proc, &im, &out->pp[out->n], &err);
+            rc = g4_image_preprocess(proc, &im, &out->pp[out->n], &err);
             g4_image_free(&im);
         }
         atomic_fetch_sub(&s->image_bytes, worst);
