@@ -38,6 +38,10 @@ typedef struct g4_engine_opts {
     int no_prefix_cache;     /* 1: no automatic prefix cache (every prompt is computed whole) */
     const char *speculative; /* NULL: none; "ngram[:n,k]" or "mtp:DIR[:k]" (docs/speculative.md) */
     int speculative_always;  /* 1: draft every round instead of when the cost model says it pays */
+    const char *kv_cache_dir;/* NULL: none; else finished sequences' prefixes are written there when idle and
+                              * read back into the prefix cache at start (docs/kvcache.md "On disk") */
+    int64_t kv_cache_dir_bytes; /* its budget, least recently used out first (default 10 GiB) */
+    int64_t kv_cache_min_tokens;/* shorter prefixes are not written (default 256) */
 } g4_engine_opts;
 
 /* One forward step: n tokens, each with its absolute position and sequence. */
@@ -111,6 +115,29 @@ int64_t g4_engine_kv_avail_pages(const g4_engine *e);
 int64_t g4_engine_kv_pages_to_grow(const g4_engine *e, int64_t len, int64_t n);
 /* Drops every cached block that no sequence uses. */
 void g4_engine_prefix_clear(g4_engine *e);
+
+/* ---- the KV cache on disk (docs/kvcache.md "On disk") ------------------------------------ */
+/* Writes the longest prefix of tokens[0..n) that the prefix cache holds (its full-layer blocks
+ * and the window its next query reads) as files <stem>.meta and <stem>.r<R>of<T>.kv (one per
+ * rank, in that rank's process's folder); *n_saved: its positions. G4_ENOTFOUND when nothing
+ * of it is cached. Needs a free sequence slot (G4_EBUSY). */
+int g4_engine_kv_save(g4_engine *e, const char *stem, const int32_t *tokens, int64_t n, int64_t *n_saved, g4_err *err);
+/* Reads such files into the prefix cache (evictable, like a finished request's blocks): a
+ * request sharing the prefix then takes it from the cache. Files of another model,
+ * configuration, TP degree or version, damaged or truncated ones are refused (nothing of them
+ * is used). *n_loaded: the prefix's positions now cached; *tokens (may be NULL): how many it has. */
+int g4_engine_kv_load(g4_engine *e, const char *stem, int64_t *n_loaded, int64_t *tokens, g4_err *err);
+/* The tokens of the last sequence closed in slot seq (NULL, 0 when none). */
+const int32_t *g4_engine_seq_last(const g4_engine *e, int seq, int64_t *n);
+/* --kv-cache-dir: writes one queued prefix; returns 1 when one was handled (call again), 0 when
+ * nothing is queued. Called when the engine is idle (and at close, until the queue is empty). */
+int g4_engine_kv_disk_step(g4_engine *e);
+typedef struct g4_kv_disk_stats {
+    int on;
+    int64_t entries;
+    uint64_t bytes, budget, saved, save_failed, loaded_tokens, refused, evicted;
+} g4_kv_disk_stats;
+void g4_engine_kv_disk_stats(const g4_engine *e, g4_kv_disk_stats *st);
 
 typedef struct g4_kv_stats {
     int64_t page_bytes;       /* one page: 16 positions of some layers' K and V (per rank) */

@@ -28,6 +28,10 @@ const char *cli_engine_help =
     "                      on activations rounded to bf16 (vdpbf16ps; still bitwise the same across\n"
     "                      TP, threads, batches, prefill/decode; docs/math.md)\n"
     "  --no-prefix-cache   compute every prompt whole (default: reuse the longest cached prefix)\n"
+    "  --kv-cache-dir DIR  keep the prefix cache on disk: finished prefixes are written there when idle\n"
+    "                      and read back at start, so a restart does not prefill them again\n"
+    "  --kv-cache-dir-mb N its disk budget, least recently used out first (default 10240)\n"
+    "  --kv-cache-min-tokens N  shorter prefixes are not written (default 256)\n"
     "  --speculative S     speculative decoding, lossless: ngram[:N,K] (prompt lookup: the last N..1\n"
     "                      tokens matched in the text so far, K drafts; default 3,4) or mtp:DIR[:K] (the\n"
     "                      Gemma-4 MTP assistant checkpoint in DIR, K drafts, default 4); K <= 15\n"
@@ -100,6 +104,9 @@ int cli_engine_flag(int argc, char **argv, int *i, g4_engine_opts *o, int *bad) 
         else o->math = v;
     }
     else if (!strcmp(a, "--no-prefix-cache")) o->no_prefix_cache = 1;
+    else if (!strcmp(a, "--kv-cache-dir")) { VAL(); o->kv_cache_dir = v; }
+    else if (!strcmp(a, "--kv-cache-dir-mb")) { VAL(); if (!cli_int(a, v, 1, 1LL << 40, &x)) *bad = 1; else o->kv_cache_dir_bytes = x << 20; }
+    else if (!strcmp(a, "--kv-cache-min-tokens")) { VAL(); if (!cli_int(a, v, 1, 1LL << 31, &x)) *bad = 1; else o->kv_cache_min_tokens = x; }
     else if (!strcmp(a, "--speculative")) { VAL(); o->speculative = v; }
     else if (!strcmp(a, "--speculative-always")) o->speculative_always = 1;
     else if (!strcmp(a, "--verify")) o->verify = 1;

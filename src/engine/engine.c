@@ -12,13 +12,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "base/fault.h"
 #include "base/mapfile.h"
 #include "base/numa.h"
 #include "base/threadpool.h"
 #include "engine/kvbudget.h"
+#include "engine/kvdisk.h"
+#include "engine/kvfile.h"
 #include "engine/kvseq.h"
 #include "engine/model_source.h"
 #include "engine/speculate.h"
@@ -31,11 +35,20 @@
 #include "kernels/probe.h"
 #include "tp/comm.h"
 
-enum { CMD_FORWARD = 1, CMD_KV_OPS, CMD_STOP, CMD_DRAFT };
+enum { CMD_FORWARD = 1, CMD_KV_OPS, CMD_STOP, CMD_DRAFT, CMD_KV_DISK };
 
 /* FORWARD: n tokens, a words of KV ops ahead of them; KV_OPS: a words of ops; DRAFT: n
- * sequences, a words of ops, b = k | want_logits << 8 */
+ * sequences, a words of ops, b = k | want_logits << 8; KV_DISK: a words of ops, then a disk_req */
 typedef struct { int64_t op, n, a, b; } cmd_hdr;
+
+/* The KV cache on disk: what every rank does with its own file of an entry (kvfile.h). */
+enum { DISK_SAVE = 1, DISK_LOAD, DISK_DROP };
+typedef struct {
+    int32_t sub, seq;
+    int64_t total, slide_from, p0, p1;
+    uint64_t identity;
+    char stem[4200];
+} disk_req;
 
 typedef struct rank_state {
     struct g4_engine *e;
@@ -52,6 +65,8 @@ typedef struct rank_state {
     int32_t *dpay;         /* [3 * max_seqs] draft requests: sequence, position, token */
     float *dhid;           /* [max_seqs][hidden] their target hidden states */
     int32_t *dids;         /* [max_seqs][G4_SPEC_MAX_K] drafts */
+    disk_req disk;         /* CMD_KV_DISK's request, as received */
+    g4_err disk_err;       /* ... and why this rank's part failed */
     pthread_t thread;
     int has_thread;
     int rc;
@@ -84,6 +99,12 @@ struct g4_engine {
     float *draft_logits;   /* leader: where CMD_DRAFT writes logits (NULL: none wanted) */
     const float *const *embd; /* leader: the running forward's given embeddings (g4_batch.embd) */
     g4_vision *vision;     /* leader: the vision tower (NULL: the model takes no images) */
+    g4_kvdisk *kvd;        /* leader: --kv-cache-dir's index (NULL: none) */
+    uint64_t identity;     /* what computed the KV rows: model files, dtypes, TP, math, kernels, version */
+    char ident[400];       /* ... as text (0: not computed yet) */
+    int32_t disk_rc[64];   /* leader: each rank's status of the last CMD_KV_DISK */
+    int32_t **last_tok;    /* leader: [max_seqs] the tokens of the last sequence closed in each slot */
+    int64_t *last_n;
     int32_t stop_ids[16];
     int n_stop;
     int closed;
@@ -158,6 +179,29 @@ static int rank_exec(rank_state *rs, const cmd_hdr *h, g4_err *err) {
         rc = g4_asst_draft(rs->asst, n, k, rs->dpay, rs->dpay + n, rs->dpay + 2 * n, rs->dhid, rs->dids, want,
                            e->my_rank == 0 && rs->rank == 0 ? e->draft_logits : NULL, err);
         return rc ? rc : files_intact(rs, err);
+    }
+    case CMD_KV_DISK: {
+        int rc = h->a ? exec_ops(rs, h->a, err) : G4_OK;
+        if (rc) return rc;
+        if (g4_comm_broadcast(rs->comm, &rs->disk, sizeof rs->disk, 0)) return g4_err_set(err, G4_ECOMM, "broadcast of a KV file request failed");
+        const disk_req *d = &rs->disk;
+        rs->disk.stem[sizeof rs->disk.stem - 1] = 0;
+        /* a file that cannot be written or read is this rank's answer, not the group's failure */
+        const g4_kvfile_span sp = {d->identity, rs->rank, e->tp, d->seq, d->total, d->slide_from, d->p0, d->p1};
+        int32_t st = G4_OK;
+        if (d->sub == DISK_SAVE) st = g4_kvfile_write_rank(g4_rank_kv(rs->m), d->stem, &sp, &rs->disk_err);
+        else if (d->sub == DISK_LOAD) st = g4_kvfile_read_rank(g4_rank_kv(rs->m), d->stem, &sp, &rs->disk_err);
+        else if (d->sub == DISK_DROP) {
+            char path[4400];
+            g4_kvfile_rank_path(path, sizeof path, d->stem, rs->rank, e->tp);
+            unlink(path);
+        } else st = g4_err_set(&rs->disk_err, G4_EINVAL, "unknown KV file request %d", d->sub);
+        if (st && e->mpi) fprintf(stderr, "g4tp: rank %d: %s\n", rs->rank, rs->disk_err.msg);
+        const int lead_rank = e->my_rank == 0 && rs->rank == 0;
+        if (e->tp == 1) e->disk_rc[0] = st;
+        else if (g4_comm_gather(rs->comm, &st, sizeof st, lead_rank ? e->disk_rc : NULL, 0))
+            return g4_err_set(err, G4_ECOMM, "gathering the ranks' KV file status failed");
+        return G4_OK;
     }
     default: return g4_err_set(err, G4_EINVAL, "unknown command %lld", (long long)h->op);
     }
@@ -406,6 +450,10 @@ static void *local_rank_main(void *arg) {
 
 /* The engine's own memory (ranks and comms are torn down by the caller first). */
 static void free_engine(g4_engine *e) {
+    g4_kvdisk_free(e->kvd);
+    for (int i = 0; e->last_tok && i < e->o.max_seqs; i++) free(e->last_tok[i]);
+    free(e->last_tok);
+    free(e->last_n);
     g4_vision_free(e->vision);
     g4_kvmgr_free(e->kv);
     g4_kv_geom_free(&e->geom);
@@ -417,6 +465,8 @@ static void free_engine(g4_engine *e) {
     free(e->model_dir);
     free(e);
 }
+
+static int kv_disk_open(g4_engine *e, g4_err *err);
 
 int g4_engine_open(const g4_engine_opts *opts, g4_engine **out, g4_err *err) {
     *out = NULL;
@@ -508,8 +558,15 @@ int g4_engine_open(const g4_engine_opts *opts, g4_engine **out, g4_err *err) {
     e->ranks = calloc((size_t)e->n_ranks_here, sizeof *e->ranks);
     e->seq_used = calloc((size_t)e->o.max_seqs, 1);
     e->seq_cap = calloc((size_t)e->o.max_seqs, sizeof *e->seq_cap);
-    if (e->my_rank == 0) e->gathered = malloc(sizeof(float) * (size_t)e->tp * (size_t)e->o.max_batch * (size_t)e->max_nv + 64);
-    if (!e->ranks || !e->seq_used || !e->seq_cap || (e->my_rank == 0 && !e->gathered)) { rc = g4_err_set(err, G4_ENOMEM, "out of memory"); goto fail; }
+    if (e->my_rank == 0) {
+        e->gathered = malloc(sizeof(float) * (size_t)e->tp * (size_t)e->o.max_batch * (size_t)e->max_nv + 64);
+        e->last_tok = calloc((size_t)e->o.max_seqs, sizeof *e->last_tok);
+        e->last_n = calloc((size_t)e->o.max_seqs, sizeof *e->last_n);
+    }
+    if (!e->ranks || !e->seq_used || !e->seq_cap || (e->my_rank == 0 && (!e->gathered || !e->last_tok || !e->last_n))) {
+        rc = g4_err_set(err, G4_ENOMEM, "out of memory");
+        goto fail;
+    }
     if ((rc = kv_pool_setup(e, comms[0], err))) goto fail;
     if (e->mpi) {
         if (!(opts->isa && *opts->isa) && (rc = agree_on_isa(e, comms[0], err))) goto fail;
@@ -548,6 +605,10 @@ int g4_engine_open(const g4_engine_opts *opts, g4_engine **out, g4_err *err) {
         for (int j = 0; j < e->n_stop; j++) dup |= e->stop_ids[j] == e->src.gen_eos[i];
         if (!dup) e->stop_ids[e->n_stop++] = e->src.gen_eos[i];
     }
+    if (e->my_rank == 0 && e->o.kv_cache_dir && *e->o.kv_cache_dir && (rc = kv_disk_open(e, err))) {
+        g4_engine_close(e);
+        return rc;
+    }
     *out = e;
     return G4_OK;
 fail:
@@ -570,6 +631,7 @@ fail_early:
 
 void g4_engine_close(g4_engine *e) {
     if (!e) return;
+    while (e->my_rank == 0 && !e->closed && g4_engine_kv_disk_step(e)) {} /* what is queued for the disk */
     if (e->my_rank == 0 && !e->closed && !atomic_load(&e->failed)) {
         cmd_hdr h = {CMD_STOP, 0, g4_comm_mpi_is_ending(), 0};
         g4_comm_broadcast(e->ranks[0].comm, &h, sizeof h, 0);
@@ -710,6 +772,10 @@ int g4_engine_seq_open_cached(g4_engine *e, int64_t cap, const int32_t *tokens, 
 
 void g4_engine_seq_close(g4_engine *e, int seq) {
     if (seq < 0 || seq >= e->o.max_seqs || !e->seq_used[seq]) return;
+    /* what the slot held, for /slots and --kv-cache-dir */
+    if (!e->last_tok[seq]) e->last_tok[seq] = malloc(sizeof(int32_t) * (size_t)e->o.max_ctx);
+    e->last_n[seq] = e->last_tok[seq] ? g4_kvmgr_seq_tokens(e->kv, seq, e->last_tok[seq]) : 0;
+    if (e->kvd && e->last_n[seq] > 0) g4_kvdisk_queue(e->kvd, e->last_tok[seq], e->last_n[seq]);
     g4_kvmgr_close(e->kv, seq);
     e->seq_used[seq] = 0;
 }
@@ -839,5 +905,274 @@ int g4_engine_draft(g4_engine *e, int n, const int32_t *seq, const int32_t *tok,
     e->draft_logits = NULL;
     if (rc) return rc;
     memcpy(drafts, rs->dids, sizeof(int32_t) * (size_t)n * (size_t)k);
+    return G4_OK;
+}
+
+/* ---- the KV cache on disk (kvfile.h, kvdisk.h; docs/kvcache.md "On disk") ------------------------ */
+
+/* What computed the KV rows: the model's files, the dtypes they are held in, the KV dtype, the TP
+ * degree (each rank's file holds its heads), math, kernel set and numeric version. A row made
+ * under any other identity may differ in its bits, so it is never used. Computed once. */
+static int kv_identity(g4_engine *e, g4_err *err) {
+    if (e->ident[0]) return G4_OK;
+    uint64_t model;
+    int rc = g4_kvfile_model_hash(e->model_dir, &model, err);
+    if (rc) return rc;
+    snprintf(e->ident, sizeof e->ident, "g4tp-kv numeric=%d model=%016llx weights=%s dtype=%s head=%s kv=%s tp=%d math=%s isa=%s ctx-block=%d",
+             G4_KV_NUMERIC_VERSION, (unsigned long long)model, g4_engine_weight_dtype(e), e->o.dtype ? e->o.dtype : "stored",
+             e->o.head_dtype ? e->o.head_dtype : "default", g4_dtype_name(e->kv_dtype), e->tp, g4_math_name(e->math), e->K->name, e->geom.bs);
+    e->identity = XXH64(e->ident, strlen(e->ident), 0);
+    return G4_OK;
+}
+
+/* Runs one file request on every rank. G4_OK with *bad = -1 when every rank did its part, else
+ * the first rank that did not and its reason in *why; a failed collective fails the group. */
+static int disk_all(g4_engine *e, int sub, int seq, int64_t total, int64_t slide_from, int64_t p0, int64_t p1, const char *stem, int *bad,
+                    g4_err *why, g4_err *err) {
+    rank_state *rs = &e->ranks[0];
+    rs->disk = (disk_req){sub, seq, total, slide_from, p0, p1, e->identity, {0}};
+    snprintf(rs->disk.stem, sizeof rs->disk.stem, "%s", stem);
+    int64_t n_ops;
+    g4_kvmgr_ops(e->kv, &n_ops);
+    int rc = g4_kvmgr_failed(e->kv) ? g4_err_set(err, G4_ECOMM, "sending KV ops to the ranks failed") : lead(e, (cmd_hdr){CMD_KV_DISK, sub, n_ops, 0}, err);
+    g4_kvmgr_ops_clear(e->kv);
+    *bad = -1;
+    if (rc) return rc;
+    for (int r = 0; r < e->tp && *bad < 0; r++) {
+        if (!e->disk_rc[r]) continue;
+        *bad = r;
+        if (!e->mpi) *why = e->ranks[r].disk_err;
+        else if (r == 0) *why = rs->disk_err;
+        else g4_err_set(why, e->disk_rc[r], "rank %d could not do its part (its log says why)", r);
+    }
+    return G4_OK;
+}
+
+/* A sequence slot for the disk's own use, opened on the cached prefix of tok[0..n); *P: its length. */
+static int disk_seq(g4_engine *e, const int32_t *tok, int64_t n, int64_t *P, g4_err *err) {
+    const int s = seq_slot(e, n, err);
+    if (s < 0) return s;
+    *P = g4_kvmgr_open_cached(e->kv, s, n, tok, n);
+    e->seq_used[s] = 1;
+    e->seq_cap[s] = n;
+    return s;
+}
+
+static void disk_seq_close(g4_engine *e, int s) {
+    g4_kvmgr_close(e->kv, s);
+    e->seq_used[s] = 0;
+}
+
+static int disk_ready(g4_engine *e, g4_err *err) {
+    if (e->my_rank != 0) return g4_err_set(err, G4_EINVAL, "only the leader reads and writes KV files");
+    if (atomic_load(&e->failed)) return g4_err_set(err, e->failure_code, "%s", e->failure);
+    g4_kv_stats st;
+    g4_kvmgr_stats(e->kv, &st);
+    if (!st.prefix_cache) return g4_err_set(err, G4_EUNSUPPORTED, "the prefix cache is off (--no-prefix-cache): there is no KV cache to save or load");
+    return kv_identity(e, err);
+}
+
+/* Writes the cached prefix of tok[0..n) under stem (NULL: --kv-cache-dir's name for it, and only
+ * when it is long enough and not there yet). */
+static int save_prefix(g4_engine *e, const char *stem, const int32_t *tok, int64_t n, int64_t *n_saved, g4_err *err) {
+    *n_saved = 0;
+    int rc = disk_ready(e, err);
+    if (rc) return rc;
+    if (!tok || n < 1) return g4_err_set(err, G4_EINVAL, "no tokens to save");
+    const int64_t m = n < e->o.max_ctx ? n : e->o.max_ctx - 1;
+    int32_t *t = malloc(sizeof(int32_t) * (size_t)(m + 1));
+    if (!t) return g4_err_set(err, G4_ENOMEM, "out of memory");
+    memcpy(t, tok, sizeof(int32_t) * (size_t)m);
+    t[m] = 0; /* the hit leaves one token to compute: this one, so all m can be cached */
+    int64_t P = 0;
+    const int s = disk_seq(e, t, m + 1, &P, err);
+    if (s < 0) { free(t); return -s; }
+    char auto_stem[4200];
+    if (!stem && P > 0) {
+        g4_kvdisk_stem(e->kvd, t, P, auto_stem, sizeof auto_stem);
+        if (P < e->o.kv_cache_min_tokens || g4_kvdisk_touch(e->kvd, auto_stem)) P = -P; /* too short, or there already */
+        stem = auto_stem;
+    }
+    int bad = -1;
+    g4_err why = {0};
+    const int64_t slide_from = g4_kvmgr_slide_from(e->kv, P > 0 ? P : 0);
+    if (P > 0 && e->kvd && stem == auto_stem) {
+        /* room under the budget: the least recently used entries go */
+        const uint64_t need = (uint64_t)e->tp * g4_kvfile_rank_bytes(&e->geom, P, slide_from) + 64 + strlen(e->ident) + 4 * (uint64_t)P;
+        for (const char *v; rc == G4_OK && (v = g4_kvdisk_victim(e->kvd, need));) {
+            char victim[4200];
+            snprintf(victim, sizeof victim, "%s", v);
+            rc = disk_all(e, DISK_DROP, 0, 0, 0, 0, 0, victim, &bad, &why, err);
+            g4_kvdisk_unlink(victim);
+            g4_kvdisk_forget(e->kvd, victim);
+            g4_kvdisk_count(e->kvd, 0, 0, 0, 0, 1);
+        }
+        if (need > (uint64_t)e->o.kv_cache_dir_bytes) P = -P; /* larger than the whole budget */
+    }
+    if (rc == G4_OK && P > 0) {
+        rc = disk_all(e, DISK_SAVE, s, P, slide_from, 0, P, stem, &bad, &why, err);
+        if (rc == G4_OK && bad < 0 && g4_kvfile_write_meta(stem, e->identity, e->ident, e->tp, slide_from, t, P, &why)) bad = 0;
+        if (rc == G4_OK && bad >= 0) {
+            g4_err ignore;
+            int b2;
+            rc = disk_all(e, DISK_DROP, 0, 0, 0, 0, 0, stem, &b2, &ignore, err);
+            g4_kvdisk_unlink(stem);
+        }
+    }
+    disk_seq_close(e, s);
+    free(t);
+    if (rc) return rc;
+    if (bad >= 0) {
+        if (e->kvd) g4_kvdisk_count(e->kvd, 0, 1, 0, 0, 0);
+        return g4_err_set(err, why.code ? why.code : G4_EIO, "%s", why.msg);
+    }
+    if (P == 0) return g4_err_set(err, G4_ENOTFOUND, "no prefix of these %lld tokens is in the KV cache", (long long)n);
+    if (P > 0 && e->kvd && stem == auto_stem) {
+        g4_kvdisk_added(e->kvd, stem, (uint64_t)e->tp * g4_kvfile_rank_bytes(&e->geom, P, slide_from));
+        g4_kvdisk_count(e->kvd, 1, 0, 0, 0, 0);
+    }
+    *n_saved = P > 0 ? P : 0;
+    return G4_OK;
+}
+
+int g4_engine_kv_save(g4_engine *e, const char *stem, const int32_t *tokens, int64_t n, int64_t *n_saved, g4_err *err) {
+    if (!stem || !*stem) return g4_err_set(err, G4_EINVAL, "no file name to save the KV cache to");
+    return save_prefix(e, stem, tokens, n, n_saved, err);
+}
+
+/* Pages a prefix of P positions holds (its full blocks and the window from slide_from). */
+static int64_t entry_pages(const g4_engine *e, int64_t P, int64_t slide_from) {
+    const int64_t bs = e->geom.bs, nb = (P + bs - 1) / bs;
+    return nb * e->geom.ng[G4_KV_FULL] + (nb - slide_from / bs) * e->geom.ng[G4_KV_SLIDE];
+}
+
+/* only_free: refuse (G4_ENOMEM) when the pool's free pages would not hold it (at start: what is
+ * loaded first must not be evicted by what comes after). */
+static int load_prefix(g4_engine *e, const char *stem, int only_free, int64_t *n_loaded, int64_t *n_tokens, g4_err *err) {
+    *n_loaded = 0;
+    if (n_tokens) *n_tokens = 0;
+    int rc = disk_ready(e, err);
+    if (rc) return rc;
+    char meta[4300];
+    snprintf(meta, sizeof meta, "%s" G4_KVFILE_META_EXT, stem);
+    int32_t *tok = NULL;
+    int64_t P = 0, slide_from = 0;
+    if ((rc = g4_kvfile_read_meta(meta, e->identity, e->tp, &tok, &P, &slide_from, err))) return rc;
+    if (n_tokens) *n_tokens = P;
+    if (slide_from != g4_kvmgr_slide_from(e->kv, P)) {
+        free(tok);
+        return g4_err_set(err, G4_EFORMAT, "%s: its window starts at %lld, this model's at %lld", meta, (long long)slide_from,
+                          (long long)g4_kvmgr_slide_from(e->kv, P));
+    }
+    g4_kv_stats st;
+    g4_kvmgr_stats(e->kv, &st);
+    if (P + 1 > e->o.max_ctx || (only_free && entry_pages(e, P, slide_from) > st.pages_free)) {
+        free(tok);
+        return g4_err_set(err, P + 1 > e->o.max_ctx ? G4_ECONTEXT : G4_ENOMEM, "%s: %lld positions do not fit %s", meta, (long long)P,
+                          P + 1 > e->o.max_ctx ? "--max-ctx" : "the KV pool's free pages");
+    }
+    int64_t done = 0;
+    const int s = disk_seq(e, tok, P, &done, err);
+    if (s < 0) { free(tok); return -s; }
+    g4_kvmgr_set_restore(e->kv, s, slide_from);
+    const int mb = e->o.max_batch;
+    int32_t *pos = malloc(sizeof(int32_t) * 2 * (size_t)mb);
+    uint8_t *flags = calloc((size_t)mb, 1);
+    int bad = -1;
+    g4_err why = {0};
+    if (!pos || !flags) rc = g4_err_set(err, G4_ENOMEM, "out of memory");
+    while (rc == G4_OK && bad < 0 && done < P) {
+        const int n = (int)(P - done < mb ? P - done : mb);
+        for (int i = 0; i < n; i++) { pos[i] = (int32_t)(done + i); pos[mb + i] = s; }
+        const g4_batch b = {n, tok + done, pos, pos + mb, flags, NULL, NULL};
+        if (g4_kvmgr_prepare(e->kv, &b, &why)) { bad = 0; break; }
+        rc = disk_all(e, DISK_LOAD, s, P, slide_from, done, done + n, stem, &bad, &why, err);
+        if (rc) break;
+        if (bad >= 0) g4_kvmgr_unprepare(e->kv, s);
+        else { g4_kvmgr_commit(e->kv, &b); done += n; }
+    }
+    if (rc == G4_OK) disk_seq_close(e, s);
+    free(pos);
+    free(flags);
+    free(tok);
+    if (rc) return rc;
+    if (bad >= 0) return g4_err_set(err, why.code ? why.code : G4_EIO, "%s", why.msg);
+    *n_loaded = P;
+    if (e->kvd) g4_kvdisk_count(e->kvd, 0, 0, P, 0, 0);
+    return G4_OK;
+}
+
+int g4_engine_kv_load(g4_engine *e, const char *stem, int64_t *n_loaded, int64_t *n_tokens, g4_err *err) {
+    if (!stem || !*stem) return g4_err_set(err, G4_EINVAL, "no file name to load the KV cache from");
+    return load_prefix(e, stem, 0, n_loaded, n_tokens, err);
+}
+
+const int32_t *g4_engine_seq_last(const g4_engine *e, int seq, int64_t *n) {
+    *n = 0;
+    if (e->my_rank != 0 || seq < 0 || seq >= e->o.max_seqs || !e->last_tok[seq]) return NULL;
+    *n = e->last_n[seq];
+    return *n ? e->last_tok[seq] : NULL;
+}
+
+int g4_engine_kv_disk_step(g4_engine *e) {
+    if (!e->kvd || e->my_rank != 0 || atomic_load(&e->failed)) return 0;
+    int64_t n;
+    int32_t *t = g4_kvdisk_pop(e->kvd, &n);
+    if (!t) return 0;
+    int64_t saved;
+    g4_err err;
+    if (save_prefix(e, NULL, t, n, &saved, &err) && err.code != G4_ENOTFOUND) fprintf(stderr, "g4tp: --kv-cache-dir: not written: %s\n", err.msg);
+    free(t);
+    return 1;
+}
+
+void g4_engine_kv_disk_stats(const g4_engine *e, g4_kv_disk_stats *st) {
+    memset(st, 0, sizeof *st);
+    if (!e->kvd) return;
+    g4_kvdisk_stats d;
+    g4_kvdisk_get_stats(e->kvd, &d);
+    *st = (g4_kv_disk_stats){1, d.entries, d.bytes, d.budget, d.saved, d.save_failed, d.loaded_tokens, d.refused, d.evicted};
+}
+
+/* --kv-cache-dir at start: this identity's entries, newest first, into the prefix cache while
+ * the pool's free pages hold them; refused ones (damaged, truncated, another version) are removed. */
+static int kv_disk_open(g4_engine *e, g4_err *err) {
+    if (e->o.kv_cache_dir_bytes <= 0) e->o.kv_cache_dir_bytes = (int64_t)10240 << 20;
+    if (e->o.kv_cache_min_tokens <= 0) e->o.kv_cache_min_tokens = 256;
+    int rc = disk_ready(e, err);
+    if (rc) {
+        g4_err_prefix(err, "--kv-cache-dir: ");
+        return rc;
+    }
+    if ((rc = g4_kvdisk_open(e->o.kv_cache_dir, e->identity, (uint64_t)e->o.kv_cache_dir_bytes, e->o.kv_cache_min_tokens, &e->kvd, err))) return rc;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int loaded = 0, refused = 0, skipped = 0;
+    int64_t positions = 0;
+    for (int i = 0; g4_kvdisk_entry(e->kvd, i);) {
+        char stem[4200];
+        snprintf(stem, sizeof stem, "%s", g4_kvdisk_entry(e->kvd, i));
+        int64_t n;
+        g4_err why;
+        rc = load_prefix(e, stem, 1, &n, NULL, &why);
+        if (atomic_load(&e->failed)) return g4_err_set(err, e->failure_code, "%s", e->failure);
+        if (rc == G4_OK) { loaded++; positions += n; i++; continue; }
+        if (rc == G4_ENOMEM || rc == G4_ECONTEXT) { skipped++; i++; continue; }
+        fprintf(stderr, "g4tp: --kv-cache-dir: refused (removed): %s\n", why.msg);
+        int bad;
+        g4_err ignore;
+        if ((rc = disk_all(e, DISK_DROP, 0, 0, 0, 0, 0, stem, &bad, &ignore, err))) return rc;
+        g4_kvdisk_unlink(stem);
+        g4_kvdisk_forget(e->kvd, stem);
+        refused++;
+    }
+    g4_kvdisk_count(e->kvd, 0, 0, 0, refused, 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    g4_kvdisk_stats st;
+    g4_kvdisk_get_stats(e->kvd, &st);
+    fprintf(stderr, "g4tp: --kv-cache-dir %s: %d prefixes (%lld positions) read into the prefix cache in %.2f s; %d refused; %d left on disk (no room "
+            "now); %lld entries, %llu of %llu MiB\n", e->o.kv_cache_dir, loaded, (long long)positions,
+            (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec), refused, skipped, (long long)st.entries,
+            (unsigned long long)(st.bytes >> 20), (unsigned long long)(st.budget >> 20));
     return G4_OK;
 }

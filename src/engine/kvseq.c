@@ -13,6 +13,7 @@ typedef struct {
     int64_t pend;            /* prepare: tokens of this sequence in the batch */
     int64_t reg;             /* blocks below reg / bs are registered in the prefix cache (or skipped) */
     int tentative;           /* speculation: completed blocks wait for g4_kvmgr_truncate */
+    int64_t slide_min;       /* filled from disk: no sliding block below this position */
     uint64_t stamp;
 } kseq;
 
@@ -119,7 +120,7 @@ static void drop_entry(g4_kvmgr *m, int seq, int kind, int64_t j, int tier) {
 void g4_kvmgr_open(g4_kvmgr *m, int seq, int64_t cap) {
     kseq *q = &m->s[seq];
     q->cap = cap;
-    q->len = q->slo = q->reg = 0;
+    q->len = q->slo = q->reg = q->slide_min = 0;
     q->tentative = 0;
     const int32_t op[3] = {G4_KVOP_OPEN, seq, (int32_t)cap};
     g4_kvalloc_emit(&m->a, op, 3);
@@ -249,7 +250,7 @@ int g4_kvmgr_prepare(g4_kvmgr *m, const g4_batch *b, g4_err *err) {
             for (int k = 0; k < 2; k++) {
                 if (!has_kind(m, k)) continue;
                 for (int64_t j = j0; j <= j1; j++) {
-                    if (q->blk[k][j] >= 0) continue;
+                    if (q->blk[k][j] >= 0 || (k == G4_KV_SLIDE && j * m->bs < q->slide_min)) continue;
                     if (pass == 0) need += m->g->ng[k];
                     else if (take_new(m, b->seq[t], k, j)) return g4_err_set(err, G4_ENOMEM, "KV pool: allocation failed after the check");
                 }
@@ -267,7 +268,8 @@ static void complete(g4_kvmgr *m, int seq, int64_t j, int ntok) {
     kseq *q = &m->s[seq];
     const int32_t parent = j ? q->node[j - 1] : -1;
     if (!m->pc || (j && parent < 0)) return;
-    const int32_t blk[2] = {q->blk[G4_KV_SLIDE][j], q->blk[G4_KV_FULL][j]};
+    /* filled from disk: below slide_min a sliding block (a copy-on-write one) holds no rows */
+    const int32_t blk[2] = {j * m->bs < q->slide_min ? -1 : q->blk[G4_KV_SLIDE][j], q->blk[G4_KV_FULL][j]};
     int dup;
     const int32_t x = g4_prefix_insert(m->pc, parent, q->part, ntok, blk, &dup);
     if (x < 0) return;
@@ -353,6 +355,33 @@ int g4_kvmgr_truncate(g4_kvmgr *m, int seq, int64_t len, const int32_t *tok, g4_
     /* the block being filled: its first len % bs tokens (later ones are rewritten) */
     memcpy(q->part, tok + q->reg, sizeof(int32_t) * (size_t)(len - q->reg));
     return G4_OK;
+}
+
+int64_t g4_kvmgr_seq_tokens(const g4_kvmgr *m, int seq, int32_t *out) {
+    const kseq *q = &m->s[seq];
+    if (!q->cap || !m->pc) return 0;
+    int64_t n = 0, j = 0;
+    for (; j * m->bs < q->len && q->node[j] >= 0 && g4_prefix_ntok(m->pc, q->node[j]) == m->bs; j++, n += m->bs)
+        g4_prefix_tokens(m->pc, q->node[j], out + n);
+    /* the block being filled, when everything before it is known */
+    if (n == q->reg && q->len > n && q->len - n < m->bs) {
+        memcpy(out + n, q->part, sizeof(int32_t) * (size_t)(q->len - n));
+        n = q->len;
+    }
+    return n;
+}
+
+int64_t g4_kvmgr_slide_from(const g4_kvmgr *m, int64_t P) {
+    return has_kind(m, G4_KV_SLIDE) && m->g->window > 0 ? first_slide(m, P) * m->bs : P;
+}
+
+void g4_kvmgr_set_restore(g4_kvmgr *m, int seq, int64_t slide_min) { m->s[seq].slide_min = slide_min; }
+
+void g4_kvmgr_unprepare(g4_kvmgr *m, int seq) {
+    kseq *q = &m->s[seq];
+    for (int64_t j = (q->len + m->bs - 1) / m->bs; j < m->tlen; j++)
+        for (int k = 0; k < 2; k++)
+            if (has_kind(m, k) && q->blk[k][j] >= 0) drop_entry(m, seq, k, j, 0);
 }
 
 int64_t g4_kvmgr_pages_to_grow(const g4_kvmgr *m, int64_t len, int64_t n) {

@@ -57,6 +57,19 @@ int64_t g4_kvmgr_keep(const g4_kvmgr *m);
 void g4_kvmgr_set_tentative(g4_kvmgr *m, int seq, int on);
 int g4_kvmgr_truncate(g4_kvmgr *m, int seq, int64_t len, const int32_t *tok, g4_err *err);
 
+/* The KV cache on disk (kvfile.h). The tokens of the sequence's positions so far that are known
+ * (registered blocks, then the block being filled); returns how many (<= its length; out holds
+ * max_ctx). */
+int64_t g4_kvmgr_seq_tokens(const g4_kvmgr *m, int seq, int32_t *out);
+/* The first sliding position an entry of P positions keeps: where the window its next query
+ * reads starts, on a block boundary (P when the model has no sliding layers). */
+int64_t g4_kvmgr_slide_from(const g4_kvmgr *m, int64_t P);
+/* A sequence being filled from disk: positions below slide_min get no sliding block (the file
+ * has none there), and completed blocks there are registered without one. */
+void g4_kvmgr_set_restore(g4_kvmgr *m, int seq, int64_t slide_min);
+/* After a prepare whose step did not run: gives back the blocks it took past the length. */
+void g4_kvmgr_unprepare(g4_kvmgr *m, int seq);
+
 /* Pages a sequence at len positions needs to grow to len + n (with steps of up to max_batch). */
 int64_t g4_kvmgr_pages_to_grow(const g4_kvmgr *m, int64_t len, int64_t n);
 /* Free pages plus pages only the prefix cache holds. */

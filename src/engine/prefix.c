@@ -109,6 +109,7 @@ int64_t g4_prefix_match(const g4_prefix *p, const int32_t *tok, int64_t n, int32
 
 int32_t g4_prefix_block(const g4_prefix *p, int32_t node, int kind) { return p->n[node].blk[kind]; }
 int g4_prefix_ntok(const g4_prefix *p, int32_t node) { return p->n[node].ntok; }
+void g4_prefix_tokens(const g4_prefix *p, int32_t node, int32_t *out) { memcpy(out, p->n[node].tok, sizeof(int32_t) * (size_t)p->n[node].ntok); }
 
 /* ---- LRU lists ---------------------------------------------------------------------------- */
 

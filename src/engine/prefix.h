@@ -39,6 +39,8 @@ void g4_prefix_free(g4_prefix *p);
 int64_t g4_prefix_match(const g4_prefix *p, const int32_t *tok, int64_t n, int32_t *chain, int32_t *part, int *part_len);
 int32_t g4_prefix_block(const g4_prefix *p, int32_t node, int kind); /* -1 when dropped */
 int g4_prefix_ntok(const g4_prefix *p, int32_t node);
+/* The node's tokens into out (g4_prefix_ntok of them). */
+void g4_prefix_tokens(const g4_prefix *p, int32_t node, int32_t *out);
 
 /* Registers the block of ntok tokens (ntok < BS: a finished sequence's last block) under parent
  * (-1: the root) with the sequence's blocks blk[kind] (-1 where none). The node takes a

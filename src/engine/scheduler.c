@@ -122,6 +122,12 @@ struct g4_sched {
     int max_batch;
     g4_vocab *vocab;          /* constrained decoding: the tokenizer's trie, made at the first such request */
     pthread_mutex_t vocab_mu;
+    /* g4_sched_run_job: one caller at a time (job_mu); the loop runs it between steps */
+    pthread_mutex_t job_mu;
+    pthread_cond_t job_cv;
+    g4_sched_job_fn job_fn;
+    void *job_arg;
+    int job_rc, job_done;
 };
 
 static double now_s(void) {
@@ -708,14 +714,32 @@ static void *loop(void *arg) {
             }
             s->wait_tail = NULL;
             s->n_waiting = 0;
+            if (s->job_fn) { s->job_fn = NULL; s->job_rc = G4_ECANCELED; s->job_done = 1; pthread_cond_broadcast(&s->job_cv); }
             pthread_mutex_unlock(&s->mu);
             return NULL;
+        }
+        if (s->job_fn) {
+            /* a job (slot save/restore) between two steps, with the engine to itself */
+            g4_sched_job_fn fn = s->job_fn;
+            pthread_mutex_unlock(&s->mu);
+            const int rc = fn(s->e, s->job_arg);
+            pthread_mutex_lock(&s->mu);
+            s->job_fn = NULL;
+            s->job_rc = rc;
+            s->job_done = 1;
+            pthread_cond_broadcast(&s->job_cv);
         }
         admit(s);
         s->stats.kv_used = g4_engine_kv_bytes_used(s->e); /* also when going idle: 0 then */
         g4_engine_kv_stats(s->e, &s->stats.kv);
         if (s->n_running == 0) {
-            pthread_cond_wait(&s->cv, &s->mu);
+            /* idle: write one queued prefix to --kv-cache-dir (then look at the queue again) */
+            const int had_waiting = s->wait_head != NULL;
+            pthread_mutex_unlock(&s->mu);
+            if (g4_engine_kv_disk_step(s->e)) continue;
+            pthread_mutex_lock(&s->mu);
+            /* what came while the lock was free is not missed */
+            if (!(s->wait_head && !had_waiting) && !s->job_fn && !s->stop) pthread_cond_wait(&s->cv, &s->mu);
             pthread_mutex_unlock(&s->mu);
             continue;
         }
@@ -862,6 +886,8 @@ int g4_sched_create(g4_textgen *tg, const g4_sched_opts *opts, g4_sched **out, g
     g4_sched *s = calloc(1, sizeof *s);
     if (!s) return g4_err_set(err, G4_ENOMEM, "out of memory");
     pthread_mutex_init(&s->vocab_mu, NULL);
+    pthread_mutex_init(&s->job_mu, NULL);
+    pthread_cond_init(&s->job_cv, NULL);
     s->tg = tg;
     s->e = tg->engine;
     if (opts) s->o = *opts;
@@ -935,7 +961,27 @@ void g4_sched_free(g4_sched *s) {
     g4_spec_costs_free(&s->costs);
     g4_vocab_free(s->vocab);
     pthread_mutex_destroy(&s->vocab_mu);
+    pthread_mutex_destroy(&s->job_mu);
+    pthread_cond_destroy(&s->job_cv);
     free(s);
+}
+
+int g4_sched_run_job(g4_sched *s, g4_sched_job_fn fn, void *arg) {
+    pthread_mutex_lock(&s->job_mu);
+    pthread_mutex_lock(&s->mu);
+    int rc;
+    if (s->stop || s->closed) rc = G4_ECANCELED;
+    else {
+        s->job_fn = fn;
+        s->job_arg = arg;
+        s->job_done = 0;
+        pthread_cond_signal(&s->cv);
+        while (!s->job_done) pthread_cond_wait(&s->job_cv, &s->mu);
+        rc = s->job_rc;
+    }
+    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&s->job_mu);
+    return rc;
 }
 
 int g4_sched_submit(g4_sched *s, const int32_t *prompt, size_t n_prompt, const g4_gen_params *p, g4_sched_req **out, g4_err *err) {

@@ -127,6 +127,11 @@ size_t g4_sched_req_logprobs(g4_sched_req *r, size_t from, g4_token_logprob *out
  * the request's first event on), else 0 and copies nothing. */
 int g4_sched_req_prompt_logprobs(g4_sched_req *r, g4_token_logprob *out, size_t max);
 
+/* Runs fn on the scheduler's thread between two steps (the engine is not used meanwhile) and
+ * returns what it returns; G4_ECANCELED when the scheduler stops first. One job at a time. */
+typedef int (*g4_sched_job_fn)(struct g4_engine *e, void *arg);
+int g4_sched_run_job(g4_sched *s, g4_sched_job_fn fn, void *arg);
+
 void g4_sched_get_stats(g4_sched *s, g4_sched_stats *st);
 /* Stop admitting new requests (submit says G4_EBUSY); with drain, let running ones finish. */
 void g4_sched_shutdown(g4_sched *s, int drain);

@@ -1,0 +1,361 @@
+/* The KV cache on disk (src/engine/kvfile.c, kvdisk.c, the engine's CMD_KV_DISK):
+ * - a prefix saved by one engine and loaded by a new one gives, for the rest of the prompt,
+ *   bitwise the logits of a cold prefill: TP 1 and 2, other thread counts, f32 / bf16 / q8_0
+ *   KV, prefixes ending on and inside a block, past the sliding window;
+ * - --kv-cache-dir: a finished sequence is written when idle, read back at the next start, and
+ *   the request after the restart hits it; the disk budget evicts the least recently used;
+ * - refusals: a damaged meta, a damaged block, a truncated rank file, another version, another
+ *   model, another TP degree: refused with the reason, and the cache stays exact. */
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "engine_util.h"
+
+typedef struct {
+    g4_engine *e;
+    int64_t V;
+    float *lg;
+} kd;
+
+static void kd_open(kd *k, g4_engine_opts *o) {
+    g4_err err = {0};
+    if (g4_engine_open(o, &k->e, &err)) fail_msg("%s", err.msg);
+    k->V = g4_engine_vocab(k->e);
+    k->lg = malloc(sizeof(float) * (size_t)k->V * (size_t)g4_engine_max_batch(k->e));
+}
+
+static void kd_close(kd *k) {
+    free(k->lg);
+    g4_engine_close(k->e);
+}
+
+static void feed(kd *k, int seq, const int32_t *tok, int64_t from, int64_t to, float *out) {
+    const int mb = g4_engine_max_batch(k->e);
+    int32_t pos[256], sq[256];
+    uint8_t want[256];
+    for (int64_t s = from; s < to; s += mb) {
+        const int m = (int)(to - s < mb ? to - s : mb);
+        for (int i = 0; i < m; i++) { pos[i] = (int32_t)(s + i); sq[i] = seq; want[i] = out != NULL; }
+        g4_batch b = {.n = m, .ids = tok + s, .pos = pos, .seq = sq, .logits = want};
+        g4_err err = {0};
+        if (g4_engine_forward(k->e, &b, k->lg, &err)) fail_msg("forward at %lld: %s", (long long)s, err.msg);
+        if (out) memcpy(out + (size_t)(s - from) * (size_t)k->V, k->lg, sizeof(float) * (size_t)m * (size_t)k->V);
+    }
+}
+
+/* Computes tok[0..n) in a sequence and closes it: its blocks are in the prefix cache. */
+static void run_prefix(kd *k, const int32_t *tok, int64_t n) {
+    int seq;
+    int64_t c;
+    g4_err err = {0};
+    if (g4_engine_seq_open_cached(k->e, g4_engine_max_ctx(k->e), tok, n, &seq, &c, &err)) fail_msg("%s", err.msg);
+    feed(k, seq, tok, c, n, NULL);
+    g4_engine_seq_close(k->e, seq);
+}
+
+static float *cold(kd *k, const int32_t *tok, int64_t n) {
+    float *out = malloc(sizeof(float) * (size_t)n * (size_t)k->V);
+    int seq;
+    g4_err err = {0};
+    if (g4_engine_seq_open(k->e, g4_engine_max_ctx(k->e), &seq, &err)) fail_msg("%s", err.msg);
+    feed(k, seq, tok, 0, n, out);
+    g4_engine_seq_close(k->e, seq);
+    return out;
+}
+
+static void fill_ids(int32_t *t, int64_t n, int64_t vocab, uint32_t seed) {
+    for (int64_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        t[i] = (int32_t)(3 + (seed >> 8) % (uint32_t)(vocab - 3));
+    }
+}
+
+/* Opens tok[0..n) on the cache: expect positions hit (-1: any), the rest bitwise `want`. */
+static int64_t check_hit(kd *k, const int32_t *tok, int64_t n, const float *want, int64_t expect, const char *what) {
+    int seq;
+    int64_t p;
+    g4_err err = {0};
+    if (g4_engine_seq_open_cached(k->e, g4_engine_max_ctx(k->e), tok, n, &seq, &p, &err)) fail_msg("%s", err.msg);
+    if (expect >= 0 && p != expect) fail_msg("%s: %lld positions from the cache, expected %lld", what, (long long)p, (long long)expect);
+    float *got = malloc(sizeof(float) * (size_t)(n - p) * (size_t)k->V);
+    feed(k, seq, tok, p, n, got);
+    for (int64_t i = p; i < n; i++)
+        if (memcmp(got + (size_t)(i - p) * (size_t)k->V, want + (size_t)i * (size_t)k->V, sizeof(float) * (size_t)k->V))
+            fail_msg("%s: position %lld after a hit of %lld differs from the cold prefill", what, (long long)i, (long long)p);
+    free(got);
+    g4_engine_seq_close(k->e, seq);
+    return p;
+}
+
+static char tmpdir[64];
+
+static void rm_tree(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    for (struct dirent *de; (de = readdir(d));) {
+        if (de->d_name[0] == '.') continue;
+        char p[512];
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        unlink(p);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+static int setup(void **state) {
+    (void)state;
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/g4kvdisk-XXXXXX");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+static int teardown(void **state) {
+    (void)state;
+    rm_tree(tmpdir);
+    return 0;
+}
+
+static int count_files(const char *dir, const char *suffix) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *de; d && (de = readdir(d));) {
+        const size_t l = strlen(de->d_name), s = strlen(suffix);
+        n += l > s && !strcmp(de->d_name + l - s, suffix);
+    }
+    if (d) closedir(d);
+    return n;
+}
+
+/* Save L positions from engine A (tp_a x th_a), load into a fresh engine B (tp_b x th_b): the
+ * rest of the prompt is bitwise the cold prefill. */
+static void roundtrip(const char *dir, int tp, int th_a, int th_b, const char *kvd, int64_t L) {
+    g4_engine_opts o = {.tp = tp, .threads = th_a, .model_dir = dir, .max_batch = 24, .max_ctx = 512, .kv_dtype = kvd};
+    kd a, b;
+    kd_open(&a, &o);
+    const int64_t N = 170;
+    int32_t t[170];
+    fill_ids(t, N, a.V, 11);
+    float *ref = cold(&a, t, N);
+    g4_engine_prefix_clear(a.e);
+    run_prefix(&a, t, L);
+    char stem[256];
+    snprintf(stem, sizeof stem, "%s/rt", tmpdir);
+    int64_t saved;
+    g4_err err = {0};
+    if (g4_engine_kv_save(a.e, stem, t, L, &saved, &err)) fail_msg("save: %s", err.msg);
+    assert_int_equal(saved, L);
+    kd_close(&a);
+    o.threads = th_b;
+    kd_open(&b, &o);
+    int64_t loaded, ntok;
+    if (g4_engine_kv_load(b.e, stem, &loaded, &ntok, &err)) fail_msg("load: %s", err.msg);
+    assert_int_equal(loaded, L);
+    assert_int_equal(ntok, L);
+    char what[256];
+    snprintf(what, sizeof what, "%s tp %d, threads %d -> %d, %s KV, %lld saved", dir, tp, th_a, th_b, kvd ? kvd : "f32", (long long)L);
+    check_hit(&b, t, N, ref, L, what);
+    kd_close(&b);
+    free(ref);
+    char rp[300];
+    snprintf(rp, sizeof rp, "%s.meta", stem);
+    unlink(rp);
+    for (int r = 0; r < tp; r++) {
+        snprintf(rp, sizeof rp, "%s.r%dof%d.kv", stem, r, tp);
+        unlink(rp);
+    }
+}
+
+static void test_restored_is_exact(void **state) {
+    (void)state;
+    roundtrip(tu_path("golden/tiny_default"), 1, 1, 2, NULL, 32);   /* on a block boundary */
+    roundtrip(tu_path("golden/tiny_default"), 1, 1, 1, NULL, 141);  /* inside a block, past the window */
+    roundtrip(tu_path("golden/tiny_tp8"), 2, 1, 2, NULL, 77);
+    roundtrip(tu_path("golden/tiny_wide"), 2, 2, 1, "bf16", 133);
+    roundtrip("models/demo", 1, 2, 1, "q8_0", 100);
+    roundtrip("models/demo", 2, 1, 1, NULL, 150);
+}
+
+/* Makes one entry of tiny_default (tp 1) at stem; returns its meta's path in meta. */
+static void make_entry(const char *stem, int32_t *t, int64_t n, g4_engine_opts *o) {
+    kd a;
+    kd_open(&a, o);
+    fill_ids(t, n, a.V, 5);
+    run_prefix(&a, t, n);
+    int64_t saved;
+    g4_err err = {0};
+    if (g4_engine_kv_save(a.e, stem, t, n, &saved, &err)) fail_msg("save: %s", err.msg);
+    assert_int_equal(saved, n);
+    kd_close(&a);
+}
+
+static int load_rc(g4_engine_opts *o, const char *stem, char *msg, size_t cap) {
+    kd b;
+    kd_open(&b, o);
+    int64_t loaded;
+    g4_err err = {0};
+    const int rc = g4_engine_kv_load(b.e, stem, &loaded, NULL, &err);
+    snprintf(msg, cap, "%s", err.msg);
+    kd_close(&b);
+    return rc;
+}
+
+static void flip(const char *path, long off) {
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    if (off < 0) { fseek(f, 0, SEEK_END); off += ftell(f); }
+    fseek(f, off, SEEK_SET);
+    int c = fgetc(f);
+    fseek(f, off, SEEK_SET);
+    fputc(c ^ 0x20, f);
+    fclose(f);
+}
+
+static void test_refusals(void **state) {
+    (void)state;
+    g4_engine_opts o = {.tp = 1, .threads = 1, .model_dir = tu_path("golden/tiny_default"), .max_batch = 24, .max_ctx = 512};
+    char stem[256], meta[300], rank[300], msg[1024];
+    snprintf(stem, sizeof stem, "%s/bad", tmpdir);
+    snprintf(meta, sizeof meta, "%s.meta", stem);
+    snprintf(rank, sizeof rank, "%s.r0of1.kv", stem);
+    int32_t t[90];
+    /* sound: loads */
+    make_entry(stem, t, 90, &o);
+    assert_int_equal(load_rc(&o, stem, msg, sizeof msg), G4_OK);
+    /* a damaged meta */
+    flip(meta, 60);
+    assert_int_equal(load_rc(&o, stem, msg, sizeof msg), G4_ECHECKSUM);
+    make_entry(stem, t, 90, &o);
+    /* a damaged block: refused from there on; whatever is cached stays exact */
+    flip(rank, -20);
+    assert_int_equal(load_rc(&o, stem, msg, sizeof msg), G4_ECHECKSUM);
+    assert_non_null(strstr(msg, "checksum"));
+    make_entry(stem, t, 90, &o);
+    /* truncated */
+    assert_int_equal(truncate(rank, 5000), 0);
+    assert_int_equal(load_rc(&o, stem, msg, sizeof msg), G4_EFORMAT);
+    assert_non_null(strstr(msg, "truncated"));
+    make_entry(stem, t, 90, &o);
+    /* another numeric version, with a header that is otherwise sound */
+    {
+        FILE *f = fopen(rank, "r+b");
+        uint8_t h[96];
+        assert_int_equal(fread(h, 1, 96, f), 96);
+        h[12] ^= 0x7f;
+        const uint64_t x = XXH64(h, 88, 0);
+        memcpy(h + 88, &x, 8);
+        fseek(f, 0, SEEK_SET);
+        fwrite(h, 1, 96, f);
+        fclose(f);
+    }
+    assert_int_equal(load_rc(&o, stem, msg, sizeof msg), G4_EUNSUPPORTED);
+    assert_non_null(strstr(msg, "another version"));
+    make_entry(stem, t, 90, &o);
+    /* another model, another TP degree, another KV dtype: the meta's identity says no */
+    g4_engine_opts other = o;
+    other.model_dir = tu_path("golden/tiny_wide");
+    assert_int_equal(load_rc(&other, stem, msg, sizeof msg), G4_EUNSUPPORTED);
+    other = o;
+    other.tp = 2;
+    other.model_dir = tu_path("golden/tiny_default");
+    assert_int_equal(load_rc(&other, stem, msg, sizeof msg), G4_EUNSUPPORTED);
+    other = o;
+    other.kv_dtype = "bf16";
+    assert_int_equal(load_rc(&other, stem, msg, sizeof msg), G4_EUNSUPPORTED);
+    /* missing */
+    assert_int_equal(unlink(rank), 0);
+    assert_int_equal(load_rc(&o, stem, msg, sizeof msg), G4_EIO);
+    unlink(meta);
+    /* nothing cached: nothing to save */
+    kd a;
+    kd_open(&a, &o);
+    int64_t saved;
+    g4_err err = {0};
+    assert_int_equal(g4_engine_kv_save(a.e, stem, t, 90, &saved, &err), G4_ENOTFOUND);
+    /* an unwritable place: an error, the engine goes on */
+    run_prefix(&a, t, 40);
+    assert_int_equal(g4_engine_kv_save(a.e, "/proc/no/such/dir/x", t, 40, &saved, &err), G4_EIO);
+    float *ref = cold(&a, t, 90);
+    g4_engine_prefix_clear(a.e);
+    run_prefix(&a, t, 40);
+    check_hit(&a, t, 90, ref, 40, "after a failed save");
+    free(ref);
+    kd_close(&a);
+}
+
+/* --kv-cache-dir: written when idle, read at the next start, hit after the restart; LRU budget. */
+static void test_cache_dir(void **state) {
+    (void)state;
+    char dir[128];
+    snprintf(dir, sizeof dir, "%s/auto", tmpdir);
+    g4_engine_opts o = {.tp = 2, .threads = 1, .model_dir = tu_path("golden/tiny_tp8"), .max_batch = 24, .max_ctx = 512,
+                        .kv_cache_dir = dir, .kv_cache_min_tokens = 32};
+    kd a, b;
+    kd_open(&a, &o);
+    const int64_t N = 160;
+    int32_t t[160], u[160];
+    fill_ids(t, N, a.V, 21);
+    fill_ids(u, N, a.V, 22);
+    float *ref = cold(&a, t, N), *ref2 = cold(&a, u, N);
+    assert_int_equal(g4_engine_kv_disk_step(a.e), 1); /* the two cold runs were queued */
+    assert_int_equal(g4_engine_kv_disk_step(a.e), 1);
+    assert_int_equal(g4_engine_kv_disk_step(a.e), 0);
+    g4_kv_disk_stats ds;
+    g4_engine_kv_disk_stats(a.e, &ds);
+    assert_int_equal(ds.saved, 2);
+    assert_int_equal(ds.entries, 2);
+    run_prefix(&a, t, 20); /* shorter than kv_cache_min_tokens: not written */
+    assert_int_equal(g4_engine_kv_disk_step(a.e), 0);
+    run_prefix(&a, t, 120); /* queued; written at close */
+    kd_close(&a);
+    assert_int_equal(count_files(dir, ".meta"), 3);
+    assert_int_equal(count_files(dir, ".kv"), 6);
+    /* restart: read back; the whole of t (160 positions) is cached, the rest exact */
+    kd_open(&b, &o);
+    g4_engine_kv_disk_stats(b.e, &ds);
+    assert_true(ds.loaded_tokens >= 2 * (uint64_t)N - 1);
+    check_hit(&b, t, N, ref, N - 1, "t after a restart");
+    check_hit(&b, u, N, ref2, N - 1, "u after a restart");
+    kd_close(&b);
+    /* a budget for one entry: the least recently used go */
+    o.kv_cache_dir_bytes = (int64_t)(ds.bytes / 2); /* one entry of 160 positions, not two (the three: 440) */
+    kd_open(&b, &o);
+    int32_t w[160];
+    fill_ids(w, N, b.V, 23);
+    run_prefix(&b, w, N);
+    assert_int_equal(g4_engine_kv_disk_step(b.e), 1);
+    g4_engine_kv_disk_stats(b.e, &ds);
+    assert_true(ds.evicted >= 2);
+    assert_true(ds.bytes <= ds.budget);
+    assert_int_equal(ds.entries, 1);
+    kd_close(&b);
+    assert_int_equal(count_files(dir, ".meta"), 1);
+    assert_int_equal(count_files(dir, ".kv"), 2);
+    /* a half-written entry (rank files without their meta) and a temporary file go at start */
+    char prefix[32] = "", p1[400], p2[400];
+    DIR *d = opendir(dir);
+    for (struct dirent *de; d && (de = readdir(d));)
+        if (strstr(de->d_name, ".meta")) memcpy(prefix, de->d_name, 17);
+    closedir(d);
+    assert_int_equal(strlen(prefix), 17);
+    snprintf(p1, sizeof p1, "%s/%sfeed-7.r1of2.kv", dir, prefix);
+    snprintf(p2, sizeof p2, "%s/%sfeed-7.meta.tmp-1-1", dir, prefix);
+    fclose(fopen(p1, "w"));
+    fclose(fopen(p2, "w"));
+    kd_open(&b, &o);
+    kd_close(&b);
+    assert_int_equal(access(p1, F_OK), -1);
+    assert_int_equal(access(p2, F_OK), -1);
+    assert_int_equal(count_files(dir, ".kv"), 2);
+    free(ref);
+    free(ref2);
+    rm_tree(dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_restored_is_exact),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_cache_dir),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
