@@ -11,82 +11,16 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "engine_util.h"
-
-typedef struct {
-    g4_engine *e;
-    int64_t V;
-    float *lg;
-} kd;
-
-static void kd_open(kd *k, g4_engine_opts *o) {
-    g4_err err = {0};
-    if (g4_engine_open(o, &k->e, &err)) fail_msg("%s", err.msg);
-    k->V = g4_engine_vocab(k->e);
-    k->lg = malloc(sizeof(float) * (size_t)k->V * (size_t)g4_engine_max_batch(k->e));
-}
-
-static void kd_close(kd *k) {
-    free(k->lg);
-    g4_engine_close(k->e);
-}
-
-static void feed(kd *k, int seq, const int32_t *tok, int64_t from, int64_t to, float *out) {
-    const int mb = g4_engine_max_batch(k->e);
-    int32_t pos[256], sq[256];
-    uint8_t want[256];
-    for (int64_t s = from; s < to; s += mb) {
-        const int m = (int)(to - s < mb ? to - s : mb);
-        for (int i = 0; i < m; i++) { pos[i] = (int32_t)(s + i); sq[i] = seq; want[i] = out != NULL; }
-        g4_batch b = {.n = m, .ids = tok + s, .pos = pos, .seq = sq, .logits = want};
-        g4_err err = {0};
-        if (g4_engine_forward(k->e, &b, k->lg, &err)) fail_msg("forward at %lld: %s", (long long)s, err.msg);
-        if (out) memcpy(out + (size_t)(s - from) * (size_t)k->V, k->lg, sizeof(float) * (size_t)m * (size_t)k->V);
-    }
-}
+#include "kv_util.h"
 
 /* Computes tok[0..n) in a sequence and closes it: its blocks are in the prefix cache. */
-static void run_prefix(kd *k, const int32_t *tok, int64_t n) {
+static void run_prefix(kt *k, const int32_t *tok, int64_t n) {
     int seq;
     int64_t c;
     g4_err err = {0};
     if (g4_engine_seq_open_cached(k->e, g4_engine_max_ctx(k->e), tok, n, &seq, &c, &err)) fail_msg("%s", err.msg);
     feed(k, seq, tok, c, n, NULL);
     g4_engine_seq_close(k->e, seq);
-}
-
-static float *cold(kd *k, const int32_t *tok, int64_t n) {
-    float *out = malloc(sizeof(float) * (size_t)n * (size_t)k->V);
-    int seq;
-    g4_err err = {0};
-    if (g4_engine_seq_open(k->e, g4_engine_max_ctx(k->e), &seq, &err)) fail_msg("%s", err.msg);
-    feed(k, seq, tok, 0, n, out);
-    g4_engine_seq_close(k->e, seq);
-    return out;
-}
-
-static void fill_ids(int32_t *t, int64_t n, int64_t vocab, uint32_t seed) {
-    for (int64_t i = 0; i < n; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        t[i] = (int32_t)(3 + (seed >> 8) % (uint32_t)(vocab - 3));
-    }
-}
-
-/* Opens tok[0..n) on the cache: expect positions hit (-1: any), the rest bitwise `want`. */
-static int64_t check_hit(kd *k, const int32_t *tok, int64_t n, const float *want, int64_t expect, const char *what) {
-    int seq;
-    int64_t p;
-    g4_err err = {0};
-    if (g4_engine_seq_open_cached(k->e, g4_engine_max_ctx(k->e), tok, n, &seq, &p, &err)) fail_msg("%s", err.msg);
-    if (expect >= 0 && p != expect) fail_msg("%s: %lld positions from the cache, expected %lld", what, (long long)p, (long long)expect);
-    float *got = malloc(sizeof(float) * (size_t)(n - p) * (size_t)k->V);
-    feed(k, seq, tok, p, n, got);
-    for (int64_t i = p; i < n; i++)
-        if (memcmp(got + (size_t)(i - p) * (size_t)k->V, want + (size_t)i * (size_t)k->V, sizeof(float) * (size_t)k->V))
-            fail_msg("%s: position %lld after a hit of %lld differs from the cold prefill", what, (long long)i, (long long)p);
-    free(got);
-    g4_engine_seq_close(k->e, seq);
-    return p;
 }
 
 static char tmpdir[64];
@@ -130,8 +64,8 @@ static int count_files(const char *dir, const char *suffix) {
  * rest of the prompt is bitwise the cold prefill. */
 static void roundtrip(const char *dir, int tp, int th_a, int th_b, const char *kvd, int64_t L) {
     g4_engine_opts o = {.tp = tp, .threads = th_a, .model_dir = dir, .max_batch = 24, .max_ctx = 512, .kv_dtype = kvd};
-    kd a, b;
-    kd_open(&a, &o);
+    kt a, b;
+    kt_open(&a, &o);
     const int64_t N = 170;
     int32_t t[170];
     fill_ids(t, N, a.V, 11);
@@ -144,9 +78,9 @@ static void roundtrip(const char *dir, int tp, int th_a, int th_b, const char *k
     g4_err err = {0};
     if (g4_engine_kv_save(a.e, stem, t, L, &saved, &err)) fail_msg("save: %s", err.msg);
     assert_int_equal(saved, L);
-    kd_close(&a);
+    kt_close(&a);
     o.threads = th_b;
-    kd_open(&b, &o);
+    kt_open(&b, &o);
     int64_t loaded, ntok;
     if (g4_engine_kv_load(b.e, stem, &loaded, &ntok, &err)) fail_msg("load: %s", err.msg);
     assert_int_equal(loaded, L);
@@ -154,7 +88,7 @@ static void roundtrip(const char *dir, int tp, int th_a, int th_b, const char *k
     char what[256];
     snprintf(what, sizeof what, "%s tp %d, threads %d -> %d, %s KV, %lld saved", dir, tp, th_a, th_b, kvd ? kvd : "f32", (long long)L);
     check_hit(&b, t, N, ref, L, what);
-    kd_close(&b);
+    kt_close(&b);
     free(ref);
     char rp[300];
     snprintf(rp, sizeof rp, "%s.meta", stem);
@@ -177,25 +111,25 @@ static void test_restored_is_exact(void **state) {
 
 /* Makes one entry of tiny_default (tp 1) at stem; returns its meta's path in meta. */
 static void make_entry(const char *stem, int32_t *t, int64_t n, g4_engine_opts *o) {
-    kd a;
-    kd_open(&a, o);
+    kt a;
+    kt_open(&a, o);
     fill_ids(t, n, a.V, 5);
     run_prefix(&a, t, n);
     int64_t saved;
     g4_err err = {0};
     if (g4_engine_kv_save(a.e, stem, t, n, &saved, &err)) fail_msg("save: %s", err.msg);
     assert_int_equal(saved, n);
-    kd_close(&a);
+    kt_close(&a);
 }
 
 static int load_rc(g4_engine_opts *o, const char *stem, char *msg, size_t cap) {
-    kd b;
-    kd_open(&b, o);
+    kt b;
+    kt_open(&b, o);
     int64_t loaded;
     g4_err err = {0};
     const int rc = g4_engine_kv_load(b.e, stem, &loaded, NULL, &err);
     snprintf(msg, cap, "%s", err.msg);
-    kd_close(&b);
+    kt_close(&b);
     return rc;
 }
 
@@ -266,8 +200,8 @@ static void test_refusals(void **state) {
     assert_int_equal(load_rc(&o, stem, msg, sizeof msg), G4_EIO);
     unlink(meta);
     /* nothing cached: nothing to save */
-    kd a;
-    kd_open(&a, &o);
+    kt a;
+    kt_open(&a, &o);
     int64_t saved;
     g4_err err = {0};
     assert_int_equal(g4_engine_kv_save(a.e, stem, t, 90, &saved, &err), G4_ENOTFOUND);
@@ -279,7 +213,7 @@ static void test_refusals(void **state) {
     run_prefix(&a, t, 40);
     check_hit(&a, t, 90, ref, 40, "after a failed save");
     free(ref);
-    kd_close(&a);
+    kt_close(&a);
 }
 
 /* --kv-cache-dir: written when idle, read at the next start, hit after the restart; LRU budget. */
@@ -289,8 +223,8 @@ static void test_cache_dir(void **state) {
     snprintf(dir, sizeof dir, "%s/auto", tmpdir);
     g4_engine_opts o = {.tp = 2, .threads = 1, .model_dir = tu_path("golden/tiny_tp8"), .max_batch = 24, .max_ctx = 512,
                         .kv_cache_dir = dir, .kv_cache_min_tokens = 32};
-    kd a, b;
-    kd_open(&a, &o);
+    kt a, b;
+    kt_open(&a, &o);
     const int64_t N = 160;
     int32_t t[160], u[160];
     fill_ids(t, N, a.V, 21);
@@ -306,19 +240,19 @@ static void test_cache_dir(void **state) {
     run_prefix(&a, t, 20); /* shorter than kv_cache_min_tokens: not written */
     assert_int_equal(g4_engine_kv_disk_step(a.e), 0);
     run_prefix(&a, t, 120); /* queued; written at close */
-    kd_close(&a);
+    kt_close(&a);
     assert_int_equal(count_files(dir, ".meta"), 3);
     assert_int_equal(count_files(dir, ".kv"), 6);
     /* restart: read back; the whole of t (160 positions) is cached, the rest exact */
-    kd_open(&b, &o);
+    kt_open(&b, &o);
     g4_engine_kv_disk_stats(b.e, &ds);
     assert_true(ds.loaded_tokens >= 2 * (uint64_t)N - 1);
     check_hit(&b, t, N, ref, N - 1, "t after a restart");
     check_hit(&b, u, N, ref2, N - 1, "u after a restart");
-    kd_close(&b);
+    kt_close(&b);
     /* a budget for one entry: the least recently used go */
     o.kv_cache_dir_bytes = (int64_t)(ds.bytes / 2); /* one entry of 160 positions, not two (the three: 440) */
-    kd_open(&b, &o);
+    kt_open(&b, &o);
     int32_t w[160];
     fill_ids(w, N, b.V, 23);
     run_prefix(&b, w, N);
@@ -327,7 +261,7 @@ static void test_cache_dir(void **state) {
     assert_true(ds.evicted >= 2);
     assert_true(ds.bytes <= ds.budget);
     assert_int_equal(ds.entries, 1);
-    kd_close(&b);
+    kt_close(&b);
     assert_int_equal(count_files(dir, ".meta"), 1);
     assert_int_equal(count_files(dir, ".kv"), 2);
     /* a half-written entry (rank files without their meta) and a temporary file go at start */
@@ -341,8 +275,8 @@ static void test_cache_dir(void **state) {
     snprintf(p2, sizeof p2, "%s/%sfeed-7.meta.tmp-1-1", dir, prefix);
     fclose(fopen(p1, "w"));
     fclose(fopen(p2, "w"));
-    kd_open(&b, &o);
-    kd_close(&b);
+    kt_open(&b, &o);
+    kt_close(&b);
     assert_int_equal(access(p1, F_OK), -1);
     assert_int_equal(access(p2, F_OK), -1);
     assert_int_equal(count_files(dir, ".kv"), 2);
