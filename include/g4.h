@@ -122,6 +122,9 @@ void g4_engine_prefix_clear(g4_engine *e);
  * rank, in that rank's process's folder); *n_saved: its positions. G4_ENOTFOUND when nothing
  * of it is cached. Needs a free sequence slot (G4_EBUSY). */
 int g4_engine_kv_save(g4_engine *e, const char *stem, const int32_t *tokens, int64_t n, int64_t *n_saved, g4_err *err);
+/* The same, keeping the sliding rows a hit at position `from` needs too, as far as the cache
+ * still holds them (a request with the same prompt but not the answer hits there). */
+int g4_engine_kv_save_from(g4_engine *e, const char *stem, const int32_t *tokens, int64_t n, int64_t from, int64_t *n_saved, g4_err *err);
 /* Reads such files into the prefix cache (evictable, like a finished request's blocks): a
  * request sharing the prefix then takes it from the cache. Files of another model,
  * configuration, TP degree or version, damaged or truncated ones are refused (nothing of them
@@ -129,6 +132,15 @@ int g4_engine_kv_save(g4_engine *e, const char *stem, const int32_t *tokens, int
 int g4_engine_kv_load(g4_engine *e, const char *stem, int64_t *n_loaded, int64_t *tokens, g4_err *err);
 /* The tokens of the last sequence closed in slot seq (NULL, 0 when none). */
 const int32_t *g4_engine_seq_last(const g4_engine *e, int seq, int64_t *n);
+/* Where the sequence's prompt ends (the scheduler says it at admission): when the sequence is
+ * written to disk, the window a hit there needs is kept too. */
+void g4_engine_seq_hint(g4_engine *e, int seq, int64_t prompt_len);
+/* ... and of the last sequence closed in the slot. */
+int64_t g4_engine_seq_last_hint(const g4_engine *e, int seq);
+/* Forgets them; *n: how many there were. */
+void g4_engine_seq_forget(g4_engine *e, int seq, int64_t *n);
+/* 1 while a sequence is open in slot seq. */
+int g4_engine_seq_open_now(const g4_engine *e, int seq);
 /* --kv-cache-dir: writes one queued prefix; returns 1 when one was handled (call again), 0 when
  * nothing is queued. Called when the engine is idle (and at close, until the queue is empty). */
 int g4_engine_kv_disk_step(g4_engine *e);

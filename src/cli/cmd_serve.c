@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/mapfile.h"
 #include "cli.h"
 #include "server/router.h"
 #include "server/server.h"
@@ -58,6 +59,7 @@ static const char *help =
     "  --models-dir DIR        serve every model folder of DIR (one with a config.json), one loaded at a\n"
     "                          time, on the first request naming it or POST /models/load; 503 with\n"
     "                          Retry-After while it loads (instead of --model; not with --comm mpi)\n"
+    "  --slot-save-path DIR    POST /slots/{id}?action=save|restore files go there (default: off)\n"
     "  --sleep-idle-seconds S  unload the model after S seconds without requests (default 0: never)\n"
     "environment: MODEL_DIR, TP_DEGREE (--tp), KV_MAX (--max-ctx), HOST, PORT, API_KEY\n"
     "%s";
@@ -167,6 +169,10 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--allowed-hosts")) { if (!(so.allowed_hosts = cli_value(argc, argv, &i))) bad = 1; }
         else if (!strcmp(a, "--cors")) { if (!(so.cors = cli_value(argc, argv, &i))) bad = 1; }
         else if (!strcmp(a, "--allowed-image-domains")) { if (!(so.allowed_image_domains = cli_value(argc, argv, &i))) bad = 1; }
+        else if (!strcmp(a, "--slot-save-path")) {
+            if (!(so.slot_save_path = cli_value(argc, argv, &i))) bad = 1;
+            else if (!g4_is_dir(so.slot_save_path)) { fprintf(stderr, "g4tp serve: --slot-save-path %s is not a folder\n", so.slot_save_path); bad = 1; }
+        }
         INTFLAG("--port", 0, 65535, so.port)
         INTFLAG("--max-body-bytes", 1, 1LL << 32, so.max_body)
         INTFLAG("--max-waiting", 1, 1 << 20, so.max_waiting)

@@ -105,6 +105,7 @@ struct g4_engine {
     int32_t disk_rc[64];   /* leader: each rank's status of the last CMD_KV_DISK */
     int32_t **last_tok;    /* leader: [max_seqs] the tokens of the last sequence closed in each slot */
     int64_t *last_n;
+    int64_t *hint, *last_hint; /* leader: [max_seqs] where each slot's prompt ends (g4_engine_seq_hint) */
     int32_t stop_ids[16];
     int n_stop;
     int closed;
@@ -454,6 +455,8 @@ static void free_engine(g4_engine *e) {
     for (int i = 0; e->last_tok && i < e->o.max_seqs; i++) free(e->last_tok[i]);
     free(e->last_tok);
     free(e->last_n);
+    free(e->hint);
+    free(e->last_hint);
     g4_vision_free(e->vision);
     g4_kvmgr_free(e->kv);
     g4_kv_geom_free(&e->geom);
@@ -562,8 +565,10 @@ int g4_engine_open(const g4_engine_opts *opts, g4_engine **out, g4_err *err) {
         e->gathered = malloc(sizeof(float) * (size_t)e->tp * (size_t)e->o.max_batch * (size_t)e->max_nv + 64);
         e->last_tok = calloc((size_t)e->o.max_seqs, sizeof *e->last_tok);
         e->last_n = calloc((size_t)e->o.max_seqs, sizeof *e->last_n);
+        e->hint = calloc((size_t)e->o.max_seqs, sizeof *e->hint);
+        e->last_hint = calloc((size_t)e->o.max_seqs, sizeof *e->last_hint);
     }
-    if (!e->ranks || !e->seq_used || !e->seq_cap || (e->my_rank == 0 && (!e->gathered || !e->last_tok || !e->last_n))) {
+    if (!e->ranks || !e->seq_used || !e->seq_cap || (e->my_rank == 0 && (!e->gathered || !e->last_tok || !e->last_n || !e->hint || !e->last_hint))) {
         rc = g4_err_set(err, G4_ENOMEM, "out of memory");
         goto fail;
     }
@@ -775,7 +780,9 @@ void g4_engine_seq_close(g4_engine *e, int seq) {
     /* what the slot held, for /slots and --kv-cache-dir */
     if (!e->last_tok[seq]) e->last_tok[seq] = malloc(sizeof(int32_t) * (size_t)e->o.max_ctx);
     e->last_n[seq] = e->last_tok[seq] ? g4_kvmgr_seq_tokens(e->kv, seq, e->last_tok[seq]) : 0;
-    if (e->kvd && e->last_n[seq] > 0) g4_kvdisk_queue(e->kvd, e->last_tok[seq], e->last_n[seq]);
+    e->last_hint[seq] = e->hint[seq] > 0 ? e->hint[seq] : e->last_n[seq];
+    e->hint[seq] = 0;
+    if (e->kvd && e->last_n[seq] > 0) g4_kvdisk_queue(e->kvd, e->last_tok[seq], e->last_n[seq], e->last_hint[seq]);
     g4_kvmgr_close(e->kv, seq);
     e->seq_used[seq] = 0;
 }
@@ -974,7 +981,7 @@ static int disk_ready(g4_engine *e, g4_err *err) {
 
 /* Writes the cached prefix of tok[0..n) under stem (NULL: --kv-cache-dir's name for it, and only
  * when it is long enough and not there yet). */
-static int save_prefix(g4_engine *e, const char *stem, const int32_t *tok, int64_t n, int64_t *n_saved, g4_err *err) {
+static int save_prefix(g4_engine *e, const char *stem, const int32_t *tok, int64_t n, int64_t from, int64_t *n_saved, g4_err *err) {
     *n_saved = 0;
     int rc = disk_ready(e, err);
     if (rc) return rc;
@@ -995,7 +1002,7 @@ static int save_prefix(g4_engine *e, const char *stem, const int32_t *tok, int64
     }
     int bad = -1;
     g4_err why = {0};
-    const int64_t slide_from = g4_kvmgr_slide_from(e->kv, P > 0 ? P : 0);
+    const int64_t slide_from = P > 0 ? g4_kvmgr_attach_slides(e->kv, s, from > 0 && from < P ? from : P) : 0;
     if (P > 0 && e->kvd && stem == auto_stem) {
         /* room under the budget: the least recently used entries go */
         const uint64_t need = (uint64_t)e->tp * g4_kvfile_rank_bytes(&e->geom, P, slide_from) + 64 + strlen(e->ident) + 4 * (uint64_t)P;
@@ -1037,7 +1044,12 @@ static int save_prefix(g4_engine *e, const char *stem, const int32_t *tok, int64
 
 int g4_engine_kv_save(g4_engine *e, const char *stem, const int32_t *tokens, int64_t n, int64_t *n_saved, g4_err *err) {
     if (!stem || !*stem) return g4_err_set(err, G4_EINVAL, "no file name to save the KV cache to");
-    return save_prefix(e, stem, tokens, n, n_saved, err);
+    return save_prefix(e, stem, tokens, n, n, n_saved, err);
+}
+
+int g4_engine_kv_save_from(g4_engine *e, const char *stem, const int32_t *tokens, int64_t n, int64_t from, int64_t *n_saved, g4_err *err) {
+    if (!stem || !*stem) return g4_err_set(err, G4_EINVAL, "no file name to save the KV cache to");
+    return save_prefix(e, stem, tokens, n, from, n_saved, err);
 }
 
 /* Pages a prefix of P positions holds (its full blocks and the window from slide_from). */
@@ -1059,9 +1071,9 @@ static int load_prefix(g4_engine *e, const char *stem, int only_free, int64_t *n
     int64_t P = 0, slide_from = 0;
     if ((rc = g4_kvfile_read_meta(meta, e->identity, e->tp, &tok, &P, &slide_from, err))) return rc;
     if (n_tokens) *n_tokens = P;
-    if (slide_from != g4_kvmgr_slide_from(e->kv, P)) {
+    if (slide_from < 0 || slide_from % e->geom.bs || slide_from > g4_kvmgr_slide_from(e->kv, P)) {
         free(tok);
-        return g4_err_set(err, G4_EFORMAT, "%s: its window starts at %lld, this model's at %lld", meta, (long long)slide_from,
+        return g4_err_set(err, G4_EFORMAT, "%s: its sliding rows start at %lld, a hit at its end needs them from %lld", meta, (long long)slide_from,
                           (long long)g4_kvmgr_slide_from(e->kv, P));
     }
     g4_kv_stats st;
@@ -1114,14 +1126,27 @@ const int32_t *g4_engine_seq_last(const g4_engine *e, int seq, int64_t *n) {
     return *n ? e->last_tok[seq] : NULL;
 }
 
+void g4_engine_seq_hint(g4_engine *e, int seq, int64_t prompt_len) {
+    if (e->my_rank == 0 && seq >= 0 && seq < e->o.max_seqs) e->hint[seq] = prompt_len;
+}
+
+int64_t g4_engine_seq_last_hint(const g4_engine *e, int seq) { return e->my_rank == 0 && seq >= 0 && seq < e->o.max_seqs ? e->last_hint[seq] : 0; }
+
+void g4_engine_seq_forget(g4_engine *e, int seq, int64_t *n) {
+    g4_engine_seq_last(e, seq, n);
+    if (*n) e->last_n[seq] = 0;
+}
+
+int g4_engine_seq_open_now(const g4_engine *e, int seq) { return seq >= 0 && seq < e->o.max_seqs && e->seq_used[seq]; }
+
 int g4_engine_kv_disk_step(g4_engine *e) {
     if (!e->kvd || e->my_rank != 0 || atomic_load(&e->failed)) return 0;
-    int64_t n;
-    int32_t *t = g4_kvdisk_pop(e->kvd, &n);
+    int64_t n, hint;
+    int32_t *t = g4_kvdisk_pop(e->kvd, &n, &hint);
     if (!t) return 0;
     int64_t saved;
     g4_err err;
-    if (save_prefix(e, NULL, t, n, &saved, &err) && err.code != G4_ENOTFOUND) fprintf(stderr, "g4tp: --kv-cache-dir: not written: %s\n", err.msg);
+    if (save_prefix(e, NULL, t, n, hint, &saved, &err) && err.code != G4_ENOTFOUND) fprintf(stderr, "g4tp: --kv-cache-dir: not written: %s\n", err.msg);
     free(t);
     return 1;
 }

@@ -30,7 +30,7 @@ struct g4_kvdisk {
     entry *e;              /* newest first */
     int n, cap;
     uint64_t bytes;
-    struct { int32_t *tok; int64_t n; } q[QUEUE_CAP];
+    struct { int32_t *tok; int64_t n, hint; } q[QUEUE_CAP];
     int qn;
     g4_kvdisk_stats st;
 };
@@ -180,7 +180,7 @@ const char *g4_kvdisk_victim(const g4_kvdisk *d, uint64_t need) {
     return d->e[d->n - 1].stem;
 }
 
-void g4_kvdisk_queue(g4_kvdisk *d, const int32_t *tok, int64_t n) {
+void g4_kvdisk_queue(g4_kvdisk *d, const int32_t *tok, int64_t n, int64_t hint) {
     if (n < d->min_tokens) return;
     int32_t *c = malloc(sizeof(int32_t) * (size_t)n);
     if (!c) return;
@@ -191,15 +191,17 @@ void g4_kvdisk_queue(g4_kvdisk *d, const int32_t *tok, int64_t n) {
         d->qn--;
     }
     d->q[d->qn].tok = c;
+    d->q[d->qn].hint = hint;
     d->q[d->qn++].n = n;
 }
 
 int g4_kvdisk_pending(const g4_kvdisk *d) { return d->qn; }
 
-int32_t *g4_kvdisk_pop(g4_kvdisk *d, int64_t *n) {
+int32_t *g4_kvdisk_pop(g4_kvdisk *d, int64_t *n, int64_t *hint) {
     if (!d->qn) return NULL;
     int32_t *t = d->q[0].tok;
     *n = d->q[0].n;
+    *hint = d->q[0].hint;
     memmove(d->q, d->q + 1, sizeof d->q[0] * (size_t)(d->qn - 1));
     d->qn--;
     return t;

@@ -43,9 +43,10 @@ const char *g4_kvdisk_victim(const g4_kvdisk *d, uint64_t need);
 
 /* Finished sequences' prefixes, written when idle: shorter than min_tokens are not queued;
  * the queue holds a few (the oldest go when it is full). pop: malloc'd, NULL when empty. */
-void g4_kvdisk_queue(g4_kvdisk *d, const int32_t *tok, int64_t n);
+/* hint: where the sequence's prompt ended (the window there is kept too). */
+void g4_kvdisk_queue(g4_kvdisk *d, const int32_t *tok, int64_t n, int64_t hint);
 int g4_kvdisk_pending(const g4_kvdisk *d);
-int32_t *g4_kvdisk_pop(g4_kvdisk *d, int64_t *n);
+int32_t *g4_kvdisk_pop(g4_kvdisk *d, int64_t *n, int64_t *hint);
 
 void g4_kvdisk_count(g4_kvdisk *d, int saved, int save_failed, int64_t loaded_tokens, int refused, int evicted);
 void g4_kvdisk_get_stats(const g4_kvdisk *d, g4_kvdisk_stats *st);

@@ -244,7 +244,7 @@ int g4_kvfile_read_rank(g4_kvstore *s, const char *stem, const g4_kvfile_span *s
     g4_kvfile_rank_path(path, sizeof path, stem, sp->rank, sp->tp);
     if (sp->seq < 0 || sp->seq >= s->max_seqs || sp->p0 < 0 || sp->p1 > sp->total || sp->p0 >= sp->p1 || sp->total > s->cap[sp->seq])
         return g4_err_set(err, G4_EINVAL, "KV load: bad span (sequence %d, positions %lld..%lld)", sp->seq, (long long)sp->p0, (long long)sp->p1);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) return g4_err_set(err, G4_EIO, "%s: %s", path, strerror(errno));
     struct stat st;
     uint8_t hdr[HDR_BYTES], want[HDR_BYTES];
@@ -326,7 +326,7 @@ int g4_kvfile_write_meta(const char *stem, uint64_t identity, const char *ident,
 
 int g4_kvfile_read_meta(const char *path, uint64_t identity, int tp, int32_t **tok, int64_t *n, int64_t *slide_from, g4_err *err) {
     *tok = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) return g4_err_set(err, G4_EIO, "%s: %s", path, strerror(errno));
     struct stat st;
     uint8_t *b = NULL;

@@ -375,6 +375,21 @@ int64_t g4_kvmgr_slide_from(const g4_kvmgr *m, int64_t P) {
     return has_kind(m, G4_KV_SLIDE) && m->g->window > 0 ? first_slide(m, P) * m->bs : P;
 }
 
+int64_t g4_kvmgr_attach_slides(g4_kvmgr *m, int seq, int64_t lo) {
+    kseq *q = &m->s[seq];
+    if (!m->pc || !has_kind(m, G4_KV_SLIDE) || m->g->window <= 0) return g4_kvmgr_slide_from(m, q->len);
+    /* a prompt of lo tokens hits lo - 1 of them: its last token is computed, at position lo - 1 */
+    const int64_t want = first_slide(m, lo > 1 ? lo - 1 : 0);
+    for (int64_t j = q->slo - 1; j >= want; j--) {
+        const int32_t x = q->node[j], b = x >= 0 ? g4_prefix_block(m->pc, x, G4_KV_SLIDE) : -1;
+        if (b < 0) break;
+        g4_prefix_acquire(m->pc, x, G4_KV_SLIDE);
+        set_entry(m, seq, G4_KV_SLIDE, j, b);
+        q->slo = j;
+    }
+    return q->slo * m->bs;
+}
+
 void g4_kvmgr_set_restore(g4_kvmgr *m, int seq, int64_t slide_min) { m->s[seq].slide_min = slide_min; }
 
 void g4_kvmgr_unprepare(g4_kvmgr *m, int seq) {

@@ -64,6 +64,10 @@ int64_t g4_kvmgr_seq_tokens(const g4_kvmgr *m, int seq, int32_t *out);
 /* The first sliding position an entry of P positions keeps: where the window its next query
  * reads starts, on a block boundary (P when the model has no sliding layers). */
 int64_t g4_kvmgr_slide_from(const g4_kvmgr *m, int64_t P);
+/* Attaches the cached sliding blocks below the sequence's window, down to the window a prompt of
+ * lo tokens reads at its last token (its hit leaves that one to compute), as far as they are cached without a gap (so that a file written from the
+ * sequence serves a hit at lo too); returns the sequence's first position with a sliding block. */
+int64_t g4_kvmgr_attach_slides(g4_kvmgr *m, int seq, int64_t lo);
 /* A sequence being filled from disk: positions below slide_min get no sliding block (the file
  * has none there), and completed blocks there are registered without one. */
 void g4_kvmgr_set_restore(g4_kvmgr *m, int seq, int64_t slide_min);

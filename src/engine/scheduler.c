@@ -470,6 +470,7 @@ static void admit(g4_sched *s) {
         if (rc) { fail_req(r, &err); req_unref(r); continue; }
         if (r->after) { req_unref(r->after); r->after = NULL; }
         r->seq = seq;
+        g4_engine_seq_hint(s->e, seq, (int64_t)r->n_prompt); /* a later request with this prompt hits here (--kv-cache-dir) */
         r->n_prefilled = (size_t)cached;
         if (!r->admitted) r->n_cached = (size_t)cached;
         r->admitted = 1;
@@ -732,6 +733,7 @@ static void *loop(void *arg) {
         admit(s);
         s->stats.kv_used = g4_engine_kv_bytes_used(s->e); /* also when going idle: 0 then */
         g4_engine_kv_stats(s->e, &s->stats.kv);
+        g4_engine_kv_disk_stats(s->e, &s->stats.disk);
         if (s->n_running == 0) {
             /* idle: write one queued prefix to --kv-cache-dir (then look at the queue again) */
             const int had_waiting = s->wait_head != NULL;

@@ -61,6 +61,7 @@ typedef struct g4_sched_stats {
     uint64_t images_encoded;  /* images run through the vision tower */
     double image_encode_s;    /* ... and the seconds it took */
     g4_kv_stats kv;           /* the engine's pool and prefix cache */
+    g4_kv_disk_stats disk;    /* ... and its files (--kv-cache-dir) */
 } g4_sched_stats;
 
 int g4_sched_create(g4_textgen *tg, const g4_sched_opts *opts, g4_sched **out, g4_err *err);

@@ -53,6 +53,8 @@ const char *g4_http_path(const g4_http_req *r) { return r->url; }
 const char *g4_http_header(const g4_http_req *r, const char *name) {
     return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
 }
+
+const char *g4_http_query(const g4_http_req *r, const char *name) { return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name); }
 const char *g4_http_body(const g4_http_req *r, size_t *len) {
     *len = r->len;
     return r->body ? r->body : "";

@@ -35,6 +35,8 @@ void g4_http_stop(g4_http *h, int wait_ms);
 const char *g4_http_method(const g4_http_req *r);
 const char *g4_http_path(const g4_http_req *r);
 const char *g4_http_header(const g4_http_req *r, const char *name);
+/* A query-string argument (?name=value), NULL when absent. */
+const char *g4_http_query(const g4_http_req *r, const char *name);
 const char *g4_http_body(const g4_http_req *r, size_t *len);
 int g4_http_body_too_large(const g4_http_req *r);
 /* NULL, or why the request head is ambiguous (several Content-Length headers): the handler

@@ -335,6 +335,21 @@ char *g4_metrics_render(g4_metrics *m, const g4_sched_stats *st, int ready, size
     bprintf(&b, "# HELP g4tp_kv_pages_free KV pool pages free.\n# TYPE g4tp_kv_pages_free gauge\ng4tp_kv_pages_free %lld\n", (long long)kv->pages_free);
     bprintf(&b, "# HELP g4tp_kv_pages_cached KV pool pages held only by the prefix cache (evictable).\n# TYPE g4tp_kv_pages_cached gauge\ng4tp_kv_pages_cached %lld\n",
             (long long)kv->pages_cached);
+    if (st->disk.on) { /* --kv-cache-dir (docs/kvcache.md "On disk") */
+        const g4_kv_disk_stats *d = &st->disk;
+        bprintf(&b, "# HELP g4tp_kv_disk_entries Prefixes in --kv-cache-dir.\n# TYPE g4tp_kv_disk_entries gauge\ng4tp_kv_disk_entries %lld\n", (long long)d->entries);
+        bprintf(&b, "# HELP g4tp_kv_disk_bytes Bytes of those prefixes' files.\n# TYPE g4tp_kv_disk_bytes gauge\ng4tp_kv_disk_bytes %llu\n", (unsigned long long)d->bytes);
+        bprintf(&b, "# HELP g4tp_kv_disk_budget_bytes --kv-cache-dir-mb.\n# TYPE g4tp_kv_disk_budget_bytes gauge\ng4tp_kv_disk_budget_bytes %llu\n", (unsigned long long)d->budget);
+        bprintf(&b, "# HELP g4tp_kv_disk_saves_total Prefixes written.\n# TYPE g4tp_kv_disk_saves_total counter\ng4tp_kv_disk_saves_total %llu\n", (unsigned long long)d->saved);
+        bprintf(&b, "# HELP g4tp_kv_disk_save_failures_total Prefixes that could not be written (disk full, unwritable).\n# TYPE g4tp_kv_disk_save_failures_total counter\ng4tp_kv_disk_save_failures_total %llu\n",
+                (unsigned long long)d->save_failed);
+        bprintf(&b, "# HELP g4tp_kv_disk_loaded_tokens_total Positions read back into the prefix cache.\n# TYPE g4tp_kv_disk_loaded_tokens_total counter\ng4tp_kv_disk_loaded_tokens_total %llu\n",
+                (unsigned long long)d->loaded_tokens);
+        bprintf(&b, "# HELP g4tp_kv_disk_refused_total Files refused (damaged, truncated, another version) and removed.\n# TYPE g4tp_kv_disk_refused_total counter\ng4tp_kv_disk_refused_total %llu\n",
+                (unsigned long long)d->refused);
+        bprintf(&b, "# HELP g4tp_kv_disk_evictions_total Prefixes removed for the disk budget.\n# TYPE g4tp_kv_disk_evictions_total counter\ng4tp_kv_disk_evictions_total %llu\n",
+                (unsigned long long)d->evicted);
+    }
     bprintf(&b, "# HELP g4tp_kv_blocks_used KV blocks (16 positions of every layer of a kind) held by sequences and the cache.\n# TYPE g4tp_kv_blocks_used gauge\n"
                 "g4tp_kv_blocks_used{kind=\"sliding\"} %lld\ng4tp_kv_blocks_used{kind=\"full\"} %lld\n", (long long)kv->blocks_used[0], (long long)kv->blocks_used[1]);
     bprintf(&b, "# HELP g4tp_prefix_cache_queries_total Prompts looked up in the prefix cache.\n# TYPE g4tp_prefix_cache_queries_total counter\ng4tp_prefix_cache_queries_total %llu\n",

@@ -17,6 +17,7 @@
 #include "server/openai.h"
 #include "server/route_common.h"
 #include "server/router.h"
+#include "server/slots.h"
 #include "server/ui.h"
 
 /* ---- small endpoints ------------------------------------------------------------------------- */
@@ -171,7 +172,7 @@ static int key_ok(const g4_server *s, const g4_http_req *r) {
 
 /* The routes other than the generation APIs (api_family.h has those: POST, authenticated, need
  * the model). err_api: the API whose error body the route answers with (-1: OpenAI's). */
-typedef enum { R_HEALTH, R_METRICS, R_MODELS, R_TOKENIZE, R_DETOKENIZE, R_COUNT_TOKENS, R_GENERATE, R_UI, R_LOAD, R_UNLOAD } route_id;
+typedef enum { R_HEALTH, R_METRICS, R_MODELS, R_TOKENIZE, R_DETOKENIZE, R_COUNT_TOKENS, R_GENERATE, R_UI, R_LOAD, R_UNLOAD, R_SLOTS, R_SLOT } route_id;
 typedef struct { const char *path, *method; route_id id; int auth, needs_model, err_api; } route;
 static const route routes[] = {
     {"/health", "GET", R_HEALTH, 0, 0, -1},
@@ -182,6 +183,8 @@ static const route routes[] = {
     {"/v1/messages/count_tokens", "POST", R_COUNT_TOKENS, 1, 1, G4_API_ANTHROPIC},
     {"/models/load", "POST", R_LOAD, 1, 0, -1},     /* --models-dir only (router.h) */
     {"/models/unload", "POST", R_UNLOAD, 1, 0, -1},
+    {"/slots", "GET", R_SLOTS, 1, 1, -1},
+    {"/slots/{id}", "POST", R_SLOT, 1, 1, -1},        /* every /slots/N (slots.h) */
     {"/", "GET", R_UI, 0, 0, -1},
     {"/ui/{file}", "GET", R_UI, 0, 0, -1}, /* every /ui/NAME (one metrics label); stays the last row */
 };
@@ -261,6 +264,10 @@ static const route *find_route(const char *path, route *gen, g4_srv_route *rt) {
             *rt = (g4_srv_route){routes[k].path, routes[k].err_api < 0 ? NULL : g4_api_family_of((g4_api_kind)routes[k].err_api)};
             return &routes[k];
         }
+    if (!strncmp(path, "/slots/", 7)) { /* the /slots/{id} row */
+        for (size_t k = 0; k < nr; k++)
+            if (routes[k].id == R_SLOT) { *rt = (g4_srv_route){routes[k].path, NULL}; return &routes[k]; }
+    }
     if (!strncmp(path, "/ui/", 4)) { /* the /ui/{file} row */
         *rt = (g4_srv_route){routes[nr - 1].path, NULL};
         return &routes[nr - 1];
@@ -379,6 +386,8 @@ void g4_srv_handle(void *user, g4_http_req *r) {
     case R_COUNT_TOKENS: g4_srv_count_tokens(s, r, ep); break;
     case R_GENERATE: g4_srv_generate(s, r, ep); break;
     case R_UI: route_ui(s, r, ep); break;
+    case R_SLOTS: g4_srv_slots_list(s, r, ep); break;
+    case R_SLOT: g4_srv_slot_action(s, r, ep); break;
     case R_LOAD:
     case R_UNLOAD:
         g4_api_err_refuse(&ae, G4_API_NO_ROUTE, NULL, "%s is for a server started with --models-dir", path);

@@ -38,6 +38,7 @@ typedef struct g4_server_opts {
     size_t image_budget;        /* worst-case pixel bytes of the images being decoded at once; more: 503 (default 1 GiB) */
     const char *allowed_image_domains; /* hosts image URLs may be fetched from (comma-separated, "*.x" subdomains, "*"); NULL: no fetching */
     int image_fetch_timeout_ms; /* default 10000 */
+    const char *slot_save_path; /* POST /slots/{id}?action=save|restore files go there; NULL: off (docs/server.md "Slots") */
     struct g4_router *router;   /* --models-dir: requests go to the model they name (router.h); no engine is attached */
     int test_render_delay_ms;   /* tests only: hold each prompt preparation this long */
     int test_compile_delay_ms;  /* tests only: hold each grammar compile this long (cancellable) */

@@ -99,6 +99,35 @@ static void roundtrip(const char *dir, int tp, int th_a, int th_b, const char *k
     }
 }
 
+/* The saved sequence is a prompt and its answer; the next request has the prompt only: the
+ * sliding rows of the prompt's window were kept too (g4_engine_kv_save_from), so it hits. */
+static void test_prompt_of_a_saved_answer(void **state) {
+    (void)state;
+    g4_engine_opts o = {.tp = 1, .threads = 1, .model_dir = "models/demo", .max_batch = 24, .max_ctx = 1024};
+    kt a, b;
+    kt_open(&a, &o);
+    const int64_t N = 560, prompt = 543;
+    int32_t *t = malloc(sizeof(int32_t) * N);
+    fill_ids(t, N, a.V, 3);
+    float *ref = cold(&a, t, prompt);
+    g4_engine_prefix_clear(a.e);
+    run_prefix(&a, t, N);
+    char stem[256];
+    snprintf(stem, sizeof stem, "%s/answer", tmpdir);
+    int64_t saved;
+    g4_err err = {0};
+    if (g4_engine_kv_save_from(a.e, stem, t, N, prompt, &saved, &err)) fail_msg("save: %s", err.msg);
+    kt_close(&a);
+    kt_open(&b, &o);
+    int64_t loaded;
+    if (g4_engine_kv_load(b.e, stem, &loaded, NULL, &err)) fail_msg("load: %s", err.msg);
+    assert_int_equal(loaded, N);
+    check_hit(&b, t, prompt, ref, prompt - 1, "the prompt of a saved answer");
+    kt_close(&b);
+    free(ref);
+    free(t);
+}
+
 static void test_restored_is_exact(void **state) {
     (void)state;
     roundtrip(tu_path("golden/tiny_default"), 1, 1, 2, NULL, 32);   /* on a block boundary */
@@ -288,6 +317,7 @@ static void test_cache_dir(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_restored_is_exact),
+        cmocka_unit_test(test_prompt_of_a_saved_answer),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_cache_dir),
     };
