@@ -98,7 +98,7 @@ static int scan(g4_kvdisk *d, g4_err *err) {
         if (!found) unlink(full);
     }
     closedir(dh);
-    qsort(d->e, (size_t)d->n, sizeof *d->e, by_time_desc);
+    if (d->n) qsort(d->e, (size_t)d->n, sizeof *d->e, by_time_desc);
     return G4_OK;
 }
 

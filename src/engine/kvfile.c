@@ -104,7 +104,7 @@ int g4_kvfile_model_hash(const char *dir, uint64_t *out, g4_err *err) {
     for (struct dirent *de; (de = readdir(d)) && n < 4096;)
         if (hashed_file(de->d_name) && (names[n] = strdup(de->d_name))) n++;
     closedir(d);
-    qsort(names, (size_t)n, sizeof *names, cmp_names);
+    if (n) qsort(names, (size_t)n, sizeof *names, cmp_names);
     XXH64_state_t *h = XXH64_createState();
     uint8_t *buf = malloc(1 << 20);
     int rc = h && buf ? G4_OK : g4_err_set(err, G4_ENOMEM, "out of memory");
