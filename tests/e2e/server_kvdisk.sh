@@ -43,6 +43,20 @@ pyck "d['usage']['prompt_tokens_details']['cached_tokens']==0 and d['choices'][0
   && ok "... and not used: computed again, same answer" || bad "after refusal: $BODY"
 srv_stop
 
+# an image in the prompt: its tokens' KV (keyed by the pixels) survives a restart, bit for bit
+VM=tests/data/vision/demo_vision; IMG=tests/data/vision/demo/red.png; KVI="$SRV_TMP/kvi"
+IREQ=$(printf '{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,%s"}},{"type":"text","text":"What colour is this picture?"}]}],"temperature":0,"max_tokens":8,"logprobs":true,"top_logprobs":5}' "$(base64 -w0 "$IMG")")
+LP="json.dumps([[t['logprob']]+[x['logprob'] for x in t['top_logprobs']] for t in d['choices'][0]['logprobs']['content']])"
+srv_start --model "$VM" --kv-cache-dir "$KVI" --kv-cache-min-tokens 16 || { bad "vision server starts"; finish; exit 1; }
+post /v1/chat/completions "$IREQ"; I1=$(pyget "$LP"); IP=$(pyget "d['usage']['prompt_tokens']")
+for i in $(seq 1 $((100 * SLOW))); do [ "$(metric g4tp_kv_disk_saves_total)" = 1 ] && break; sleep 0.1; done
+srv_stop
+srv_start --model "$VM" --kv-cache-dir "$KVI" --kv-cache-min-tokens 16 || { bad "vision server restarts"; finish; exit 1; }
+post /v1/chat/completions "$IREQ"
+pyck "d['usage']['prompt_tokens_details']['cached_tokens']==$IP-1" && [ "$(pyget "$LP")" = "$I1" ] \
+  && ok "an image prompt after a restart: from the disk cache ($IP-1 of $IP), the same logprobs bit for bit" || bad "image after restart: $BODY"
+srv_stop
+
 # slots: off without --slot-save-path
 srv_start --max-seqs 4 || { bad "server starts"; finish; exit 1; }
 post /slots/0?action=save '{"filename":"a.bin"}'
