@@ -31,6 +31,11 @@ pyck "d['usage']['prompt_tokens_details']['cached_tokens']==$P1-1 and d['choices
   && ok "after a restart: the prompt comes from the disk cache ($P1-1 of $P1), same answer" || bad "after restart: $BODY"
 h=$(metric g4tp_kv_disk_loaded_tokens_total)
 [ "${h:-0}" -gt 0 ] && ok "/metrics: $h positions read from disk" || bad "/metrics: loaded=$h"
+if command -v promtool >/dev/null; then
+  curl -s "$URL/metrics" | awk '/^# (HELP|TYPE) g4tp_kv_disk_/ || /^g4tp_kv_disk_/' > "$SRV_TMP/m.txt"
+  promtool check metrics < "$SRV_TMP/m.txt" > "$SRV_TMP/promtool.log" 2>&1 && ok "promtool: the g4tp_kv_disk_ metrics are clean" \
+    || bad "promtool: $(cat "$SRV_TMP/promtool.log")"
+fi
 srv_stop
 
 # a damaged file is refused at start, removed, and nothing of it is used
