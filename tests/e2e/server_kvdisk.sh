@@ -62,6 +62,16 @@ pyck "d['usage']['prompt_tokens_details']['cached_tokens']==$IP-1" && [ "$(pyget
   && ok "an image prompt after a restart: from the disk cache ($IP-1 of $IP), the same logprobs bit for bit" || bad "image after restart: $BODY"
 srv_stop
 
+# MPI ranks: each process writes and reads its own rank file; the second run hits
+if command -v mpirun >/dev/null; then
+  KVM="$SRV_TMP/kvm"; MPI=(timeout $((180 * SLOW)) mpirun --oversubscribe --allow-run-as-root -np 2 --bind-to none --mca btl self,tcp --mca plm_rsh_agent false)
+  o1=$(echo "What is the capital of France?" | "${MPI[@]}" "$G4TP" chat --comm mpi --temperature 0 --stats --kv-cache-dir "$KVM" --kv-cache-min-tokens 8 2>&1)
+  o2=$(echo "What is the capital of France?" | "${MPI[@]}" "$G4TP" chat --comm mpi --temperature 0 --stats --kv-cache-dir "$KVM" --kv-cache-min-tokens 8 2>&1)
+  ls "$KVM" | grep -q 'r0of2.kv$' && ls "$KVM" | grep -q 'r1of2.kv$' && printf '%s' "$o2" | grep -q "1 prefixes" \
+    && printf '%s' "$o2" | grep -Eq "prompt 20 tokens, 19 from the cache" && printf '%s' "$o2" | grep -q "Paris" \
+    && ok "MPI (2 processes): one file per rank, read back by the next run, which hits" || bad "MPI: $o1 // $o2 // $(ls "$KVM")"
+fi
+
 # slots: off without --slot-save-path
 srv_start --max-seqs 4 || { bad "server starts"; finish; exit 1; }
 post /slots/0?action=save '{"filename":"a.bin"}'
