@@ -160,9 +160,102 @@ GEMMA4_SPECIALS = {  # config.json key -> the token's text in Gemma-4's tokenize
 }
 
 
+def stub_tokens(cfg, tc):
+    """The stub vocabulary (see the module's doc): token texts and kinds ("user", "byte",
+    "control"). Byte tokens take the last free ids (low ids stay fillers: "[17]" in a prompt is
+    id 17), the specials sit where config.json puts them."""
+    n = tc["vocab_size"]
+    spec = {0: "<pad>", 1: "<eos>", 2: "<bos>", 3: "<unk>", 100: "<|channel>", 101: "<channel|>",
+            105: "<|turn>", 106: "<turn|>"}
+    for key, text in GEMMA4_SPECIALS.items():
+        v = cfg.get(key, tc.get(key))
+        if isinstance(v, int) and 0 <= v < n:
+            spec[v] = text
+    spec = {i: t for i, t in spec.items() if i < n}
+    free = [i for i in range(n) if i not in spec]
+    if len(free) < 256:
+        sys.exit(f"to_gguf: --vocab stub needs 256 free ids for the bytes, vocab {n} has {len(free)}")
+    toks, kinds = [f"[{i}]" for i in range(n)], ["user"] * n  # user-defined: matched whole in a prompt
+    for b, i in enumerate(free[-256:]):
+        toks[i], kinds[i] = f"<0x{b:02X}>", "byte"
+    for i, t in spec.items():
+        toks[i], kinds[i] = t, "control"
+    return toks, kinds
+
+
+def add_stub_vocab(w, cfg, tc, gguf):
+    toks, kinds = stub_tokens(cfg, tc)
+    n = len(toks)
+    TT = gguf.TokenType
+    w.add_tokenizer_model("llama")
+    w.add_token_list(toks)
+    w.add_token_scores([0.0] * n)
+    w.add_token_types([{"user": TT.USER_DEFINED, "byte": TT.BYTE, "control": TT.CONTROL}[k] for k in kinds])
+    w.add_bos_token_id(2 if n > 2 else 0)
+    w.add_eos_token_id(1 if n > 1 else 0)
+    w.add_unk_token_id(3 if n > 3 else 0)
+    w.add_pad_token_id(0)
+    if n > 106:
+        w.add_eot_token_id(106)
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+    w.add_add_space_prefix(False)  # text is bytes as given: no SentencePiece "▁" before the prompt
+
+
+def write_items(w, items, f32, tag):
+    """Writes the header, the metadata and the tensors (name, shape, type, bytes, generator of data)."""
+    for gname, shape, gt, nbytes, _ in items:
+        # quantized shapes go in as element shapes with a uint8 byte count; gguf-py reverses the order
+        w.add_tensor_info(gname, shape, np.dtype(np.float32) if gt == f32 else np.dtype(np.uint16),
+                          nbytes, raw_dtype=gt)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    fout = w.fout[0]
+    for gname, shape, gt, nbytes, gen in items:
+        w.write_padding(fout, fout.tell())
+        done = 0
+        for part in gen():
+            part.tofile(fout)
+            done += part.nbytes
+        if done != nbytes:
+            sys.exit(f"{tag}: {gname}: wrote {done} bytes, expected {nbytes}")
+        w.write_padding(fout, nbytes)
+    w.close()
+
+
+def slabs(dtype, raw, shape, gtype, gguf):
+    """Yields the data of a dense tensor as `gtype`, a slab of rows at a time."""
+    rows = shape[0] if len(shape) > 1 else 1
+    cols = int(np.prod(shape)) // rows
+    per = raw.size // rows
+    for r0 in range(0, rows, ROWS):
+        r1 = min(rows, r0 + ROWS)
+        part = raw[r0 * per:r1 * per]
+        if gtype == gguf.GGMLQuantizationType.BF16 and dtype == "BF16":
+            yield np.asarray(part).view(np.uint16).reshape(r1 - r0, cols)
+            continue
+        x = as_f32(dtype, np.asarray(part), (r1 - r0, cols))
+        if gtype == gguf.GGMLQuantizationType.F32:
+            yield np.ascontiguousarray(x, dtype=np.float32)
+        elif gtype == gguf.GGMLQuantizationType.BF16:
+            u = x.view(np.uint32)
+            yield ((u + 0x7fff + ((u >> 16) & 1)) >> 16).astype(np.uint16)  # round to nearest even
+        else:
+            yield gguf.quants.quantize(x, gtype)
+
+
+GEMMA4_SPECIALS = {  # config.json key -> the token's text in Gemma-4's tokenizer
+    "pad_token_id": "<pad>", "bos_token_id": "<bos>", "boi_token_id": "<|image>", "eoi_token_id": "<image|>",
+    "image_token_id": "<|image|>", "boa_token_id": "<|audio>", "eoa_token_id": "<audio|>",
+    "audio_token_id": "<|audio|>", "video_token_id": "<|video|>",
+}
+
+
 def add_stub_vocab(w, cfg, tc, gguf):
     """A vocabulary llama.cpp can tokenize any text with (see the module's doc): byte tokens on the
-    first free ids, the specials where config.json puts them."""
+    last free ids (low ids stay fillers: "[17]" in a prompt is id 17), the specials where
+    config.json puts them."""
     n = tc["vocab_size"]
     spec = {0: "<pad>", 1: "<eos>", 2: "<bos>", 3: "<unk>", 100: "<|channel>", 101: "<channel|>",
             105: "<|turn>", 106: "<turn|>"}
@@ -175,8 +268,8 @@ def add_stub_vocab(w, cfg, tc, gguf):
     if len(free) < 256:
         sys.exit(f"to_gguf: --vocab stub needs 256 free ids for the bytes, vocab {n} has {len(free)}")
     TT = gguf.TokenType
-    toks, types = [f"[{i}]" for i in range(n)], [TT.NORMAL] * n
-    for b, i in enumerate(free[:256]):
+    toks, types = [f"[{i}]" for i in range(n)], [TT.USER_DEFINED] * n  # "[17]" in a prompt is id 17
+    for b, i in enumerate(free[-256:]):
         toks[i], types[i] = f"<0x{b:02X}>", TT.BYTE
     for i, t in spec.items():
         toks[i], types[i] = t, TT.CONTROL
@@ -192,6 +285,7 @@ def add_stub_vocab(w, cfg, tc, gguf):
         w.add_eot_token_id(106)
     w.add_add_bos_token(True)
     w.add_add_eos_token(False)
+    w.add_add_space_prefix(False)  # text is bytes as given: no SentencePiece "▁" before the prompt
 
 
 def main():
