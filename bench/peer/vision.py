@@ -24,7 +24,7 @@ on the same Gemma-4 vision tower (not a test: nothing here runs in CI). See benc
 A size must be multiples of 48 and at most 280 soft tokens (2520 patches): such a picture keeps its
 size in both engines (HF's size rule; llama.cpp with --image-max-tokens 280, the processor's
 max_soft_tokens), so both encode the same grid. The token counts llama.cpp prints are checked
-against (H/48)(W/48). Results: <cache>/results/vision__<model>__<H>x<W>__t<T>.json.
+against (H/48)(W/48). Results: <cache>/results/vision__<model>__<H>x<W>__t<T>[__<llama args>].json.
 """
 import argparse
 import datetime
@@ -153,7 +153,7 @@ class Bench:
     def llama(self, img):
         cmd = [self.cli, "-m", self.text, "--mmproj", self.mmproj, "--image", img, "-p", "Describe this image.",
                "--temp", "0", "-n", "1", "-t", str(self.a.threads), "--image-max-tokens", "280", "-v",
-               "--jinja", "--chat-template", PASSTHROUGH]
+               "--jinja", "--chat-template", PASSTHROUGH] + self.a.llama_args.split()
         log("$", " ".join(cmd[:1] + ["..."] + cmd[5:7]))
         r = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
         out = r.stdout + r.stderr
@@ -178,7 +178,8 @@ class Bench:
         return dict(encode_ms=reps[1] * 1000.0, first_ms=reps[0] * 1000.0, info=info)
 
     def result_path(self, h, w):
-        return os.path.join(self.results, f"vision__{self.name}__{h}x{w}__t{self.a.threads}.json")
+        extra = re.sub(r"[^A-Za-z0-9]+", "-", self.a.llama_args).strip("-")  # '-fa off' -> __fa-off
+        return os.path.join(self.results, f"vision__{self.name}__{h}x{w}__t{self.a.threads}" + (f"__{extra}" if extra else "") + ".json")
 
     def bench(self):
         for p in (self.cli, self.bv):
@@ -206,7 +207,7 @@ class Bench:
                            llama_cpp=open(os.path.join(self.cache, "llama.cpp.release")).read().strip()
                            if os.path.exists(os.path.join(self.cache, "llama.cpp.release")) else None,
                            commands=dict(llama=f"llama-mtmd-cli -m text-bf16.gguf --mmproj mmproj-bf16.gguf --image IMG -n 1 --temp 0 "
-                                         f"-t {self.a.threads} --image-max-tokens 280 -v",
+                                         f"-t {self.a.threads} --image-max-tokens 280 -v {self.a.llama_args}".strip(),
                                          g4tp=f"bench_vision MODEL {self.a.threads} {ph} {pw} 2"))
                 with open(self.result_path(h, w), "w") as f:
                     json.dump(res, f, indent=1)
@@ -243,6 +244,7 @@ def main():
                     help="the picture, resized to each size (the tower's cost does not depend on the pixels)")
     ap.add_argument("--sizes", default="768x768,672x960", help="H x W, multiples of 48, <= 280 soft tokens")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--llama-args", default="", help="more llama-mtmd-cli options, e.g. '-fa off' (its tower's flash attention)")
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="1 pair: does it all work?")
     ap.add_argument("--steps", default="models,bench,table", help="check,models,bench,table (default: models,bench,table)")
