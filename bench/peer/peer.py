@@ -9,7 +9,8 @@ Steps (each caches its result under --cache, default ~/.cache/g4tp-peer, outside
   fetch     npm pack node-llama-cpp (pinned), take llama/gitRelease.bundle (a git bundle of
             llama.cpp's source) and git clone it
   build     cmake the CPU backend only (no CUDA/Metal/Vulkan, no curl/openssl) and build
-            llama-bench, llama-quantize, libllama; compile bench/peer/peer_logits.c against it
+            llama-bench, llama-quantize, llama-mtmd-cli (vision.py), libllama; compile
+            bench/peer/peer_logits.c against it
   models    g4tp synth the checkpoints, convert them to GGUF with bench/peer/to_gguf.py
             (llama.cpp's gguf-py), quantize with llama-quantize --pure
   check     same function: greedy ids and logits of both engines on the f32 files (and the ids
@@ -112,14 +113,14 @@ class Peer:
             noamx = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
             flags += [f"-DCMAKE_C_FLAGS={noamx}", f"-DCMAKE_CXX_FLAGS={noamx}"]
         stamp = os.path.join(self.cache, "build.flags")
-        tools = [os.path.join(self.bin, t) for t in ("llama-bench", "llama-quantize")]
+        tools = [os.path.join(self.bin, t) for t in ("llama-bench", "llama-quantize", "llama-mtmd-cli")]
         same = os.path.exists(stamp) and open(stamp).read() == "\n".join(flags)
         if not same or not all(os.path.exists(t) for t in tools):
             if not shutil.which("cmake"):
                 run(["apt-get", "install", "-y", "cmake"])
             run(["cmake", "-S", self.src, "-B", os.path.join(self.src, "build")] + flags, stdout=subprocess.DEVNULL)
             run(["cmake", "--build", os.path.join(self.src, "build"), "-j", str(os.cpu_count() or 2),
-                 "--target", "llama-bench", "llama-quantize"], stdout=subprocess.DEVNULL)
+                 "--target", "llama-bench", "llama-quantize", "llama-mtmd-cli"], stdout=subprocess.DEVNULL)
             with open(stamp, "w") as f:
                 f.write("\n".join(flags))
         src = os.path.join(REPO, "bench/peer/peer_logits.c")

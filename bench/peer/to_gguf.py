@@ -2,7 +2,8 @@
 """Gemma-4 dense checkpoint (Hugging Face safetensors, as `g4tp synth` writes them) -> GGUF for
 llama.cpp, with llama.cpp's own gguf-py (GGUFWriter, tensor names, Q4_0 quantizer).
 
-  to_gguf.py [--gguf-py DIR] [--type f32|bf16] [--head-type bf16|q4_0|f32] MODEL_DIR OUT.gguf
+  to_gguf.py [--gguf-py DIR] [--type f32|bf16] [--head-type bf16|q4_0|f32] [--vocab none|stub]
+             MODEL_DIR OUT.gguf
 
 The metadata and tensor names are those llama.cpp's convert_hf_to_gguf.py writes for
 Gemma4ForConditionalGeneration (conversion/gemma.py, class Gemma4Model): per-layer KV head
@@ -109,6 +110,28 @@ def q4_0_from_packed(packed, scale, sdtype, rows, cols, name):
         yield out.reshape(r1 - r0, nb * 18)
 
 
+def write_items(w, items, f32, tag):
+    """Writes the header, the metadata and the tensors (name, shape, type, bytes, generator of data)."""
+    for gname, shape, gt, nbytes, _ in items:
+        # quantized shapes go in as element shapes with a uint8 byte count; gguf-py reverses the order
+        w.add_tensor_info(gname, shape, np.dtype(np.float32) if gt == f32 else np.dtype(np.uint16),
+                          nbytes, raw_dtype=gt)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    fout = w.fout[0]
+    for gname, shape, gt, nbytes, gen in items:
+        w.write_padding(fout, fout.tell())
+        done = 0
+        for part in gen():
+            part.tofile(fout)
+            done += part.nbytes
+        if done != nbytes:
+            sys.exit(f"{tag}: {gname}: wrote {done} bytes, expected {nbytes}")
+        w.write_padding(fout, nbytes)
+    w.close()
+
+
 def slabs(dtype, raw, shape, gtype, gguf):
     """Yields the data of a dense tensor as `gtype`, a slab of rows at a time."""
     rows = shape[0] if len(shape) > 1 else 1
@@ -130,6 +153,55 @@ def slabs(dtype, raw, shape, gtype, gguf):
             yield gguf.quants.quantize(x, gtype)
 
 
+GEMMA4_SPECIALS = {  # config.json key -> the token's text in Gemma-4's tokenizer
+    "pad_token_id": "<pad>", "bos_token_id": "<bos>", "boi_token_id": "<|image>", "eoi_token_id": "<image|>",
+    "image_token_id": "<|image|>", "boa_token_id": "<|audio>", "eoa_token_id": "<audio|>",
+    "audio_token_id": "<|audio|>", "video_token_id": "<|video|>",
+}
+
+
+def stub_tokens(cfg, tc):
+    """The stub vocabulary (see the module's doc): token texts and kinds ("user", "byte",
+    "control"). Byte tokens take the last free ids (low ids stay fillers: "[17]" in a prompt is
+    id 17), the specials sit where config.json puts them."""
+    n = tc["vocab_size"]
+    spec = {0: "<pad>", 1: "<eos>", 2: "<bos>", 3: "<unk>", 100: "<|channel>", 101: "<channel|>",
+            105: "<|turn>", 106: "<turn|>"}
+    for key, text in GEMMA4_SPECIALS.items():
+        v = cfg.get(key, tc.get(key))
+        if isinstance(v, int) and 0 <= v < n:
+            spec[v] = text
+    spec = {i: t for i, t in spec.items() if i < n}
+    free = [i for i in range(n) if i not in spec]
+    if len(free) < 256:
+        sys.exit(f"to_gguf: --vocab stub needs 256 free ids for the bytes, vocab {n} has {len(free)}")
+    toks, kinds = [f"[{i}]" for i in range(n)], ["user"] * n  # user-defined: matched whole in a prompt
+    for b, i in enumerate(free[-256:]):
+        toks[i], kinds[i] = f"<0x{b:02X}>", "byte"
+    for i, t in spec.items():
+        toks[i], kinds[i] = t, "control"
+    return toks, kinds
+
+
+def add_stub_vocab(w, cfg, tc, gguf):
+    toks, kinds = stub_tokens(cfg, tc)
+    n = len(toks)
+    TT = gguf.TokenType
+    w.add_tokenizer_model("llama")
+    w.add_token_list(toks)
+    w.add_token_scores([0.0] * n)
+    w.add_token_types([{"user": TT.USER_DEFINED, "byte": TT.BYTE, "control": TT.CONTROL}[k] for k in kinds])
+    w.add_bos_token_id(2 if n > 2 else 0)
+    w.add_eos_token_id(1 if n > 1 else 0)
+    w.add_unk_token_id(3 if n > 3 else 0)
+    w.add_pad_token_id(0)
+    if n > 106:
+        w.add_eot_token_id(106)
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+    w.add_add_space_prefix(False)  # text is bytes as given: no SentencePiece "▁" before the prompt
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gguf-py", default=os.path.expanduser("~/.cache/g4tp-peer/llama.cpp/gguf-py"),
@@ -137,6 +209,8 @@ def main():
     ap.add_argument("--type", choices=["f32", "bf16"], default="bf16", help="dense matrices (default bf16)")
     ap.add_argument("--head-type", choices=["f32", "bf16", "q4_0"], default=None,
                     help="the embedding/tied head (default: --type; q4_0 for a W4A16 checkpoint)")
+    ap.add_argument("--vocab", choices=["none", "stub"], default="none",
+                    help="none: ids only (default); stub: a byte-level vocabulary for tools that tokenize text")
     ap.add_argument("model_dir")
     ap.add_argument("out")
     a = ap.parse_args()
@@ -201,7 +275,10 @@ def main():
     w.add_shared_kv_layers(0)
     w.add_embedding_length_per_layer_input(0)
     w.add_vocab_size(tc["vocab_size"])
-    w.add_tokenizer_model("none")
+    if a.vocab == "stub":
+        add_stub_vocab(w, cfg, tc, gguf)
+    else:
+        w.add_tokenizer_model("none")
     kinds = {dense, head}
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_0 if w4a16 else
                     gguf.LlamaFileType.ALL_F32 if kinds == {T.F32} else gguf.LlamaFileType.MOSTLY_BF16)
@@ -252,24 +329,7 @@ def main():
     plan.add(gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.ROPE_FREQS] + ".weight", freqs.shape, T.F32, freqs.nbytes,
              lambda f=freqs: iter([f]))
 
-    for gname, shape, gt, nbytes, _ in plan.items:
-        # quantized shapes go in as element shapes with a uint8 byte count; gguf-py reverses the order
-        w.add_tensor_info(gname, shape, np.dtype(np.float32) if gt == T.F32 else np.dtype(np.uint16),
-                          nbytes, raw_dtype=gt)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_ti_data_to_file()
-    fout = w.fout[0]
-    for gname, shape, gt, nbytes, gen in plan.items:
-        w.write_padding(fout, fout.tell())
-        done = 0
-        for part in gen():
-            part.tofile(fout)
-            done += part.nbytes
-        if done != nbytes:
-            sys.exit(f"to_gguf: {gname}: wrote {done} bytes, expected {nbytes}")
-        w.write_padding(fout, nbytes)
-    w.close()
+    write_items(w, plan.items, T.F32, "to_gguf")
     print(f"to_gguf: wrote {a.out} ({len(plan.items)} tensors, {os.path.getsize(a.out) / 1e9:.2f} GB)")
 
 
