@@ -994,19 +994,19 @@ static int save_prefix(g4_engine *e, const char *stem, const int32_t *tok, int64
     int64_t P = 0;
     const int s = disk_seq(e, t, m + 1, &P, err);
     if (s < 0) { free(t); return -s; }
+    /* --kv-cache-dir's own writes (no stem given) skip what is too short, already there, or
+     * larger than the whole budget, and make room by evicting the least recently used */
+    const int automatic = !stem;
     char auto_stem[4200];
-    if (!stem && P > 0) {
-        g4_kvdisk_stem(e->kvd, t, P, auto_stem, sizeof auto_stem);
-        if (P < e->o.kv_cache_min_tokens || g4_kvdisk_touch(e->kvd, auto_stem)) P = -P; /* too short, or there already */
-        stem = auto_stem;
-    }
-    int bad = -1;
+    int write = P > 0, bad = -1;
     g4_err why = {0};
-    const int64_t slide_from = P > 0 ? g4_kvmgr_attach_slides(e->kv, s, from > 0 && from < P ? from : P) : 0;
-    if (P > 0 && e->kvd && stem == auto_stem) {
-        /* room under the budget: the least recently used entries go */
-        const uint64_t need = (uint64_t)e->tp * g4_kvfile_rank_bytes(&e->geom, P, slide_from) + 64 + strlen(e->ident) + 4 * (uint64_t)P;
-        for (const char *v; rc == G4_OK && (v = g4_kvdisk_victim(e->kvd, need));) {
+    const int64_t slide_from = write ? g4_kvmgr_attach_slides(e->kv, s, from > 0 && from < P ? from : P) : 0;
+    const uint64_t need = write ? (uint64_t)e->tp * g4_kvfile_rank_bytes(&e->geom, P, slide_from) + 64 + strlen(e->ident) + 4 * (uint64_t)P : 0;
+    if (automatic && write) {
+        g4_kvdisk_stem(e->kvd, t, P, auto_stem, sizeof auto_stem);
+        stem = auto_stem;
+        write = P >= e->o.kv_cache_min_tokens && need <= (uint64_t)e->o.kv_cache_dir_bytes && !g4_kvdisk_touch(e->kvd, auto_stem);
+        for (const char *v; write && rc == G4_OK && (v = g4_kvdisk_victim(e->kvd, need));) {
             char victim[4200];
             snprintf(victim, sizeof victim, "%s", v);
             rc = disk_all(e, DISK_DROP, 0, 0, 0, 0, 0, victim, &bad, &why, err);
@@ -1014,12 +1014,11 @@ static int save_prefix(g4_engine *e, const char *stem, const int32_t *tok, int64
             g4_kvdisk_forget(e->kvd, victim);
             g4_kvdisk_count(e->kvd, 0, 0, 0, 0, 1);
         }
-        if (need > (uint64_t)e->o.kv_cache_dir_bytes) P = -P; /* larger than the whole budget */
     }
-    if (rc == G4_OK && P > 0) {
+    if (rc == G4_OK && write) {
         rc = disk_all(e, DISK_SAVE, s, P, slide_from, 0, P, stem, &bad, &why, err);
         if (rc == G4_OK && bad < 0 && g4_kvfile_write_meta(stem, e->identity, e->ident, e->tp, slide_from, t, P, &why)) bad = 0;
-        if (rc == G4_OK && bad >= 0) {
+        if (rc == G4_OK && bad >= 0) { /* whatever part was written goes */
             g4_err ignore;
             int b2;
             rc = disk_all(e, DISK_DROP, 0, 0, 0, 0, 0, stem, &b2, &ignore, err);
@@ -1034,11 +1033,11 @@ static int save_prefix(g4_engine *e, const char *stem, const int32_t *tok, int64
         return g4_err_set(err, why.code ? why.code : G4_EIO, "%s", why.msg);
     }
     if (P == 0) return g4_err_set(err, G4_ENOTFOUND, "no prefix of these %lld tokens is in the KV cache", (long long)n);
-    if (P > 0 && e->kvd && stem == auto_stem) {
-        g4_kvdisk_added(e->kvd, stem, (uint64_t)e->tp * g4_kvfile_rank_bytes(&e->geom, P, slide_from));
+    if (automatic && write) {
+        g4_kvdisk_added(e->kvd, stem, need);
         g4_kvdisk_count(e->kvd, 1, 0, 0, 0, 0);
     }
-    *n_saved = P > 0 ? P : 0;
+    *n_saved = write ? P : 0;
     return G4_OK;
 }
 

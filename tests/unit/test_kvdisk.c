@@ -293,6 +293,19 @@ static void test_cache_dir(void **state) {
     kt_close(&b);
     assert_int_equal(count_files(dir, ".meta"), 1);
     assert_int_equal(count_files(dir, ".kv"), 2);
+    /* an entry larger than the whole budget is not written, and evicts nothing for it */
+    o.kv_cache_dir_bytes = 1;
+    kt_open(&b, &o);
+    int32_t w2[160];
+    fill_ids(w2, N, b.V, 24);
+    run_prefix(&b, w2, N);
+    assert_int_equal(g4_engine_kv_disk_step(b.e), 1);
+    g4_engine_kv_disk_stats(b.e, &ds);
+    assert_int_equal(ds.evicted, 0);
+    assert_int_equal(ds.saved, 0);
+    assert_int_equal(ds.entries, 1);
+    kt_close(&b);
+    assert_int_equal(count_files(dir, ".meta"), 1);
     /* a half-written entry (rank files without their meta) and a temporary file go at start */
     char prefix[32] = "", p1[400], p2[400];
     DIR *d = opendir(dir);
