@@ -245,6 +245,19 @@ static void test_refusals(void **state) {
     kt_close(&a);
 }
 
+/* A fresh engine computes one new prefix of n random ids and writes it (one idle step); *ds after. */
+static void one_new_prefix(g4_engine_opts *o, int64_t n, uint32_t seed, g4_kv_disk_stats *ds) {
+    kt b;
+    kt_open(&b, o);
+    int32_t *w = malloc(sizeof(int32_t) * (size_t)n);
+    fill_ids(w, n, b.V, seed);
+    run_prefix(&b, w, n);
+    assert_int_equal(g4_engine_kv_disk_step(b.e), 1);
+    g4_engine_kv_disk_stats(b.e, ds);
+    free(w);
+    kt_close(&b);
+}
+
 /* --kv-cache-dir: written when idle, read at the next start, hit after the restart; LRU budget. */
 static void test_cache_dir(void **state) {
     (void)state;
@@ -281,30 +294,18 @@ static void test_cache_dir(void **state) {
     kt_close(&b);
     /* a budget for one entry: the least recently used go */
     o.kv_cache_dir_bytes = (int64_t)(ds.bytes / 2); /* one entry of 160 positions, not two (the three: 440) */
-    kt_open(&b, &o);
-    int32_t w[160];
-    fill_ids(w, N, b.V, 23);
-    run_prefix(&b, w, N);
-    assert_int_equal(g4_engine_kv_disk_step(b.e), 1);
-    g4_engine_kv_disk_stats(b.e, &ds);
+    one_new_prefix(&o, N, 23, &ds);
     assert_true(ds.evicted >= 2);
     assert_true(ds.bytes <= ds.budget);
     assert_int_equal(ds.entries, 1);
-    kt_close(&b);
     assert_int_equal(count_files(dir, ".meta"), 1);
     assert_int_equal(count_files(dir, ".kv"), 2);
     /* an entry larger than the whole budget is not written, and evicts nothing for it */
     o.kv_cache_dir_bytes = 1;
-    kt_open(&b, &o);
-    int32_t w2[160];
-    fill_ids(w2, N, b.V, 24);
-    run_prefix(&b, w2, N);
-    assert_int_equal(g4_engine_kv_disk_step(b.e), 1);
-    g4_engine_kv_disk_stats(b.e, &ds);
+    one_new_prefix(&o, N, 24, &ds);
     assert_int_equal(ds.evicted, 0);
     assert_int_equal(ds.saved, 0);
     assert_int_equal(ds.entries, 1);
-    kt_close(&b);
     assert_int_equal(count_files(dir, ".meta"), 1);
     /* a half-written entry (rank files without their meta) and a temporary file go at start */
     char prefix[32] = "", p1[400], p2[400];
