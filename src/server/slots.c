@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "engine/kvfile.h"
 #include "server/errors.h"
 
 enum { A_SAVE = 1, A_RESTORE, A_ERASE, A_LIST };
@@ -68,10 +69,10 @@ static uint64_t entry_bytes(const char *stem, int tp) {
     uint64_t b = 0;
     char p[4400];
     struct stat st;
-    snprintf(p, sizeof p, "%s.meta", stem);
+    snprintf(p, sizeof p, "%s" G4_KVFILE_META_EXT, stem);
     if (stat(p, &st) == 0) b += (uint64_t)st.st_size;
     for (int r = 0; r < tp; r++) {
-        snprintf(p, sizeof p, "%s.r%dof%d.kv", stem, r, tp);
+        g4_kvfile_rank_path(p, sizeof p, stem, r, tp);
         if (stat(p, &st) == 0) b += (uint64_t)st.st_size;
     }
     return b;
