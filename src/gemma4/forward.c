@@ -159,13 +159,28 @@ static int chunk_range(int64_t rows, int64_t per, long i, int64_t *r0, int64_t *
  * (grouped-query attention) go to the kernel together, which then reads each key and value
  * row once for all of them. */
 enum { ATT_GROUP = 4 };
+/* Tokens per attention work item at most (a prefill tile reads each key and value row once for
+ * all of them: the kernel set's attention_tokens); fewer where the scores would pass 16 MB per
+ * thread (long contexts) or where the batch has too few items for the threads (decode). */
+enum { ATT_TILE = 8 };
+
+static int att_tile_max(const g4_rank_model *m) {
+    if (!m->K->attention_tokens) return 1;
+    const int64_t per_token = (int64_t)ATT_GROUP * (m->o.max_ctx + 16 + ATT_TILE) * (int64_t)sizeof(float);
+    const int64_t nt = (16ll << 20) / per_token;
+    return nt < 1 ? 1 : nt > ATT_TILE ? ATT_TILE : (int)nt;
+}
 
 /* ---- phases ----------------------------------------------------------------------------- */
 
 static float *falloc(size_t n);
 
 static void ph_alloc_scratch(g4_rank_model *m, int ith, int nth) {
-    m->scores[ith] = falloc(G4_ATTN_KV_SCRATCH(ATT_GROUP, m->o.max_ctx + 16, m->alloc_hd));
+    const int nt = att_tile_max(m);
+    size_t sc = G4_ATTN_KV_SCRATCH(ATT_GROUP, m->o.max_ctx + 16, m->alloc_hd);
+    if (nt > 1 && G4_ATTN_TOKENS_SCRATCH(nt, ATT_GROUP, m->o.max_ctx + 16 + nt) > sc)
+        sc = G4_ATTN_TOKENS_SCRATCH(nt, ATT_GROUP, m->o.max_ctx + 16 + nt);
+    m->scores[ith] = falloc(sc);
     m->trig[ith] = falloc((size_t)m->alloc_hd + 16);
     _Static_assert(sizeof(g4_kv_seg) == sizeof(g4_kvq_seg), "segment records of one size");
     m->segs[ith] = malloc(sizeof(g4_kvq_seg) * (size_t)(m->kv.tlen + 2));
@@ -281,16 +296,30 @@ static void ph_qk_post(g4_rank_model *m, int ith, int nth) {
     }
 }
 
-/* The keys and values a query at position p of sequence seq reads on layer l (KV head kvh):
- * one segment per block, in position order; g4_kv_seg records (stride in floats) for an f32
- * cache, g4_kvq_seg (stride in bytes) for the others. */
-static int kv_segments(const g4_rank_model *m, int l, int seq, int64_t p, int64_t span_end, int kvh, void *out) {
+/* The keys a query at position p reads on layer l: positions [*first, *last]. */
+static void kv_range(const g4_rank_model *m, int l, int64_t p, int64_t span_end, int64_t *first, int64_t *last) {
     const int full = m->kv.g.kind[l] == G4_KV_FULL;
-    const int64_t w = m->cfg->layers[l].window, first = full || p - w + 1 < 0 ? 0 : p - w + 1;
+    const int64_t w = m->cfg->layers[l].window;
+    *first = full || p - w + 1 < 0 ? 0 : p - w + 1;
     /* an image block's token sees the block's later keys too, in sliding layers only (the
      * text mask of Gemma-4 since transformers 1f3294c8: AND(window, OR(causal, same block))) */
-    const int64_t last = !full && span_end > p + 1 ? span_end - 1 : p;
-    return g4_kv_segments(&m->kv, l, seq, first, last, kvh, out);
+    *last = !full && span_end > p + 1 ? span_end - 1 : p;
+}
+
+/* Batch tokens [t, t + n) whose key ranges slide together (one sequence, consecutive
+ * positions, each range starting and ending at most one key after the previous one's), at most
+ * nmax of them; their ranges in first/last. */
+static int shared_keys_run(const g4_rank_model *m, int l, int t, int nmax, int64_t *first, int64_t *last) {
+    const g4_batch *b = m->b;
+    int n = 0;
+    for (; n < nmax; n++) {
+        const int u = t + n;
+        kv_range(m, l, b->pos[u], b->span_end ? b->span_end[u] : 0, &first[n], &last[n]);
+        if (n && (b->seq[u] != b->seq[t] || b->pos[u] != b->pos[u - 1] + 1 || first[n] < first[n - 1] ||
+                  first[n] > first[n - 1] + 1 || last[n] < last[n - 1] || last[n] > last[n - 1] + 1))
+            break;
+    }
+    return n;
 }
 
 static void ph_attention(g4_rank_model *m, int ith, int nth) {
@@ -300,24 +329,38 @@ static void ph_attention(g4_rank_model *m, int ith, int nth) {
     const int hd = lc->head_dim, nq = m->plan->n_q_local;
     const int q_per_kv = m->cfg->n_heads / lc->n_kv;
     const int kv0 = m->plan->layers[l].kv0, q0 = m->plan->q0;
-    /* items: (token, group); a group is a run of local heads of one KV head, cut into ATT_GROUP */
+    /* items: (tile of tokens, group); a group is a run of local heads of one KV head, cut into
+     * ATT_GROUP; tiles as long as leaves each thread 4 items or more */
     const int per_kv = (q_per_kv + ATT_GROUP - 1) / ATT_GROUP;
     const int kv_first = q0 / q_per_kv, kv_last = (q0 + nq - 1) / q_per_kv;
     const int ngroups = (kv_last - kv_first + 1) * per_kv;
-    const long n_items = (long)b->n * ngroups;
+    int tile = (int)((long)b->n * ngroups / (4l * nth));
+    if (tile > att_tile_max(m)) tile = att_tile_max(m);
+    if (tile < 1) tile = 1;
+    const long n_items = ((long)b->n + tile - 1) / tile * ngroups;
     for (long a = grab(m, ith, n_items); a >= 0; a = grab(m, ith, n_items)) {
-        const int t = (int)(a / ngroups), g = (int)(a % ngroups);
+        const int t0 = (int)(a / ngroups) * tile, g = (int)(a % ngroups);
+        const int t1 = t0 + tile < b->n ? t0 + tile : b->n;
         const int kvg = kv_first + g / per_kv; /* global KV head */
         int h = kvg * q_per_kv + (g % per_kv) * ATT_GROUP - q0, he = h + ATT_GROUP;
         if (he > (kvg + 1) * q_per_kv - q0) he = (kvg + 1) * q_per_kv - q0;
         if (h < 0) h = 0;
         if (he > nq) he = nq;
         if (h >= he) continue; /* a cut of this KV head's heads that lies on another rank */
-        const int nseg = kv_segments(m, l, b->seq[t], b->pos[t], b->span_end ? b->span_end[t] : 0, kvg - kv0, m->segs[ith]);
-        float *out = m->attn + (int64_t)t * m->q_dim_max + (int64_t)h * hd;
-        const float *q = m->q + (int64_t)t * m->q_dim_max + (int64_t)h * hd;
-        if (m->kv.g.dtype == G4_DT_F32) m->K->attention(out, q, he - h, hd, m->segs[ith], nseg, m->scores[ith]);
-        else m->K->attention_kv(out, q, he - h, hd, m->segs[ith], nseg, m->kv.g.dtype, m->scores[ith]);
+        for (int t = t0, n; t < t1; t += n) {
+            int64_t first[ATT_TILE], last[ATT_TILE], k0[ATT_TILE], k1[ATT_TILE];
+            n = shared_keys_run(m, l, t, t1 - t, first, last);
+            const int nseg = g4_kv_segments(&m->kv, l, b->seq[t], first[0], last[n - 1], kvg - kv0, m->segs[ith]);
+            float *out = m->attn + (int64_t)t * m->q_dim_max + (int64_t)h * hd;
+            const float *q = m->q + (int64_t)t * m->q_dim_max + (int64_t)h * hd;
+            if (n > 1) {
+                for (int i = 0; i < n; i++) k0[i] = first[i] - first[0], k1[i] = last[i] - first[0] + 1;
+                m->K->attention_tokens(out, m->q_dim_max, q, m->q_dim_max, n, he - h, hd, m->segs[ith], nseg,
+                                       m->kv.g.dtype, k0, k1, m->scores[ith]);
+            } else if (m->kv.g.dtype == G4_DT_F32)
+                m->K->attention(out, q, he - h, hd, m->segs[ith], nseg, m->scores[ith]);
+            else m->K->attention_kv(out, q, he - h, hd, m->segs[ith], nseg, m->kv.g.dtype, m->scores[ith]);
+        }
     }
 }
 

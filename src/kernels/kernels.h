@@ -62,6 +62,9 @@ typedef struct {
 /* Floats of scratch attention_kv needs: the scores, and tiles of rows dequantized for f32. */
 #define G4_ATTN_KV_TILE 8
 #define G4_ATTN_KV_SCRATCH(nq, nk, d) ((size_t)(nq) * (size_t)(nk) + (size_t)G4_ATTN_KV_TILE * (size_t)(d) + 32)
+/* attention_tokens: at most this many (token, head) rows per call, and its scratch in floats */
+#define G4_ATTN_ROWS_MAX 64
+#define G4_ATTN_TOKENS_SCRATCH(nt, nq, nk) ((size_t)(nt) * (size_t)(nq) * (size_t)(nk) + 32)
 
 typedef struct g4_kernels {
     const char *name; /* "scalar", "avx2", "avx512" */
@@ -111,6 +114,17 @@ typedef struct g4_kernels {
      * G4_ATTN_KV_SCRATCH(nq, total keys, d) floats. */
     void (*attention_kv)(float *out, const float *q, int nq, int64_t d, const g4_kvq_seg *segs,
                          int nseg, int dt, float *scratch);
+    /* nt tokens' nq heads each over keys they share, in one pass: token t's heads at
+     * q + t*ldq (+ h*d), its outputs at out + t*ldo (+ h*d), and it reads keys [k0[t], k1[t])
+     * of the segments' keys (numbered from 0 in position order). dt: G4_DT_F32 (segs are
+     * g4_kv_seg) or G4_DT_BF16 / G4_DT_Q8_0 (g4_kvq_seg). Each token's bits are those of
+     * attention / attention_kv over its own keys alone (prefill tiles equal decode); each key
+     * and value row is read once per tile of tokens instead of once per token. nt * nq <=
+     * G4_ATTN_ROWS_MAX; scratch: G4_ATTN_TOKENS_SCRATCH(nt, nq, total keys) floats. NULL in
+     * the sets without it (the caller goes token by token). */
+    void (*attention_tokens)(float *out, int64_t ldo, const float *q, int64_t ldq, int nt, int nq, int64_t d,
+                             const void *segs, int nseg, int dt, const int64_t *k0, const int64_t *k1,
+                             float *scratch);
 
     /* y[i] = a[i] + b[i] */
     void (*add)(float *y, const float *a, const float *b, int64_t n);

@@ -29,6 +29,15 @@ void g4__q8_prepare_plain(const g4_mat *W, const float *x, int64_t ldx, int T, v
 /* The same, vectorised (kernels_avx512.c; identical bytes — IEEE division, exact rounding). */
 void g4__q8_quantize_act_avx512(const float *x, int64_t K, void *dst);
 
+/* The avx512 attention kernels (attention_avx512.c), the table's attention entries. */
+void g4__attention_avx512(float *out, const float *q, int nq, int64_t d, const g4_kv_seg *segs, int nseg,
+                          float *scores);
+void g4__attention_kv_avx512(float *out, const float *q, int nq, int64_t d, const g4_kvq_seg *segs, int nseg,
+                             int dt, float *scratch);
+void g4__attention_tokens_avx512(float *out, int64_t ldo, const float *q, int64_t ldq, int nt, int nq, int64_t d,
+                                 const void *segs, int nseg, int dt, const int64_t *k0, const int64_t *k1,
+                                 float *scratch);
+
 /* q4_0 uses the same quantized activations plus, after the record above, int32 s[nb_pad]: the
  * sum of each block's int8 values, for sum (q-8) x = sum q x - 8 sum x (scalar and avx2 keep
  * them as they are; avx512 arranges all three arrays for its own loop, same size). */
