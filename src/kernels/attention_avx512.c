@@ -20,15 +20,6 @@
 
 enum { AKB = 32 };
 
-/* Grouped-query attention: up to AQ heads that share a key/value head go through the keys
- * together, so each key and value row is loaded once per tile instead of once per head. Per
- * (head, key) and per output element the operations are those of one head alone, so the bits
- * do not depend on the grouping. The cache's element type DT is a template parameter: bf16 and
- * q8_0 rows are widened exactly as they are loaded (bf16 << 16; q8_0 d * q, both exact in f32),
- * so attention_kv gives the bits of attention over the dequantized rows while reading the cache
- * at its own size. */
-enum { AQ = 4 };
-
 /* 16 elements of a row from element x, widened to f32 (q8_0: x a multiple of 16, within a block) */
 AI __m512 kv_ld(const int DT, const char *row, int64_t x) {
     if (DT == G4_DT_BF16)
@@ -48,89 +39,6 @@ AI __m512 kv_ld_m(const int DT, const char *row, int64_t x, __mmask16 m) {
 }
 /* bytes per element, for the prefetch distance (q8_0: about one) */
 #define KV_ES(DT) ((DT) == G4_DT_F32 ? 4 : (DT) == G4_DT_BF16 ? 2 : 1)
-
-/* Scores of QR heads (q + h*d) against KR key rows (k + j*st bytes), to s[h*ns + j]: one 16-lane
- * accumulator over d in order, masked tail, hsum16 — the canonical dot of each pair. */
-AI void qk_tile(const int KR, const int QR, const int DT, const char *k, int64_t st, const float *q, int64_t d,
-                float *s, int64_t ns) {
-    __m512 acc[4][AQ];
-#pragma GCC unroll 4
-    for (int j = 0; j < KR; j++)
-#pragma GCC unroll 4
-        for (int h = 0; h < QR; h++) acc[j][h] = _mm512_setzero_ps();
-    int64_t x = 0;
-    for (; x + 16 <= d; x += 16) {
-        __m512 kv[4];
-        if (KR > 1 && ((x * KV_ES(DT)) & 63) == 0)
-#pragma GCC unroll 4
-            for (int j = 0; j < KR; j++) _mm_prefetch(k + j * st + x * KV_ES(DT) + G4_MV_PREFETCH, _MM_HINT_T0);
-#pragma GCC unroll 4
-        for (int j = 0; j < KR; j++) kv[j] = kv_ld(DT, k + j * st, x);
-#pragma GCC unroll 4
-        for (int h = 0; h < QR; h++) {
-            const __m512 qv = _mm512_loadu_ps(q + h * d + x);
-#pragma GCC unroll 4
-            for (int j = 0; j < KR; j++) acc[j][h] = _mm512_fmadd_ps(kv[j], qv, acc[j][h]);
-        }
-    }
-    if (x < d) {
-        const __mmask16 m = tailmask(d - x);
-        __m512 kv[4];
-#pragma GCC unroll 4
-        for (int j = 0; j < KR; j++) kv[j] = kv_ld_m(DT, k + j * st, x, m);
-#pragma GCC unroll 4
-        for (int h = 0; h < QR; h++) {
-            const __m512 qv = _mm512_maskz_loadu_ps(m, q + h * d + x);
-#pragma GCC unroll 4
-            for (int j = 0; j < KR; j++) acc[j][h] = _mm512_fmadd_ps(kv[j], qv, acc[j][h]);
-        }
-    }
-#pragma GCC unroll 4
-    for (int j = 0; j < KR; j++)
-#pragma GCC unroll 4
-        for (int h = 0; h < QR; h++) s[h * ns + j] = hsum16(acc[j][h]);
-}
-
-/* out[h*d + i] += sum over the nb keys of the block of p[h*ps + b] * v[b][i], b in order; the
- * accumulators live in out between blocks. 64-wide slices of d, then 16-wide masked ones. */
-AI void pv_block(const int QR, const int DT, float *out, int64_t d, const char *const *v, const float *p, int64_t ps, int nb) {
-    int64_t i0 = 0;
-    for (; i0 + 64 <= d; i0 += 64) {
-        __m512 acc[AQ][4];
-#pragma GCC unroll 4
-        for (int h = 0; h < QR; h++)
-#pragma GCC unroll 4
-            for (int c = 0; c < 4; c++) acc[h][c] = _mm512_loadu_ps(out + h * d + i0 + 16 * c);
-        for (int b = 0; b < nb; b++) {
-            __m512 vv[4];
-#pragma GCC unroll 4
-            for (int c = 0; c < 4; c++) vv[c] = kv_ld(DT, v[b], i0 + 16 * c);
-#pragma GCC unroll 4
-            for (int h = 0; h < QR; h++) {
-                const __m512 pb = _mm512_set1_ps(p[h * ps + b]);
-#pragma GCC unroll 4
-                for (int c = 0; c < 4; c++) acc[h][c] = _mm512_fmadd_ps(pb, vv[c], acc[h][c]);
-            }
-        }
-#pragma GCC unroll 4
-        for (int h = 0; h < QR; h++)
-#pragma GCC unroll 4
-            for (int c = 0; c < 4; c++) _mm512_storeu_ps(out + h * d + i0 + 16 * c, acc[h][c]);
-    }
-    for (; i0 < d; i0 += 16) {
-        const __mmask16 m = d - i0 >= 16 ? (__mmask16)0xffff : tailmask(d - i0);
-        __m512 acc[AQ];
-#pragma GCC unroll 4
-        for (int h = 0; h < QR; h++) acc[h] = _mm512_maskz_loadu_ps(m, out + h * d + i0);
-        for (int b = 0; b < nb; b++) {
-            const __m512 vv = d - i0 >= 16 ? kv_ld(DT, v[b], i0) : kv_ld_m(DT, v[b], i0, m);
-#pragma GCC unroll 4
-            for (int h = 0; h < QR; h++) acc[h] = _mm512_fmadd_ps(_mm512_set1_ps(p[h * ps + b]), vv, acc[h]);
-        }
-#pragma GCC unroll 4
-        for (int h = 0; h < QR; h++) _mm512_mask_storeu_ps(out + h * d + i0, m, acc[h]);
-    }
-}
 
 /* Softmax of one head's nk scores in place: max, exp, sum, scale. */
 static void softmax_scores(float *scores, int64_t nk) {
@@ -162,75 +70,8 @@ AI void seg_rows(const int DT, const void *segs, int s, const char **k, const ch
     }
 }
 
-/* QR (<= AQ) heads: scores for every key (4 keys a tile), softmax per head, then the values in
- * blocks of AKB keys (their rows stay in L1/L2 while every slice of d is updated). */
-AI void attention_group(const int QR, const int DT, float *out, const float *q, int64_t d, const void *segs,
-                        int nseg, int64_t nk, float *scores) {
-    int64_t j0 = 0;
-    for (int s = 0; s < nseg; s++) {
-        const char *k, *v;
-        int64_t n, st;
-        seg_rows(DT, segs, s, &k, &v, &n, &st);
-        int64_t j = 0;
-        for (; j + 4 <= n; j += 4) qk_tile(4, QR, DT, k + j * st, st, q, d, scores + j0 + j, nk);
-        for (; j < n; j++) qk_tile(1, QR, DT, k + j * st, st, q, d, scores + j0 + j, nk);
-        j0 += n;
-    }
-    for (int h = 0; h < QR; h++) softmax_scores(scores + h * nk, nk);
-    memset(out, 0, (size_t)(QR * d) * sizeof(float));
-    const char *vp[AKB];
-    int nb = 0;
-    j0 = 0;
-    for (int s = 0; s < nseg; s++) {
-        const char *k, *v;
-        int64_t n, st;
-        seg_rows(DT, segs, s, &k, &v, &n, &st);
-        for (int64_t j = 0; j < n; j++) {
-            vp[nb++] = v + j * st;
-            if (nb == AKB) {
-                pv_block(QR, DT, out, d, vp, scores + j0, nk, nb);
-                j0 += nb;
-                nb = 0;
-            }
-        }
-    }
-    if (nb) pv_block(QR, DT, out, d, vp, scores + j0, nk, nb);
-}
-
-AI void attention_dt(const int DT, float *out, const float *q, int nq, int64_t d, const void *segs, int nseg, float *scores) {
-    int64_t nk = 0;
-    for (int s = 0; s < nseg; s++) nk += DT == G4_DT_F32 ? ((const g4_kv_seg *)segs)[s].n : ((const g4_kvq_seg *)segs)[s].n;
-    if (nk == 0) {
-        memset(out, 0, (size_t)nq * (size_t)d * sizeof(float));
-        return;
-    }
-    for (int h = 0; h < nq; h += AQ) {
-        float *o = out + h * d;
-        const float *qh = q + h * d;
-        switch (nq - h < AQ ? nq - h : AQ) {
-        case 4: attention_group(4, DT, o, qh, d, segs, nseg, nk, scores); break;
-        case 3: attention_group(3, DT, o, qh, d, segs, nseg, nk, scores); break;
-        case 2: attention_group(2, DT, o, qh, d, segs, nseg, nk, scores); break;
-        default: attention_group(1, DT, o, qh, d, segs, nseg, nk, scores); break;
-        }
-    }
-}
-
-void g4__attention_avx512(float *out, const float *q, int nq, int64_t d, const g4_kv_seg *segs, int nseg,
-                          float *scores) {
-    attention_dt(G4_DT_F32, out, q, nq, d, segs, nseg, scores);
-}
-
-void g4__attention_kv_avx512(float *out, const float *q, int nq, int64_t d, const g4_kvq_seg *segs, int nseg,
-                             int dt, float *scratch) {
-    if (dt == G4_DT_BF16) attention_dt(G4_DT_BF16, out, q, nq, d, segs, nseg, scratch);
-    else attention_dt(G4_DT_Q8_0, out, q, nq, d, segs, nseg, scratch);
-}
-
-
-/* ---- a tile of tokens that share keys ---- */
-
-/* Query rows per register tile: 8 rows x 2 keys of scores, 8 rows x 32 columns of outputs. */
+/* Query rows per register tile: 8 rows x 2 keys of scores (4 x 4 for up to 4 rows), 8 rows x 32
+ * columns of outputs (4 x 64). */
 enum { TR = 8 };
 
 /* The key and value rows of keys [u0, u1) (u1 - u0 <= AKB), walking the segments with a cursor
@@ -252,46 +93,50 @@ AI void key_rows(const int DT, const void *segs, int nseg, int *s, int64_t *base
     }
 }
 
-/* Scores of R query rows (q[r]) against KR keys (k[j]) to s[r*ns + j]: qk_tile's operations. */
+/* Scores of R query rows (q[r]) against KR keys (k[j]) to s[r*ns + j], KR * R <= 16: one
+ * 16-lane accumulator per pair over d in order, masked tail, hsum16 — the canonical dot. */
 AI void qk_rows(const int KR, const int R, const int DT, const char *const *k, const float *const *q, int64_t d,
                 float *s, int64_t ns) {
-    __m512 acc[2][TR];
-#pragma GCC unroll 2
+    __m512 acc[4][TR];
+#pragma GCC unroll 4
     for (int j = 0; j < KR; j++)
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++) acc[j][r] = _mm512_setzero_ps();
     int64_t x = 0;
     for (; x + 16 <= d; x += 16) {
-        __m512 kv[2];
-#pragma GCC unroll 2
+        __m512 kv[4];
+        if (KR > 1 && ((x * KV_ES(DT)) & 63) == 0)
+#pragma GCC unroll 4
+            for (int j = 0; j < KR; j++) _mm_prefetch(k[j] + x * KV_ES(DT) + G4_MV_PREFETCH, _MM_HINT_T0);
+#pragma GCC unroll 4
         for (int j = 0; j < KR; j++) kv[j] = kv_ld(DT, k[j], x);
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             const __m512 qv = _mm512_loadu_ps(q[r] + x);
-#pragma GCC unroll 2
+#pragma GCC unroll 4
             for (int j = 0; j < KR; j++) acc[j][r] = _mm512_fmadd_ps(kv[j], qv, acc[j][r]);
         }
     }
     if (x < d) {
         const __mmask16 m = tailmask(d - x);
-        __m512 kv[2];
-#pragma GCC unroll 2
+        __m512 kv[4];
+#pragma GCC unroll 4
         for (int j = 0; j < KR; j++) kv[j] = kv_ld_m(DT, k[j], x, m);
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             const __m512 qv = _mm512_maskz_loadu_ps(m, q[r] + x);
-#pragma GCC unroll 2
+#pragma GCC unroll 4
             for (int j = 0; j < KR; j++) acc[j][r] = _mm512_fmadd_ps(kv[j], qv, acc[j][r]);
         }
     }
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int j = 0; j < KR; j++)
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++) s[r * ns + j] = hsum16(acc[j][r]);
 }
 
-/* out[r][i] += sum over the nb keys of p[r][b] * v[b][i], b in order (pv_block's operations, rows
- * at their own addresses): 32-wide slices of d (64-wide for R <= 4), then 16-wide masked ones. */
+/* out[r][i] += sum over the nb keys of p[r][b] * v[b][i], b in order, the accumulators parked in
+ * out between calls: 32-wide slices of d (64-wide for R <= 4), then 16-wide masked ones. */
 AI void pv_rows(const int R, const int DT, float *const *out, int64_t d, const char *const *v, const float *const *p,
                 int nb) {
     enum { C = 4 };
@@ -337,8 +182,9 @@ AI void pv_rows(const int R, const int DT, float *const *out, int64_t d, const c
 /* The rows' scores for keys [a, e) of a block whose rows are kp (key u at kp[u - u0]). */
 AI void qk_span(const int R, const int DT, const char *const *kp, int64_t u0, int64_t a, int64_t e,
                 const float *const *q, int64_t d, float *s, int64_t ns) {
+    const int KR = R <= 4 ? 4 : 2;
     int64_t u = a;
-    for (; u + 2 <= e; u += 2) qk_rows(2, R, DT, kp + (u - u0), q, d, s + u, ns);
+    for (; u + KR <= e; u += KR) qk_rows(KR, R, DT, kp + (u - u0), q, d, s + u, ns);
     for (; u < e; u++) qk_rows(1, R, DT, kp + (u - u0), q, d, s + u, ns);
 }
 
@@ -377,19 +223,13 @@ AI void pv_one(const int DT, float *out, int64_t d, const char *const *vp, int64
     pv_rows(1, DT, &out, d, vp + (a - u0), &p, (int)(e - a));
 }
 
-AI void attention_tokens_dt(const int DT, float *out, int64_t ldo, const float *q, int64_t ldq, int nt, int nq,
-                            int64_t d, const void *segs, int nseg, const int64_t *k0, const int64_t *k1, float *scratch) {
-    const int R = nt * nq;
-    G4_ASSERT(R >= 1 && R <= G4_ATTN_ROWS_MAX, "%d rows", R);
-    float *orow[G4_ATTN_ROWS_MAX];
-    const float *qrow[G4_ATTN_ROWS_MAX];
-    int64_t a_[G4_ATTN_ROWS_MAX], b_[G4_ATTN_ROWS_MAX];
+/* R query rows (qrow[r], out to orow[r]), row r reading keys [a_[r], b_[r]) (b_ >= a_) of the
+ * segments' keys: scores of blocks of AKB keys for every chunk of TR rows, each row's softmax,
+ * then the values block by block, each row's keys in order. */
+AI void attention_rows_dt(const int DT, int R, float *const *orow, const float *const *qrow, const int64_t *a_,
+                          const int64_t *b_, int64_t d, const void *segs, int nseg, float *scratch) {
     int64_t nU = 0;
     for (int r = 0; r < R; r++) {
-        const int t = r / nq, h = r % nq;
-        orow[r] = out + t * ldo + h * d;
-        qrow[r] = q + t * ldq + h * d;
-        a_[r] = k0[t], b_[r] = k1[t] > k0[t] ? k1[t] : k0[t];
         if (b_[r] > nU) nU = b_[r];
         memset(orow[r], 0, (size_t)d * sizeof(float));
     }
@@ -433,6 +273,48 @@ AI void attention_tokens_dt(const int DT, float *out, int64_t ldo, const float *
                 pv_one(DT, orow[r], d, vp, u0, sc + r * nU, ce, b_[r] < u1 ? b_[r] : u1);
         }
     }
+}
+
+AI void attention_tokens_dt(const int DT, float *out, int64_t ldo, const float *q, int64_t ldq, int nt, int nq,
+                            int64_t d, const void *segs, int nseg, const int64_t *k0, const int64_t *k1, float *scratch) {
+    const int R = nt * nq;
+    G4_ASSERT(R >= 1 && R <= G4_ATTN_ROWS_MAX, "%d rows", R);
+    float *orow[G4_ATTN_ROWS_MAX];
+    const float *qrow[G4_ATTN_ROWS_MAX];
+    int64_t a_[G4_ATTN_ROWS_MAX], b_[G4_ATTN_ROWS_MAX];
+    for (int r = 0; r < R; r++) {
+        const int t = r / nq, h = r % nq;
+        orow[r] = out + t * ldo + h * d;
+        qrow[r] = q + t * ldq + h * d;
+        a_[r] = k0[t], b_[r] = k1[t] > k0[t] ? k1[t] : k0[t];
+    }
+    attention_rows_dt(DT, R, orow, qrow, a_, b_, d, segs, nseg, scratch);
+}
+
+/* One token's nq heads over all the segments' keys: rows of up to 64 heads at a time. */
+AI void attention_dt(const int DT, float *out, const float *q, int nq, int64_t d, const void *segs, int nseg,
+                     float *scratch) {
+    int64_t nk = 0;
+    for (int s = 0; s < nseg; s++) nk += DT == G4_DT_F32 ? ((const g4_kv_seg *)segs)[s].n : ((const g4_kvq_seg *)segs)[s].n;
+    float *orow[G4_ATTN_ROWS_MAX];
+    const float *qrow[G4_ATTN_ROWS_MAX];
+    int64_t a_[G4_ATTN_ROWS_MAX], b_[G4_ATTN_ROWS_MAX];
+    for (int h0 = 0; h0 < nq; h0 += G4_ATTN_ROWS_MAX) {
+        const int R = nq - h0 < G4_ATTN_ROWS_MAX ? nq - h0 : G4_ATTN_ROWS_MAX;
+        for (int r = 0; r < R; r++) orow[r] = out + (h0 + r) * d, qrow[r] = q + (h0 + r) * d, a_[r] = 0, b_[r] = nk;
+        attention_rows_dt(DT, R, orow, qrow, a_, b_, d, segs, nseg, scratch);
+    }
+}
+
+void g4__attention_avx512(float *out, const float *q, int nq, int64_t d, const g4_kv_seg *segs, int nseg,
+                          float *scores) {
+    attention_dt(G4_DT_F32, out, q, nq, d, segs, nseg, scores);
+}
+
+void g4__attention_kv_avx512(float *out, const float *q, int nq, int64_t d, const g4_kvq_seg *segs, int nseg,
+                             int dt, float *scratch) {
+    if (dt == G4_DT_BF16) attention_dt(G4_DT_BF16, out, q, nq, d, segs, nseg, scratch);
+    else attention_dt(G4_DT_Q8_0, out, q, nq, d, segs, nseg, scratch);
 }
 
 void g4__attention_tokens_avx512(float *out, int64_t ldo, const float *q, int64_t ldq, int nt, int nq, int64_t d,
