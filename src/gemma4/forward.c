@@ -374,23 +374,43 @@ static g4_mat rp_slice(const g4_rank_model *m, int i) {
     return Ws;
 }
 
-/* act: the slices' prepared activations, act_stride bytes apart (NULL: matmul from rp_x). */
-static void rowpar_rows(g4_rank_model *m, int ith, int64_t r0, int64_t r1, const char *act, size_t act_stride) {
+/* Slice i's products (rows [r0, r1) of src) into the tree: added to the finished subtrees it
+ * completes, in the pairwise order, and parked on the stack. */
+static void merge_slice(g4_rank_model *m, int i, float *src, int64_t r0, int64_t r1) {
     const int T = m->b->n;
     const int64_t H = m->H;
+    int lvl = 0;
+    for (int j = i; j & 1; j >>= 1, lvl++) {
+        float *dst = m->stack[lvl];
+        for (int t = 0; t < T; t++) m->K->add(dst + t * H + r0, dst + t * H + r0, src + t * H + r0, r1 - r0);
+        src = dst;
+    }
+    if (src != m->stack[lvl])
+        for (int t = 0; t < T; t++) memcpy(m->stack[lvl] + t * H + r0, src + t * H + r0, sizeof(float) * (size_t)(r1 - r0));
+}
+
+/* act: the slices' prepared activations, act_stride bytes apart (NULL: matmul from rp_x). */
+static void rowpar_rows(g4_rank_model *m, int ith, int64_t r0, int64_t r1, const char *act, size_t act_stride) {
+    const int64_t H = m->H;
+    /* decode of a q4_0 matrix (whose kernel takes rows one at a time): each row through all its
+     * slices in turn, so the rows are read as one stream, the slices' products side by side in
+     * tmp until the tree takes them. A slice at a time over 8 rows read 576-byte pieces 2.3 KB
+     * apart, past the reach of the kernel's prefetch: o_proj streamed at half the speed. */
+    if (m->b->n == 1 && m->rp_w->dtype == G4_DT_Q4_0 && m->rp_nslices <= m->o.max_batch) {
+        for (int64_t r = r0; r < r1; r++)
+            for (int i = 0; i < m->rp_nslices; i++) {
+                g4_mat Ws = rp_slice(m, i);
+                mm(m, ith, &Ws, m->rp_x + (int64_t)i * m->rp_slice_cols, m->rp_ldx, act ? act + (size_t)i * act_stride : NULL,
+                   m->tmp + (int64_t)i * H, H, r, r + 1);
+            }
+        for (int i = 0; i < m->rp_nslices; i++) merge_slice(m, i, m->tmp + (int64_t)i * H, r0, r1);
+        return;
+    }
     for (int i = 0; i < m->rp_nslices; i++) {
         g4_mat Ws = rp_slice(m, i);
         mm(m, ith, &Ws, m->rp_x + (int64_t)i * m->rp_slice_cols, m->rp_ldx, act ? act + (size_t)i * act_stride : NULL,
            m->tmp, H, r0, r1);
-        float *src = m->tmp;
-        int lvl = 0;
-        for (int j = i; j & 1; j >>= 1, lvl++) {
-            float *dst = m->stack[lvl];
-            for (int t = 0; t < T; t++) m->K->add(dst + t * H + r0, dst + t * H + r0, src + t * H + r0, r1 - r0);
-            src = dst;
-        }
-        if (src != m->stack[lvl])
-            for (int t = 0; t < T; t++) memcpy(m->stack[lvl] + t * H + r0, src + t * H + r0, sizeof(float) * (size_t)(r1 - r0));
+        merge_slice(m, i, m->tmp, r0, r1);
     }
 }
 
