@@ -1,0 +1,70 @@
+/* src/base/mapfile.c refolio_small_cache: a weight file cached in small page-cache folios is
+ * dropped from the cache at map time and faulted in again through the 2 MiB map. Whatever it
+ * decides, the map must read the file's bytes: forced (G4_MAP_REFOLIO=force) on a file just
+ * written, by default (its smaps check) on the same file, off, and on a file under 64 MiB. How
+ * much ends up PMD-mapped depends on the kernel and the file system; bench/README.md has the
+ * decode speeds. */
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "base/mapfile.h"
+#include "testutil.h"
+
+#define MIB ((size_t)1 << 20)
+
+static uint8_t pattern(size_t i) { return (uint8_t)((i * 2654435761u) >> 13) | 1; }
+
+static void write_pattern(const char *path, size_t n) {
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    uint8_t buf[65536];
+    for (size_t o = 0; o < n; o += sizeof buf) {
+        const size_t k = n - o < sizeof buf ? n - o : sizeof buf;
+        for (size_t i = 0; i < k; i++) buf[i] = pattern(o + i);
+        assert_int_equal(fwrite(buf, 1, k, f), k);
+    }
+    fclose(f); /* not synced: some of it may still be dirty, which the drop must write back first */
+}
+
+static void map_reads_file(const char *path, size_t n, const char *mode) {
+    if (mode) setenv("G4_MAP_REFOLIO", mode, 1);
+    else unsetenv("G4_MAP_REFOLIO");
+    g4_mapfile m;
+    g4_err err = {0};
+    assert_int_equal(g4_mapfile_open(&m, path, &err), G4_OK);
+    assert_int_equal(m.size, n);
+    for (size_t i = 0; i < n; i += 4093)
+        if (m.data[i] != pattern(i)) fail_msg("G4_MAP_REFOLIO=%s: byte %zu is %u, want %u", mode ? mode : "(unset)", i, m.data[i], pattern(i));
+    assert_int_equal(m.data[n - 1], pattern(n - 1));
+    assert_null(g4_mapfile_check());
+    g4_mapfile_close(&m);
+    unsetenv("G4_MAP_REFOLIO");
+}
+
+static void test_refolio_keeps_bytes(void **state) {
+    (void)state;
+    char dir[] = "/tmp/g4refolio.XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char *big = g4_path_join(dir, "big.bin"), *small = g4_path_join(dir, "small.bin");
+    const size_t nb = 66 * MIB + 12345, ns = 3 * MIB + 7;
+    write_pattern(big, nb);
+    map_reads_file(big, nb, "force");
+    write_pattern(big, nb); /* small folios again */
+    map_reads_file(big, nb, NULL);
+    map_reads_file(big, nb, "0");
+    write_pattern(small, ns);
+    map_reads_file(small, ns, NULL);
+    map_reads_file(small, ns, "force");
+    unlink(big);
+    unlink(small);
+    rmdir(dir);
+    free(big);
+    free(small);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_refolio_keeps_bytes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
