@@ -74,12 +74,17 @@ static long long smaps_kb(const void *addr, const char *field) {
  * (no I/O) and ask smaps how much became PMD-mapped; under 90 % of what was touched, unmap,
  * write back, drop the file's unmapped cached pages (pages other processes map stay) and let the
  * first reads fault it in again. Files under 64 MiB, or caches already in 2 MiB folios, are left
- * alone. G4_MAP_REFOLIO=0 turns it off, =force does it for any cached file (tests). Returns 1
- * when it dropped the cache. */
+ * alone, and so is everything after g4_mapfile_set_refolio(0) (--load copy reads each file once:
+ * from the cache as it is). G4_MAP_REFOLIO=0 turns it off, =1 on, =force does it for any cached
+ * file (tests). Returns 1 when it dropped the cache. */
+static atomic_int refolio_on = 1;
+void g4_mapfile_set_refolio(int on) { atomic_store(&refolio_on, on != 0); }
+
 static int refolio_small_cache(const uint8_t *p, size_t size, int fd) {
     const char *env = getenv("G4_MAP_REFOLIO");
     const int force = env && !strcmp(env, "force");
-    if ((env && !strcmp(env, "0")) || (!force && size < ((size_t)64 << 20)) || ((uintptr_t)p & (HUGE_ALIGN - 1)))
+    if ((env ? !strcmp(env, "0") : !atomic_load(&refolio_on)) || (!force && size < ((size_t)64 << 20)) ||
+        ((uintptr_t)p & (HUGE_ALIGN - 1)))
         return 0;
     size_t touched = 0;
     unsigned char vec;

@@ -24,8 +24,13 @@ typedef struct g4_mapfile {
     int guard;                /* its slot in the guard's table, or -1 (empty file, table full) */
 } g4_mapfile;
 
-/* Maps path read-only. An empty file maps to data == NULL, size == 0. */
+/* Maps path read-only. An empty file maps to data == NULL, size == 0. A large file the page cache
+ * holds in small folios is first dropped from the cache, so that it comes back in 2 MiB folios
+ * that the map covers with one entry each (mapfile.c refolio_small_cache). */
 int g4_mapfile_open(g4_mapfile *m, const char *path, g4_err *err);
+/* Whether later opens may drop such a cache (default 1): 0 where the maps are only read once to
+ * copy the weights (--load copy). The environment's G4_MAP_REFOLIO=0|1|force overrides it. */
+void g4_mapfile_set_refolio(int on);
 void g4_mapfile_close(g4_mapfile *m);
 /* NULL while every open map's file is as it was when mapped; else an account of the first that
  * is not (truncated: reads of it failed and gave zeros; or changed in place), naming the file,

@@ -525,6 +525,7 @@ int g4_engine_open(const g4_engine_opts *opts, g4_engine **out, g4_err *err) {
         e->n_ranks_here = e->tp;
     }
     e->model_dir = strdup(opts->model_dir ? opts->model_dir : ".");
+    g4_mapfile_set_refolio(!e->o.load_copy); /* a copy reads each file once: no re-read from disk */
     if ((rc = g4_model_source_open(&e->src, e->model_dir, e->mpi ? e->my_rank : -1, e->tp, opts->verify, err))) goto fail_early;
     e->cfg = &e->src.cfg;
     if (default_batch && e->cfg->vision.has_vision) { /* config only: every MPI rank decides the same */

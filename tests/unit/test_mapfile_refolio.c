@@ -1,10 +1,13 @@
 /* src/base/mapfile.c refolio_small_cache: a weight file cached in small page-cache folios is
  * dropped from the cache at map time and faulted in again through the 2 MiB map. Whatever it
  * decides, the map must read the file's bytes: forced (G4_MAP_REFOLIO=force) on a file just
- * written, by default (its smaps check) on the same file, off, and on a file under 64 MiB. How
- * much ends up PMD-mapped depends on the kernel and the file system; bench/README.md has the
- * decode speeds. */
+ * written, by default (its smaps check) on the same file, off, and on a file under 64 MiB; forced,
+ * the file's pages are out of the cache right after the open; off (or after
+ * g4_mapfile_set_refolio(0)), and for small files by default, they stay. How much ends up
+ * PMD-mapped depends on the kernel and the file system; bench/README.md has the decode speeds. */
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "base/mapfile.h"
@@ -26,13 +29,28 @@ static void write_pattern(const char *path, size_t n) {
     fclose(f); /* not synced: some of it may still be dirty, which the drop must write back first */
 }
 
-static void map_reads_file(const char *path, size_t n, const char *mode) {
+/* Cached pages among the first 8 MiB of the map (mincore), before anything reads them. */
+static int cached_pages(const uint8_t *p, size_t n) {
+    unsigned char vec[2048];
+    const size_t len = n < 8 * MIB ? n : 8 * MIB;
+    assert_int_equal(mincore((void *)p, len, vec), 0);
+    int c = 0;
+    for (size_t i = 0; i < (len + 4095) / 4096; i++) c += vec[i] & 1;
+    return c;
+}
+
+/* mode: G4_MAP_REFOLIO's value or NULL; dropped: 1 when the cache must be gone after the open
+ * (forced, on a file system whose cache fadvise can drop), 0 when it must still be there, -1 either */
+static void map_reads_file(const char *path, size_t n, const char *mode, int dropped) {
     if (mode) setenv("G4_MAP_REFOLIO", mode, 1);
     else unsetenv("G4_MAP_REFOLIO");
     g4_mapfile m;
     g4_err err = {0};
     assert_int_equal(g4_mapfile_open(&m, path, &err), G4_OK);
     assert_int_equal(m.size, n);
+    const int cached = cached_pages(m.data, n);
+    if (dropped == 1 && cached > 0) fail_msg("G4_MAP_REFOLIO=%s: %d pages still cached after the open", mode, cached);
+    if (dropped == 0 && cached == 0) fail_msg("G4_MAP_REFOLIO=%s: the cache was dropped", mode ? mode : "(unset)");
     for (size_t i = 0; i < n; i += 4093)
         if (m.data[i] != pattern(i)) fail_msg("G4_MAP_REFOLIO=%s: byte %zu is %u, want %u", mode ? mode : "(unset)", i, m.data[i], pattern(i));
     assert_int_equal(m.data[n - 1], pattern(n - 1));
@@ -47,14 +65,22 @@ static void test_refolio_keeps_bytes(void **state) {
     assert_non_null(mkdtemp(dir));
     char *big = g4_path_join(dir, "big.bin"), *small = g4_path_join(dir, "small.bin");
     const size_t nb = 66 * MIB + 12345, ns = 3 * MIB + 7;
+    struct statfs fs;
+    assert_int_equal(statfs(dir, &fs), 0);
+    const int droppable = fs.f_type != 0x01021994; /* tmpfs: its pages are the file, never dropped */
     write_pattern(big, nb);
-    map_reads_file(big, nb, "force");
+    map_reads_file(big, nb, "force", droppable ? 1 : -1);
     write_pattern(big, nb); /* small folios again */
-    map_reads_file(big, nb, NULL);
-    map_reads_file(big, nb, "0");
+    map_reads_file(big, nb, NULL, -1);
+    write_pattern(big, nb);
+    map_reads_file(big, nb, "0", 0);
+    g4_mapfile_set_refolio(0); /* --load copy: the default never drops */
+    write_pattern(big, nb);
+    map_reads_file(big, nb, NULL, 0);
+    g4_mapfile_set_refolio(1);
     write_pattern(small, ns);
-    map_reads_file(small, ns, NULL);
-    map_reads_file(small, ns, "force");
+    map_reads_file(small, ns, NULL, 0);
+    map_reads_file(small, ns, "force", droppable ? 1 : -1);
     unlink(big);
     unlink(small);
     rmdir(dir);
