@@ -97,9 +97,11 @@ static int refolio_small_cache(const uint8_t *p, size_t size, int fd) {
     (void)sink;
     if (!touched) return 0;
     const long long pmd_kb = force ? 0 : smaps_kb(p, "FilePmdMapped:");
+    /* either way the touches' page-table entries go (a shared file map: the pages stay cached), so
+     * the map's resident size grows only as the weights are read, as before this check */
+    madvise((void *)p, size, MADV_DONTNEED);
     if (pmd_kb < 0 || (double)pmd_kb * 1024.0 >= 0.9 * (double)touched) return 0;
-    madvise((void *)p, size, MADV_DONTNEED); /* a shared file map: only our page-table entries go */
-    (void)fdatasync(fd);                     /* dirty pages would stay small */
+    (void)fdatasync(fd); /* dirty pages would stay small */
     return posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0;
 }
 

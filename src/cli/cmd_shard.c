@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/mapfile.h"
 #include "cli.h"
 #include "kernels/kernels.h"
 #include "model/artifact.h"
@@ -74,6 +75,7 @@ static void report(void *ud, const char *name, int src, int dt, double nmse) {
 }
 
 int cmd_shard(int argc, char **argv) {
+    g4_mapfile_set_refolio(0); /* the checkpoint is read once, to be converted: never re-read from disk */
     g4_shard_opts o = {0};
     o.dtype = -1;
     long long tp = 0;
