@@ -76,16 +76,16 @@ static long long smaps_kb(const void *addr, const char *field) {
  * first reads fault it in again. Files under 64 MiB, or caches already in 2 MiB folios, are left
  * alone, and so is everything after g4_mapfile_set_refolio(0) (--load copy reads each file once:
  * from the cache as it is). G4_MAP_REFOLIO=0 turns it off, =1 on, =force does it for any cached
- * file (tests). Returns 1 when it dropped the cache. */
+ * file (tests). */
 static atomic_int refolio_on = 1;
 void g4_mapfile_set_refolio(int on) { atomic_store(&refolio_on, on != 0); }
 
-static int refolio_small_cache(const uint8_t *p, size_t size, int fd) {
+static void refolio_small_cache(const uint8_t *p, size_t size, int fd) {
     const char *env = getenv("G4_MAP_REFOLIO");
     const int force = env && !strcmp(env, "force");
     if ((env ? !strcmp(env, "0") : !atomic_load(&refolio_on)) || (!force && size < ((size_t)64 << 20)) ||
         ((uintptr_t)p & (HUGE_ALIGN - 1)))
-        return 0;
+        return;
     size_t touched = 0;
     unsigned char vec;
     volatile uint8_t sink = 0;
@@ -95,14 +95,14 @@ static int refolio_small_cache(const uint8_t *p, size_t size, int fd) {
             touched += HUGE_ALIGN;
         }
     (void)sink;
-    if (!touched) return 0;
+    if (!touched) return;
     const long long pmd_kb = force ? 0 : smaps_kb(p, "FilePmdMapped:");
     /* either way the touches' page-table entries go (a shared file map: the pages stay cached), so
      * the map's resident size grows only as the weights are read, as before this check */
     madvise((void *)p, size, MADV_DONTNEED);
-    if (pmd_kb < 0 || (double)pmd_kb * 1024.0 >= 0.9 * (double)touched) return 0;
+    if (pmd_kb < 0 || (double)pmd_kb * 1024.0 >= 0.9 * (double)touched) return;
     (void)fdatasync(fd); /* dirty pages would stay small */
-    return posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0;
+    (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 }
 
 /* ---- the guard ------------------------------------------------------------------------------ */
@@ -264,10 +264,12 @@ int g4_mapfile_open(g4_mapfile *m, const char *path, g4_err *err) {
             return g4_err_set(err, G4_EIO, "cannot map %s: %s", path, strerror(e));
         }
         m->data = p;
-        refolio_small_cache(m->data, m->size, fd);
     }
     m->path = strdup(path);
-    if (m->data && m->path && (m->guard = guard_add(m, fd, &st)) >= 0) return G4_OK;
+    m->guard = m->data && m->path ? guard_add(m, fd, &st) : -1;
+    /* after the guard: a file truncated meanwhile reads zeros in the check's touches, no SIGBUS */
+    if (m->data) refolio_small_cache(m->data, m->size, fd);
+    if (m->guard >= 0) return G4_OK;
     close(fd);
     return G4_OK;
 }
