@@ -389,20 +389,29 @@ static void merge_slice(g4_rank_model *m, int i, float *src, int64_t r0, int64_t
         for (int t = 0; t < T; t++) memcpy(m->stack[lvl] + t * H + r0, src + t * H + r0, sizeof(float) * (size_t)(r1 - r0));
 }
 
+/* Decode of a q4_0 matrix (whose kernel takes rows one at a time): each row through all its
+ * slices in turn, so the rows are read as one stream, the slices' products side by side in tmp
+ * until the tree takes them. A slice at a time over 8 rows read 576-byte pieces 2.3 KB apart,
+ * past the reach of the kernel's prefetch: o_proj streamed at half the speed. */
+static int rowpar_by_rows(const g4_rank_model *m) {
+    return m->b->n == 1 && m->rp_w->dtype == G4_DT_Q4_0 && m->rp_nslices <= m->o.max_batch;
+}
+
 /* act: the slices' prepared activations, act_stride bytes apart (NULL: matmul from rp_x). */
 static void rowpar_rows(g4_rank_model *m, int ith, int64_t r0, int64_t r1, const char *act, size_t act_stride) {
     const int64_t H = m->H;
-    /* decode of a q4_0 matrix (whose kernel takes rows one at a time): each row through all its
-     * slices in turn, so the rows are read as one stream, the slices' products side by side in
-     * tmp until the tree takes them. A slice at a time over 8 rows read 576-byte pieces 2.3 KB
-     * apart, past the reach of the kernel's prefetch: o_proj streamed at half the speed. */
-    if (m->b->n == 1 && m->rp_w->dtype == G4_DT_Q4_0 && m->rp_nslices <= m->o.max_batch) {
-        for (int64_t r = r0; r < r1; r++)
-            for (int i = 0; i < m->rp_nslices; i++) {
-                g4_mat Ws = rp_slice(m, i);
-                mm(m, ith, &Ws, m->rp_x + (int64_t)i * m->rp_slice_cols, m->rp_ldx, act ? act + (size_t)i * act_stride : NULL,
-                   m->tmp + (int64_t)i * H, H, r, r + 1);
-            }
+    if (rowpar_by_rows(m)) {
+        /* the set's slice walk in one call (a call per row and slice cost as much as the
+         * slice's weights: the 60-layer decode's row-parallel phase ran at 70 % of the others' speed) */
+        if (act && m->K->q4_matmul_slices)
+            m->K->q4_matmul_slices(m->rp_w, m->rp_slice_cols, m->rp_nslices, act, act_stride, m->tmp, H, r0, r1);
+        else
+            for (int64_t r = r0; r < r1; r++)
+                for (int i = 0; i < m->rp_nslices; i++) {
+                    g4_mat Ws = rp_slice(m, i);
+                    mm(m, ith, &Ws, m->rp_x + (int64_t)i * m->rp_slice_cols, m->rp_ldx,
+                       act ? act + (size_t)i * act_stride : NULL, m->tmp + (int64_t)i * H, H, r, r + 1);
+                }
         for (int i = 0; i < m->rp_nslices; i++) merge_slice(m, i, m->tmp + (int64_t)i * H, r0, r1);
         return;
     }
@@ -421,7 +430,7 @@ static void ph_rowpar(g4_rank_model *m, int ith, int nth) {
      * prefetch then runs ahead into the next slice's columns instead of a row that is only read
      * a slice later; whole chunks per slice read q8_0 rows in 1.4 KB pieces 22 KB apart, and
      * the phase streamed at ~60 % of the head's speed). */
-    const int64_t step = m->b->n == 1 ? 8 : per;
+    const int64_t step = m->b->n == 1 && !rowpar_by_rows(m) ? 8 : per;
     const char *act = NULL;
     const size_t act_stride = prepared_dt(m, slice.dtype) ? act_bytes(m, slice.dtype, slice.cols, m->b->n) : 0;
     for (int i = 0; i < m->rp_nslices && act_stride; i++) {

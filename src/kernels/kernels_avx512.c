@@ -815,6 +815,7 @@ const g4_kernels g4_kernels_avx512 = {
     .matmul_act_bytes = act_bytes_any,
     .matmul_prepare = prepare_any,
     .matmul_prepared = prepared_any,
+    .q4_matmul_slices = g4__q4_matmul_slices_avx512,
     .rmsnorm = rmsnorm,
     .rope = rope,
     .gelu_mul = gelu_mul,

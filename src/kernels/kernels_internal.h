@@ -59,6 +59,8 @@ void g4__q4_matmul_prepared_avx512(const g4_mat *W, const void *act, int T, floa
                                    int64_t r1, void *scratch);
 void g4__q4_matmul_avx512(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy, int64_t r0,
                           int64_t r1, void *scratch);
+void g4__q4_matmul_slices_avx512(const g4_mat *W, int64_t slice_cols, int nslices, const void *act,
+                                 size_t act_stride, float *y, int64_t ldy, int64_t r0, int64_t r1);
 
 /* A set's matmul entries for one quantized dtype: what its g4_kernels matmul, matmul_scratch_bytes,
  * matmul_act_bytes, matmul_prepare and matmul_prepared do for W of that dtype. Each set keeps a

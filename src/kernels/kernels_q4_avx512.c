@@ -456,6 +456,37 @@ void g4__q4_matmul_prepared_avx512(const g4_mat *W, const void *act, int T, floa
     else q4_prepared_dt(0, 0, W, act, T, y, ldy, r0, r1, scratch);
 }
 
+/* Rows [r0, r1) through all their slices: slice s of row r is the nb blocks at byte
+ * s * nb * 18 of the row (grouped per slice), its activation record at act + s*act_stride. */
+AI void q4_slices_dt(const int vnni, const int grouped, const g4_mat *W, int64_t nb, int nslices, const void *act,
+                     size_t act_stride, float *y, int64_t ldy, int64_t r0, int64_t r1) {
+    const int64_t cols = nb * G4_Q4_BLOCK, stride = g4__q4_act_stride(cols);
+    for (int64_t r = r0; r < r1; r++) {
+        const g4_block_q4_0 *row = (const void *)((const char *)W->data + r * W->ld_bytes);
+        for (int s = 0; s < nslices; s++) {
+            const q4_rec rec = q4_record((const char *)act + (size_t)s * act_stride, stride, 0, cols);
+            float *out = y + s * ldy + r;
+            q4_row_direct(vnni, grouped, 1, row + s * nb, nb, &rec, &out);
+        }
+    }
+}
+
+void g4__q4_matmul_slices_avx512(const g4_mat *W, int64_t slice_cols, int nslices, const void *act, size_t act_stride,
+                                 float *y, int64_t ldy, int64_t r0, int64_t r1) {
+    const int grouped = W->layout == G4_Q4_GROUPED;
+    G4_ASSERT(W->dtype == G4_DT_Q4_0 && slice_cols > 0 && slice_cols % G4_Q4_BLOCK == 0 && nslices >= 1 &&
+                  slice_cols * nslices <= W->cols && (!grouped || W->layout_cols == slice_cols ||
+                                                      (nslices == 1 && (!W->layout_cols || W->layout_cols == W->cols))),
+              "q4 slices: %lld slices of %lld columns of a %s matrix of %lld (grouped by %lld)", (long long)nslices,
+              (long long)slice_cols, g4_dtype_name(W->dtype), (long long)W->cols, (long long)W->layout_cols);
+    if (r1 <= r0) return;
+    const int64_t nb = slice_cols / G4_Q4_BLOCK;
+    if (g4__avx512_vnni && grouped) q4_slices_dt(1, 1, W, nb, nslices, act, act_stride, y, ldy, r0, r1);
+    else if (g4__avx512_vnni) q4_slices_dt(1, 0, W, nb, nslices, act, act_stride, y, ldy, r0, r1);
+    else if (grouped) q4_slices_dt(0, 1, W, nb, nslices, act, act_stride, y, ldy, r0, r1);
+    else q4_slices_dt(0, 0, W, nb, nslices, act, act_stride, y, ldy, r0, r1);
+}
+
 void g4__q4_matmul_avx512(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy, int64_t r0,
                           int64_t r1, void *scratch) {
     char *act = g4__align64(scratch);

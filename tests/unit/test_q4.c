@@ -415,6 +415,66 @@ static void test_q4_grouped(void **state) {
     }
 }
 
+/* q4_matmul_slices (the row-parallel decode's walk): bitwise matmul_prepared of each slice alone,
+ * grouped per slice or in llama.cpp's blocks, VNNI on and off, on a row range. */
+static void test_q4_slices(void **state) {
+    (void)state;
+    const g4_kernels *k = g4_kernels_by_name("avx512");
+    if (!k) skip();
+    assert_non_null(k->q4_matmul_slices);
+    const int64_t slice_cols[] = {32, 544, 1024, 1344}, R = 11;
+    const int nslices[] = {1, 3, 8, 2};
+    for (int ci = 0; ci < 4; ci++) {
+        const int64_t sc = slice_cols[ci], snb = sc / 32, K = sc * nslices[ci], nb = K / 32, rb = nb * 18;
+        const int ns = nslices[ci];
+        uint8_t *w = malloc((size_t)(R * rb));
+        float *x = malloc((size_t)K * 4), *y = malloc((size_t)(ns * R) * 4), *ys = malloc((size_t)(ns * R) * 4);
+        for (int64_t i = 0; i < K; i++) x[i] = frand();
+        float *row = malloc((size_t)K * 4);
+        for (int64_t r = 0; r < R; r++) {
+            for (int64_t i = 0; i < K; i++) row[i] = frand();
+            g4_quantize_row_q4_0(row, (g4_block_q4_0 *)(w + r * rb), K);
+        }
+        for (int grouped = 0; grouped <= 1; grouped++) {
+            if (grouped)
+                for (int64_t r = 0; r < R; r++)
+                    for (int s = 0; s < ns; s++) g4_q4_0_group_row(w + r * rb + s * snb * 18, snb);
+            g4_mat W = {.data = w, .dtype = G4_DT_Q4_0, .rows = R, .cols = K, .ld_bytes = rb,
+                        .layout = grouped ? G4_Q4_GROUPED : 0, .layout_cols = grouped ? sc : 0};
+            g4_mat S0 = W;
+            S0.cols = sc;
+            const size_t stride = k->matmul_act_bytes(&S0, 1);
+            char *act = aligned_alloc(64, (stride * (size_t)ns + 63) / 64 * 64);
+            void *scratch = malloc(k->matmul_scratch_bytes(&S0, 1));
+            for (int s = 0; s < ns; s++) k->matmul_prepare(&S0, x + s * sc, sc, 1, act + (size_t)s * stride);
+            const int saved = g4__avx512_vnni;
+            for (int vnni = 0; vnni <= saved; vnni++) {
+                g4__avx512_vnni = vnni;
+                memset(y, 0, (size_t)(ns * R) * 4);
+                memset(ys, 0xff, (size_t)(ns * R) * 4);
+                for (int s = 0; s < ns; s++) {
+                    g4_mat S = S0;
+                    S.data = w + s * snb * 18;
+                    k->matmul_prepared(&S, act + (size_t)s * stride, 1, y + s * R, R, 0, R, scratch);
+                }
+                k->q4_matmul_slices(&W, sc, ns, act, stride, ys, R, 0, 4);
+                k->q4_matmul_slices(&W, sc, ns, act, stride, ys, R, 4, R);
+                if (memcmp(y, ys, (size_t)(ns * R) * 4))
+                    fail_msg("slices of %ld x %d, grouped %d, vnni %d: bits differ from each slice alone", (long)sc, ns,
+                             grouped, vnni);
+            }
+            g4__avx512_vnni = saved;
+            free(act);
+            free(scratch);
+        }
+        free(w);
+        free(x);
+        free(row);
+        free(y);
+        free(ys);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_q4_layout),
@@ -425,6 +485,7 @@ int main(void) {
         cmocka_unit_test(test_q4_matmul_vs_double),
         cmocka_unit_test(test_q4_prefill_blocking),
         cmocka_unit_test(test_q4_grouped),
+        cmocka_unit_test(test_q4_slices),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
