@@ -426,8 +426,9 @@ static void rowpar_rows(g4_rank_model *m, int ith, int64_t r0, int64_t r1, const
 static void ph_rowpar(g4_rank_model *m, int ith, int nth) {
     const g4_mat slice = rp_slice(m, 0);
     const int64_t per = chunk_rows(m, &slice);
-    /* decode: walk the slices 8 rows at a time, so each row is read front to back (the matvec's
-     * prefetch then runs ahead into the next slice's columns instead of a row that is only read
+    /* decode (not q4_0, whose rows rowpar_rows walks through their slices itself, so the tree
+     * takes the whole chunk): walk the slices 8 rows at a time, so each row is read front to
+     * back (the matvec's prefetch then runs ahead into the next slice's columns instead of a row that is only read
      * a slice later; whole chunks per slice read q8_0 rows in 1.4 KB pieces 22 KB apart, and
      * the phase streamed at ~60 % of the head's speed). */
     const int64_t step = m->b->n == 1 && !rowpar_by_rows(m) ? 8 : per;
