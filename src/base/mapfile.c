@@ -238,6 +238,21 @@ const char *g4_mapfile_check(void) {
     return first;
 }
 
+size_t g4_mapfile_release(const void *p, size_t n) {
+    if (!p || !n || !page_size) return 0;
+    uintptr_t lo = ((uintptr_t)p + page_size - 1) & ~(page_size - 1), hi = ((uintptr_t)p + n) & ~(page_size - 1);
+    size_t done = 0;
+    pthread_mutex_lock(&guard_mu); /* the map stays open meanwhile: close takes the lock first */
+    for (int i = 0; i < GUARD_SLOTS && lo < hi; i++) {
+        const guard *g = &guards[i];
+        if (!atomic_load(&g->used) || g->hi <= lo || g->lo >= hi) continue;
+        const uintptr_t a = lo > g->lo ? lo : g->lo, b = hi < g->hi ? hi : g->hi;
+        if (a < b && madvise((void *)a, b - a, MADV_DONTNEED) == 0) done += b - a;
+    }
+    pthread_mutex_unlock(&guard_mu);
+    return done;
+}
+
 /* ---- maps ----------------------------------------------------------------------------------- */
 
 int g4_mapfile_open(g4_mapfile *m, const char *path, g4_err *err) {

@@ -32,6 +32,13 @@ int g4_mapfile_open(g4_mapfile *m, const char *path, g4_err *err);
  * copy the weights (--load copy). The environment's G4_MAP_REFOLIO=0|1|force overrides it. */
 void g4_mapfile_set_refolio(int on);
 void g4_mapfile_close(g4_mapfile *m);
+/* After the bytes [p, p+n) were copied out of a map and will not be read there again: drops this
+ * process's page-table entries for the whole pages of the range that lie inside an open map
+ * (MADV_DONTNEED; the file and its page cache keep the data, a later read faults it back in), so
+ * that a loaded copy and the map it came from do not both count in the resident set (--load
+ * copy held the model twice at its peak). Pages shared with bytes still in use elsewhere only
+ * cost a fault; anything not inside a map is left alone. Returns the bytes released. */
+size_t g4_mapfile_release(const void *p, size_t n);
 /* NULL while every open map's file is as it was when mapped; else an account of the first that
  * is not (truncated: reads of it failed and gave zeros; or changed in place), naming the file,
  * valid until that map is closed. Looks at each file (one fstat each); logs a change once. */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/bigalloc.h"
+#include "base/mapfile.h"
 #include "model/compressed.h"
 #include "model/matconv.h"
 
@@ -41,6 +42,14 @@ static int vec_f32(g4_rank_weights *w, const g4_mat *v, int64_t n, float **out, 
     return own(w, p, err);
 }
 
+/* The pages a converted or copied matrix was read from, out of the resident set (a map's pages:
+ * mapfile.h g4_mapfile_release; other memory is left alone). */
+static void release_source(const g4_mat *v) {
+    if (v->rows <= 0) return;
+    g4_mapfile_release(v->data, (size_t)(v->ld_bytes * (v->rows - 1)) + g4_dtype_row_bytes(v->dtype, v->cols));
+    if (v->scales) g4_mapfile_release(v->scales, (size_t)(v->scales_ld * v->rows));
+}
+
 /* seg: the q4_0 grouping this rank's forward pass reads the matrix in (g4_q4_0_group_cols) —
  * a matrix grouped otherwise (an artifact from another build's slice rules) is refused. */
 static int matrix(g4_rank_weights *w, const g4_mat *v, g4_dtype_req req, int64_t seg, g4_mat *out, g4_err *err) {
@@ -57,6 +66,7 @@ static int matrix(g4_rank_weights *w, const g4_mat *v, g4_dtype_req req, int64_t
         int rc;
         if ((rc = g4_mat_convert_into(v, convert, data, err)) || (rc = own_big(w, data, err))) { g4_big_free(data); return rc; }
         w->copied_bytes += bytes;
+        release_source(v);
         out->data = data;
         out->dtype = convert;
         out->ld_bytes = (int64_t)g4_dtype_row_bytes(convert, v->cols);

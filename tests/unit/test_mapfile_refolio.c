@@ -6,6 +6,8 @@
  * g4_mapfile_set_refolio(0)), and for small files by default, they stay. How much ends up
  * PMD-mapped depends on the kernel and the file system; bench/README.md has the decode speeds. */
 #include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -88,9 +90,70 @@ static void test_refolio_keeps_bytes(void **state) {
     free(small);
 }
 
+/* kB of "Rss:" in /proc/self/smaps for the mapping that starts at addr */
+static long rss_kb(const void *addr) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    assert_non_null(f);
+    char line[512];
+    int in = 0;
+    long kb = -1;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) in = lo == (uintptr_t)addr;
+        else if (in && sscanf(line, "Rss: %ld kB", &kb) == 1) break;
+    }
+    fclose(f);
+    return kb;
+}
+
+/* g4_mapfile_release (--load copy's bound on the resident set): the whole pages of a range inside
+ * a map leave the resident set and still read the file's bytes; a range partly outside releases
+ * only what is inside; memory that is not a map is never touched (MADV_DONTNEED would zero it). */
+static void test_release_drops_pages_keeps_bytes(void **state) {
+    (void)state;
+    char dir[] = "/tmp/g4release.XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char *path = g4_path_join(dir, "w.bin");
+    const size_t n = 8 * MIB + 4097;
+    write_pattern(path, n);
+    g4_mapfile m;
+    g4_err err = {0};
+    g4_mapfile_set_refolio(0);
+    assert_int_equal(g4_mapfile_open(&m, path, &err), G4_OK);
+    volatile unsigned sum = 0;
+    for (size_t i = 0; i < n; i += 4096) sum += m.data[i];
+    const long before = rss_kb(m.data);
+    if (before < (long)(n / 1024) - 8) fail_msg("the touched map is only %ld kB resident", before);
+    /* a range from mid-page: the partial first page stays, every whole page after it goes */
+    assert_int_equal(g4_mapfile_release(m.data + 100, n - 100), (n / 4096 - 1) * 4096);
+    const long after = rss_kb(m.data);
+    if (after > 16) fail_msg("after the release %ld kB of the map are still resident (before: %ld)", after, before);
+    for (size_t i = 0; i < n; i += 4093)
+        if (m.data[i] != pattern(i)) fail_msg("after the release byte %zu is %u, want %u", i, m.data[i], pattern(i));
+    assert_int_equal(m.data[n - 1], pattern(n - 1));
+    /* past the map's end: only the part inside counts */
+    const size_t tail = g4_mapfile_release(m.data + n - 2 * 4096, 64 * MIB);
+    if (tail == 0 || tail > 2 * 4096) fail_msg("a range past the map released %zu bytes", tail);
+    assert_null(g4_mapfile_check());
+    g4_mapfile_close(&m);
+    g4_mapfile_set_refolio(1);
+    /* not a map: left alone */
+    uint8_t *heap = aligned_alloc(4096, 4 * MIB);
+    assert_non_null(heap);
+    for (size_t i = 0; i < 4 * MIB; i++) heap[i] = pattern(i);
+    assert_int_equal(g4_mapfile_release(heap, 4 * MIB), 0);
+    for (size_t i = 0; i < 4 * MIB; i += 4093)
+        if (heap[i] != pattern(i)) fail_msg("release zeroed heap memory at %zu", i);
+    free(heap);
+    unlink(path);
+    rmdir(dir);
+    free(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refolio_keeps_bytes),
+        cmocka_unit_test(test_release_drops_pages_keeps_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
