@@ -241,34 +241,39 @@ AI void q4_rows2_grouped(const int vnni, const int NT, const g4_block_q4_0 *w0, 
 }
 
 /* Prefill (T > Q4_ROW_T): register tiles of Q4_MR rows x Q4_NR tokens. The tile's rows are
- * unpacked into the scratch (per group the 8 level vectors, true levels, and the scales as fp32:
- * 576 bytes), so the hot loop only loads and multiplies: per group and level vector, each of the
- * MR weight vectors meets each of the NR token vectors in one vpdpbusd (every activation load
- * serves MR rows; 1 row x 4 tokens streamed the activations from L2 for every row, 3x slower).
+ * unpacked into the scratch (per group the 4 vectors of level bytes in lane order, both nibbles,
+ * and the scales as fp32: 320 bytes); the hot loop splits the nibbles (and, shift) and, per group
+ * and level vector, each of the MR weight vectors meets each of the NR token vectors in one
+ * vpdpbusd (every activation load serves MR rows; 1 row x 4 tokens streamed the activations from
+ * L2 for every row, 3x slower). On this Zen 5 host 512-bit loads, not the dot products, bound the
+ * loop (~1.1 a cycle: 8 chains of vpdpbusd with a load each run at 56 % of the chains alone), so
+ * the nibbles are split in registers rather than stored split (8 level vectors, 576 bytes: 71
+ * loads a group, now 51; +5-10 % at 4096-10752 rows, 2026-12-06, bench/README.md).
  * Blocking: tokens in blocks whose records take about Q4_TB_BYTES (they stay in L2 while all the
  * rows stream past), groups in chunks of Q4_KC (the unpacked chunk of the MR rows stays in L1);
  * between chunks each lane's partial sum is parked in the scratch and reloaded (exact), so every
  * lane still sees its groups in order: the bits of the direct path. */
 #ifndef Q4_KC
 #define Q4_KC 12
+#endif
+#ifndef Q4_TB_BYTES
 #define Q4_TB_BYTES (768 << 10)
 #endif
-enum { Q4_PRE_GROUP = 9 * 64, Q4_MR = 4, Q4_NR = 2 };
+enum { Q4_PRE_GROUP = 5 * 64, Q4_PRE_DW = 256, Q4_MR = 4, Q4_NR = 2 };
 
-/* Groups [g0, g1) of rows r .. r+mr-1, group-major: group g, row i at ((g-g0) * MR + i) * 576. */
+/* Groups [g0, g1) of rows r .. r+mr-1, group-major: group g, row i at ((g-g0) * MR + i) * 320. */
 static void q4_pre_rows(const g4_mat *W, int64_t r, int mr, int64_t g0, int64_t g1, char *pre) {
     const int64_t nb = W->cols / G4_Q4_BLOCK;
-    __m512i V[4], Wv[8];
+    __m512i V[4];
     __m512 dw;
     for (int i = 0; i < mr; i++) {
         const g4_block_q4_0 *w = (const void *)((const char *)W->data + (r + i) * W->ld_bytes);
         for (int64_t g = g0; g < g1; g++) {
             if (nb - 16 * g >= 16) q4_load_full(W->layout == G4_Q4_GROUPED, w + 16 * g, V, &dw);
             else q4_load_group(w + 16 * g, (int)(nb - 16 * g), V, &dw); /* a partial group: blocks */
-            q4_levels(0, V, Wv);
             __m512i *o = (__m512i *)(pre + ((g - g0) * Q4_MR + i) * Q4_PRE_GROUP);
-            for (int j = 0; j < 8; j++) _mm512_store_si512(o + j, Wv[j]);
-            _mm512_store_ps((float *)(o + 8), dw);
+            for (int j = 0; j < 4; j++) _mm512_store_si512(o + j, V[j]);
+            _mm512_store_ps((float *)(o + 4), dw);
         }
     }
 }
@@ -292,14 +297,26 @@ AI void q4_tile_pre(const int vnni, const int MR, const int NR, const char *pre,
 #pragma GCC unroll 4
             for (int i = 0; i < MR; i++) ia[i][t] = s;
         }
-#pragma GCC unroll 8
-        for (int v = 0; v < 8; v++) {
-            __m512i wv[Q4_MR];
+        const __m512i lo = _mm512_set1_epi8(0x0f);
 #pragma GCC unroll 4
-            for (int i = 0; i < MR; i++) wv[i] = _mm512_load_si512((const __m512i *)(o + i * Q4_PRE_GROUP) + v);
+        for (int j = 0; j < 4; j++) {
+            __m512i pv[Q4_MR], wv[Q4_MR];
+#pragma GCC unroll 4
+            for (int i = 0; i < MR; i++) { /* low nibbles: elements 4j.. (act vector j); high: 16+4j.. (j+4) */
+                pv[i] = _mm512_load_si512((const __m512i *)(o + i * Q4_PRE_GROUP) + j);
+                wv[i] = _mm512_and_si512(pv[i], lo);
+            }
 #pragma GCC unroll 4
             for (int t = 0; t < NR; t++) {
-                const __m512i xv = _mm512_load_si512(r[t].x + 8 * g + v);
+                const __m512i xv = _mm512_load_si512(r[t].x + 8 * g + j);
+#pragma GCC unroll 4
+                for (int i = 0; i < MR; i++) ia[i][t] = dp(vnni, ia[i][t], wv[i], xv);
+            }
+#pragma GCC unroll 4
+            for (int i = 0; i < MR; i++) wv[i] = _mm512_and_si512(_mm512_srli_epi16(pv[i], 4), lo);
+#pragma GCC unroll 4
+            for (int t = 0; t < NR; t++) {
+                const __m512i xv = _mm512_load_si512(r[t].x + 8 * g + j + 4);
 #pragma GCC unroll 4
                 for (int i = 0; i < MR; i++) ia[i][t] = dp(vnni, ia[i][t], wv[i], xv);
             }
@@ -309,7 +326,7 @@ AI void q4_tile_pre(const int vnni, const int MR, const int NR, const char *pre,
             const __m512 dx = _mm512_loadu_ps(r[t].d + 16 * g);
 #pragma GCC unroll 4
             for (int i = 0; i < MR; i++) {
-                const __m512 d = _mm512_mul_ps(_mm512_load_ps((const float *)(o + i * Q4_PRE_GROUP + 512)), dx);
+                const __m512 d = _mm512_mul_ps(_mm512_load_ps((const float *)(o + i * Q4_PRE_GROUP + Q4_PRE_DW)), dx);
                 acc[i][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[i][t]), d, acc[i][t]);
             }
         }
@@ -348,6 +365,32 @@ static size_t q4_prefill_bytes(int64_t K) {
     return (size_t)Q4_KC * Q4_MR * Q4_PRE_GROUP + (size_t)q4_tb(K) * Q4_MR * 64 + 64;
 }
 
+/* The weight lines of the chunk q4_prefill unpacks next (the next groups of these rows, else the
+ * first groups of the next rows), prefetched a few per token tile, so that the next unpack finds
+ * them in the cache: unprefetched, the unpack waited on memory for 7-8 % of a prefill. */
+typedef struct {
+    const char *base;
+    int64_t ld, lines, total, per, done;
+} q4_next_chunk;
+
+static q4_next_chunk q4_next_chunk_of(const g4_mat *W, int64_t r, int64_t r1, int64_t g1, int64_t ng, int tiles) {
+    int64_t nr = r, ng0 = g1;
+    if (ng0 >= ng) { nr = r + Q4_MR; ng0 = 0; }
+    const int64_t rows = nr >= r1 ? 0 : r1 - nr < Q4_MR ? r1 - nr : Q4_MR;
+    const int64_t nb = W->cols / G4_Q4_BLOCK, ng1 = ng0 + Q4_KC < ng ? ng0 + Q4_KC : ng;
+    const int64_t blocks = (ng1 * 16 < nb ? ng1 * 16 : nb) - ng0 * 16;
+    q4_next_chunk c = {(const char *)W->data + nr * W->ld_bytes + ng0 * 16 * (int64_t)sizeof(g4_block_q4_0), W->ld_bytes,
+                       (blocks * (int64_t)sizeof(g4_block_q4_0) + 63) / 64, 0, 0, 0};
+    c.total = rows * c.lines;
+    c.per = (c.total + tiles - 1) / tiles;
+    return c;
+}
+
+AI void q4_prefetch_some(q4_next_chunk *c) {
+    for (int64_t e = 0; e < c->per && c->done < c->total; e++, c->done++)
+        _mm_prefetch(c->base + (c->done / c->lines) * c->ld + 64 * (c->done % c->lines), _MM_HINT_T0);
+}
+
 /* T > Q4_ROW_T: token blocks -> row tiles -> group chunks (unpacked once each) -> token tiles. */
 static void q4_prefill(const int vnni, const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0,
                        int64_t r1, void *scratch) {
@@ -362,8 +405,10 @@ static void q4_prefill(const int vnni, const g4_mat *W, const void *act, int T, 
             for (int64_t g0 = 0; g0 < ng; g0 += Q4_KC) {
                 const int64_t g1 = g0 + Q4_KC < ng ? g0 + Q4_KC : ng;
                 q4_pre_rows(W, r, mr, g0, g1, pre);
+                q4_next_chunk pf = q4_next_chunk_of(W, r, r1, g1, ng, (t1 - t0 + Q4_NR - 1) / Q4_NR);
                 for (int t = t0; t < t1; t += Q4_NR) {
                     const int nr = t1 - t < Q4_NR ? t1 - t : Q4_NR;
+                    q4_prefetch_some(&pf);
                     q4_rec rec[Q4_NR];
                     float *out[Q4_NR];
                     for (int j = 0; j < nr; j++) {
