@@ -49,9 +49,11 @@ AI void q4_load_group(const g4_block_q4_0 *w, const int nbg, __m512i *V, __m512 
 #pragma GCC unroll 4
     for (int q = 0; q < 4; q++) {
         const char *b = p + 72 * q;
-        if (nbg == 16) {
+        if (nbg == 16 || nbg >= 4 * q + 4) { /* a whole quad: its 72 bytes are all in the row */
             A[q] = _mm512_loadu_si512(b);
             P[q] = _mm512_permutex2var_epi32(_mm512_loadu_si512(b + 8), qi, _mm512_loadu_si512(b + 2));
+        } else if (nbg <= 4 * q) { /* past the row's end */
+            A[q] = P[q] = _mm512_setzero_si512();
         } else {
             const int nv = nbg - 4 * q < 0 ? 0 : nbg - 4 * q > 4 ? 4 : nbg - 4 * q, n = 18 * nv;
             A[q] = _mm512_maskz_loadu_epi8(bytemask(n), b);

@@ -11,6 +11,8 @@
 #include <float.h>
 #include <math.h>
 #include <stddef.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;
 static uint32_t rnd(void) {
@@ -475,6 +477,59 @@ static void test_q4_slices(void **state) {
     }
 }
 
+/* The avx512 q4_0 paths read a row only within its own bytes, whatever its last group holds
+ * (1..16 blocks; whole quads of 4 blocks are read unmasked, the rest masked): each row is followed
+ * by 0xff bytes (NaN scales, if read) and the last one by an unmapped page, and every T and layout
+ * gives the bits of the same rows packed tight with zeros after them. */
+static void test_q4_row_end(void **state) {
+    (void)state;
+    const g4_kernels *k = g4_kernels_by_name("avx512");
+    if (!k) skip();
+    const size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    const int R = 5, T = 9, ts[] = {1, 2, 3, 4, 9};
+    for (int64_t nb = 1; nb <= 36; nb++) {
+        const int64_t K = nb * 32, rb = nb * 18, ld = rb + 64;
+        const size_t bytes = (size_t)((R - 1) * ld + rb), span = (bytes + pg - 1) / pg * pg;
+        uint8_t *map = mmap(NULL, span + pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        assert_true(map != MAP_FAILED);
+        assert_int_equal(mprotect(map + span, pg, PROT_NONE), 0);
+        memset(map, 0xff, span);
+        uint8_t *w = map + span - bytes, *tight = calloc((size_t)(R * rb) + 4096, 1);
+        float *x = malloc((size_t)(T * K) * 4), *y = malloc((size_t)(T * R) * 4), *yt = malloc((size_t)(T * R) * 4);
+        for (int64_t i = 0; i < T * K; i++) x[i] = frand();
+        for (int r = 0; r < R; r++) g4_quantize_row_q4_0(x + ((r + 3) % T) * K, (g4_block_q4_0 *)(tight + r * rb), K);
+        for (int grouped = 0; grouped <= 1; grouped++) {
+            for (int r = 0; r < R; r++) {
+                if (grouped) g4_q4_0_group_row(tight + r * rb, nb);
+                memcpy(w + r * ld, tight + r * rb, (size_t)rb);
+            }
+            g4_mat W = {.data = w, .dtype = G4_DT_Q4_0, .rows = R, .cols = K, .ld_bytes = ld,
+                        .layout = grouped ? G4_Q4_GROUPED : 0},
+                   Wt = W;
+            Wt.data = tight;
+            Wt.ld_bytes = rb;
+            const int saved = g4__avx512_vnni;
+            for (int vnni = 0; vnni <= saved; vnni++) {
+                g4__avx512_vnni = vnni;
+                for (int ti = 0; ti < 5; ti++) {
+                    k->matmul(&Wt, x, K, ts[ti], yt, R, 0, R, NULL);
+                    k->matmul(&W, x, K, ts[ti], y, R, 0, R, NULL);
+                    for (int i = 0; i < ts[ti] * R; i++)
+                        if (fbits(y[i]) != fbits(yt[i]) || !isfinite(y[i]))
+                            fail_msg("%ld blocks, grouped %d, vnni %d, T=%d: output %d is %g, packed tight %g", (long)nb,
+                                     grouped, vnni, ts[ti], i, y[i], yt[i]);
+                }
+            }
+            g4__avx512_vnni = saved;
+        }
+        munmap(map, span + pg);
+        free(tight);
+        free(x);
+        free(y);
+        free(yt);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_q4_layout),
@@ -486,6 +541,7 @@ int main(void) {
         cmocka_unit_test(test_q4_prefill_blocking),
         cmocka_unit_test(test_q4_grouped),
         cmocka_unit_test(test_q4_slices),
+        cmocka_unit_test(test_q4_row_end),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
