@@ -7,14 +7,26 @@
  *   slices R SC NS         q4_matmul_slices over R rows of NS column slices of SC columns each
  *                          (grouped per slice, as the row-parallel decode reads o_proj/down_proj),
  *                          weight GB/s per thread and cycles per slice at 3.37 GHz.
- * Each prints a hash of its output bits (equal hashes across builds: the same bits).
- * Usage: bench_q4_tiles prefill 10752 5376 128 | bench_q4_tiles slices 64 1344 8 (avx512 only) */
+ *   stream NS              from memory, not cache: two threads (pinned to CPUs 0 and 1) each
+ *                          stream their own 1.5 GB of q4_0 weights, one matrix shape after another,
+ *                          4 rounds: q4_matmul_slices over rows of NS slices of 1344 columns
+ *                          (down_proj's at TP 16/NS), the T = 1 matvec over the same bytes as rows
+ *                          of NS x 1344 and of 5376 columns, and a bare read (XOR of 64-byte
+ *                          loads); wall-clock GB/s per thread over the 4 rounds. What the decode
+ *                          depends on: how close each kernel's one stream per thread comes to
+ *                          the memory's pace (prefetch distance, partial groups, slice overhead).
+ * prefill and slices print a hash of their output bits (equal hashes across builds: the same bits).
+ * Usage: bench_q4_tiles prefill 10752 5376 128 | slices 64 1344 8 | stream 8 (avx512 only) */
 #include "kernels/kernels.h"
 #include "kernels/probe.h"
 
+#include <immintrin.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 static double cpu_s(void) {
@@ -107,13 +119,130 @@ static int slices(const g4_kernels *k, int64_t R, int64_t SC, int NS) {
     return 0;
 }
 
+/* ---- stream: the decode kernels from memory, two threads ---------------------------------- */
+
+enum { ST_H = 5376, ST_SC = 1344, ST_MODES = 4, ST_ROUNDS = 4 };
+#define ST_BYTES ((size_t)1536 << 20)
+static const char *const st_name[ST_MODES] = {"slices", "matvec NSx1344", "matvec 5376", "bare read"};
+
+typedef struct {
+    const g4_kernels *k;
+    int cpu, ns, ok;
+    pthread_barrier_t *bar;
+    double secs[ST_MODES];
+    unsigned sink;
+} st_thread;
+
+static double wall_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* XOR of every 64-byte line: a read with nothing else in the loop (compiled for AVX-512 here
+ * alone: the benchmark itself is built without the ISA flags and main checks the CPU first) */
+__attribute__((target("avx512f"))) static unsigned st_bare_read(const char *p, size_t n) {
+    __m512i a = _mm512_setzero_si512();
+    for (size_t o = 0; o < n; o += 64) a = _mm512_xor_si512(a, _mm512_load_si512(p + o));
+    return (unsigned)_mm512_reduce_add_epi32(a);
+}
+
+static void *st_run(void *arg) {
+    st_thread *t = arg;
+    const g4_kernels *k = t->k;
+    cpu_set_t cs;
+    CPU_ZERO(&cs);
+    CPU_SET(t->cpu, &cs);
+    pthread_setaffinity_np(pthread_self(), sizeof cs, &cs);
+    const int NS = t->ns;
+    const int64_t K = (int64_t)ST_SC * NS;
+    const size_t rbd = g4_dtype_row_bytes(G4_DT_Q4_0, K), rbg = g4_dtype_row_bytes(G4_DT_Q4_0, ST_H);
+    const int64_t Rd = (int64_t)(ST_BYTES / rbd), Rg = (int64_t)(ST_BYTES / rbg);
+    const size_t huge = (size_t)2 << 20;
+    char *map = mmap(NULL, ST_BYTES + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    float *x = malloc(sizeof(float) * (size_t)K), *y = malloc(sizeof(float) * (size_t)(Rd * NS + Rg));
+    char *row = malloc(rbd);
+    t->ok = map != MAP_FAILED && x && y && row;
+    if (t->ok) {
+        madvise(map, ST_BYTES + huge, MADV_HUGEPAGE);
+        char *w = (char *)(((uintptr_t)map + huge - 1) & ~(uintptr_t)(huge - 1));
+        fill(x, K);
+        g4_quantize_row_q4_0(x, (void *)row, K);
+        for (int s = 0; s < NS; s++) g4_q4_0_group_row(row + (size_t)s * (ST_SC / 32) * sizeof(g4_block_q4_0), ST_SC / 32);
+        for (int64_t r = 0; r < Rd; r++) memcpy(w + r * rbd, row, rbd);
+        /* the same bytes as three shapes: only the bandwidth matters here, not the values */
+        g4_mat S = {.data = w, .dtype = G4_DT_Q4_0, .rows = Rd, .cols = K, .ld_bytes = (int64_t)rbd, .layout = G4_Q4_GROUPED, .layout_cols = ST_SC};
+        g4_mat S1 = S, P = S, G = S;
+        S1.cols = ST_SC;
+        P.layout_cols = K;
+        G.rows = Rg, G.cols = ST_H, G.ld_bytes = (int64_t)rbg, G.layout_cols = ST_H;
+        const size_t ab = (k->matmul_act_bytes(&S1, 1) + 63) / 64 * 64;
+        char *act = aligned_alloc(64, ab * (size_t)NS), *actp = aligned_alloc(64, (k->matmul_act_bytes(&P, 1) + 63) / 64 * 64);
+        char *actg = aligned_alloc(64, (k->matmul_act_bytes(&G, 1) + 63) / 64 * 64);
+        void *scr = aligned_alloc(64, (k->matmul_scratch_bytes(&P, 1) + k->matmul_scratch_bytes(&G, 1) + 127) / 64 * 64);
+        t->ok = act && actp && actg && scr;
+        if (t->ok) {
+            for (int s = 0; s < NS; s++) k->matmul_prepare(&S1, x + s * ST_SC, ST_SC, 1, act + (size_t)s * ab);
+            k->matmul_prepare(&P, x, K, 1, actp);
+            k->matmul_prepare(&G, x, ST_H, 1, actg);
+        }
+        for (int rep = 0; rep < ST_ROUNDS; rep++)
+            for (int m = 0; m < ST_MODES; m++) {
+                pthread_barrier_wait(t->bar);
+                const double t0 = wall_s();
+                const int64_t per = 352; /* about the engine's 2 MiB decode chunks */
+                if (!t->ok) {
+                } else if (m == 0) {
+                    for (int64_t r = 0; r < Rd; r += per) k->q4_matmul_slices(&S, ST_SC, NS, act, ab, y, Rd, r, r + per < Rd ? r + per : Rd);
+                } else if (m == 1) {
+                    for (int64_t r = 0; r < Rd; r += per) k->matmul_prepared(&P, actp, 1, y, Rd, r, r + per < Rd ? r + per : Rd, scr);
+                } else if (m == 2) {
+                    for (int64_t r = 0; r < Rg; r += per) k->matmul_prepared(&G, actg, 1, y, Rg, r, r + per < Rg ? r + per : Rg, scr);
+                } else {
+                    t->sink ^= st_bare_read(w, ST_BYTES);
+                }
+                t->secs[m] += wall_s() - t0;
+            }
+        free(act), free(actp), free(actg), free(scr);
+    } else {
+        for (int i = 0; i < ST_ROUNDS * ST_MODES; i++) pthread_barrier_wait(t->bar);
+    }
+    if (map != MAP_FAILED) munmap(map, ST_BYTES + huge);
+    free(x), free(y), free(row);
+    return NULL;
+}
+
+static int stream(const g4_kernels *k, int ns) {
+    if (!k->q4_matmul_slices) return fprintf(stderr, "bench_q4_tiles: set %s has no q4_matmul_slices\n", k->name), 2;
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, 2);
+    st_thread t[2] = {{.k = k, .cpu = 0, .ns = ns, .bar = &bar}, {.k = k, .cpu = 1, .ns = ns, .bar = &bar}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        if (pthread_create(&th[i], NULL, st_run, &t[i])) return fprintf(stderr, "bench_q4_tiles: no thread\n"), 1;
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&bar);
+    if (!t[0].ok || !t[1].ok) return fprintf(stderr, "bench_q4_tiles: out of memory (2 x 1.5 GB)\n"), 1;
+    printf("q4_0 from memory, 2 threads x %.1f GB, %d rounds (slices of 1344 columns, %d a row):\n", ST_BYTES * 1e-9, ST_ROUNDS, ns);
+    for (int m = 0; m < ST_MODES; m++)
+        printf("  %-15s CPU 0 %5.1f GB/s, CPU 1 %5.1f GB/s\n", m == 1 ? "matvec NSx1344" : st_name[m],
+               ST_ROUNDS * ST_BYTES / t[0].secs[m] * 1e-9, ST_ROUNDS * ST_BYTES / t[1].secs[m] * 1e-9);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const g4_kernels *k = g4_kernels_by_name("avx512");
+    if (argc == 3 && !strcmp(argv[1], "stream")) {
+        const int ns = atoi(argv[2]);
+        if (ns < 1 || ns > 64) return fprintf(stderr, "usage: bench_q4_tiles stream NSLICES (1..64)\n"), 2;
+        if (!k) return fprintf(stderr, "bench_q4_tiles: this CPU does not run the avx512 set\n"), 2;
+        return stream(k, ns);
+    }
     const int pre = argc >= 5 && !strcmp(argv[1], "prefill"), sl = argc == 5 && !strcmp(argv[1], "slices");
     const long long a = argc >= 5 ? atoll(argv[2]) : 0, b = argc >= 5 ? atoll(argv[3]) : 0, c = argc >= 5 ? atoll(argv[4]) : 0;
     if ((!pre && !sl) || a <= 0 || b <= 0 || b % 32 || c <= 0 || c > 4096 ||
         (pre && argc == 6 && strcmp(argv[5], "q4") && strcmp(argv[5], "q8")) || argc > 6) {
-        fprintf(stderr, "usage: bench_q4_tiles prefill ROWS COLS T [q4|q8] | slices ROWS SLICE_COLS NSLICES (COLS a multiple of 32)\n");
+        fprintf(stderr, "usage: bench_q4_tiles prefill ROWS COLS T [q4|q8] | slices ROWS SLICE_COLS NSLICES (COLS a multiple of 32) | stream NSLICES\n");
         return 2;
     }
     if (!k) {
