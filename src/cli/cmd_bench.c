@@ -26,6 +26,9 @@ static const char *help =
     "threads as all its ranks had. Decode is also given as the median step, and (threaded ranks,\n"
     "models over 256 MB) as the median of each step against a short bandwidth probe run right\n"
     "after it: on a shared host the bandwidth left to this machine changes from second to second.\n"
+    "Each rank's decode time is split into its phases (q/k/v, attention, o_proj, gate/up,\n"
+    "down_proj, the head, the all-reduces — mostly waiting for the slowest rank — and the rest),\n"
+    "with the speed at which each matrix phase streamed its weights.\n"
     "  --json        one JSON object with prefill_tok_s, decode_tok_s, ttft_ms, load_s, peak_rss_mb,\n"
     "                weight_bytes_per_token, bandwidth_gb_s, decode_bound_fraction,\n"
     "                fma_peak_gflops, prefill_bound_fraction, decode_median_tok_s,\n"
@@ -33,7 +36,8 @@ static const char *help =
     "                decode_read_bound_fraction, weights_copied_mb, probe_mb, llc_mb, weight_dtype,\n"
     "                int8_peak_gops, bf16_peak_gflops, prefill_peak_kind, prefill_peak_fraction,\n"
     "                weights_read_gb_s (a bare read of the weight pages themselves, threaded ranks),\n"
-    "                decode_weights_read_fraction, decode_median_weights_read_fraction and more\n"
+    "                decode_weights_read_fraction, decode_median_weights_read_fraction,\n"
+    "                decode_phases (per rank: ms per token and weight GB/s of each phase) and more\n"
     "  --prompt-kind random|repeat  the prompt: random ids (default), or a random passage given twice\n"
     "                (an input-grounded task: a model that repeats it is predictable from the prompt)\n"
     "  --step-curve N  also the median time of one forward step over t = 1..N tokens of one sequence\n"
@@ -194,6 +198,7 @@ int cmd_bench(int argc, char **argv) {
     pair = !is_mpi && wbytes >= 256e6 ? g4_bw_probe_new(threads, probe_bytes) : NULL;
     pair_frac = pair ? calloc((size_t)gen, sizeof(double)) : NULL;
     double t_pairs = 0;
+    g4_engine_phase_times_reset(e); /* the decode steps' own, not the warm-up's */
     double t2 = now_s();
     for (long long g = 0; g < gen; g++) {
         int32_t p = (int32_t)(plen + g);
@@ -210,6 +215,14 @@ int cmd_bench(int argc, char **argv) {
         }
     }
     double t_decode = now_s() - t2 - t_pairs;
+    /* where each rank's decode time went (threaded ranks: all of them; MPI: this one) */
+    enum { MAX_PH = 16 };
+    g4_phase_times ph[MAX_PH];
+    int ph_rank[MAX_PH], n_ph = 0;
+    for (int r = 0; r < (is_mpi ? 1 : tp) && n_ph < MAX_PH; r++) {
+        g4_err perr = {0};
+        if (g4_engine_phase_times(e, r, &ph[n_ph], &perr) == G4_OK && ph[n_ph].steps > 0) ph_rank[n_ph++] = r;
+    }
     const double paired = pair && pair_frac ? median(pair_frac, gen) : -1;
     /* the engine's peak: before the paired probe, and (the probe freed, the mark reset) after */
     int peak_exact = !pair;
@@ -284,6 +297,20 @@ int cmd_bench(int argc, char **argv) {
         json_object_set_new(j, "weights_read_gb_s", wread > 0 ? json_real(wread) : json_null());
         json_object_set_new(j, "decode_weights_read_fraction", wread > 0 ? json_real(decode_tok_s * wbytes / (wread * 1e9)) : json_null());
         json_object_set_new(j, "decode_median_weights_read_fraction", wread > 0 ? json_real(wbytes / median_step / (wread * 1e9)) : json_null());
+        if (n_ph) {
+            json_t *a = json_array();
+            for (int k = 0; k < n_ph; k++) {
+                json_t *ms = json_object(), *gbs = json_object();
+                for (int i = 0; i < G4_PHASE_COUNT; i++) {
+                    const double sec = ph[k].seconds[i] / (double)ph[k].steps;
+                    json_object_set_new(ms, g4_phase_name(i), json_real(sec * 1e3));
+                    if (ph[k].step_bytes[i] > 0 && sec > 0) json_object_set_new(gbs, g4_phase_name(i), json_real(ph[k].step_bytes[i] / sec * 1e-9));
+                }
+                json_array_append_new(a, json_pack("{s:i,s:I,s:o,s:o}", "rank", ph_rank[k], "steps", (json_int_t)ph[k].steps, "ms_per_token", ms,
+                                                   "weights_gb_s", gbs));
+            }
+            json_object_set_new(j, "decode_phases", a);
+        }
         if (curve) {
             json_t *c = json_array();
             for (int t = 1; t <= curve && curve_s[t] > 0; t++) json_array_append_new(c, json_pack("{s:i,s:f,s:f}", "tokens", t, "step_ms", curve_s[t] * 1e3, "vs_one", curve_s[t] / curve_s[1]));
@@ -326,6 +353,18 @@ int cmd_bench(int argc, char **argv) {
         if (wread > 0)
             printf("             against a bare read of the weight pages themselves (%.1f GB/s): %.0f %% mean, %.0f %% median step\n", wread,
                    100 * decode_tok_s * wbytes / (wread * 1e9), 100 * wbytes / median_step / (wread * 1e9));
+        for (int k = 0; k < n_ph; k++) {
+            double tot = 0;
+            for (int i = 0; i < G4_PHASE_COUNT; i++) tot += ph[k].seconds[i];
+            printf("%s rank %d, ms per token (GB/s of its weights):", k ? "            " : "phases      ", ph_rank[k]);
+            for (int i = 0; i < G4_PHASE_COUNT; i++) {
+                const double sec = ph[k].seconds[i] / (double)ph[k].steps;
+                printf(" %s %.3g", g4_phase_name(i), sec * 1e3);
+                if (ph[k].step_bytes[i] > 0 && sec > 0) printf(" (%.1f)", ph[k].step_bytes[i] / sec * 1e-9);
+                else if (i == G4_PHASE_ALLREDUCE && tot > 0) printf(" (%.0f %%)", 100 * ph[k].seconds[i] / tot);
+                printf(i + 1 < G4_PHASE_COUNT ? "," : "\n");
+            }
+        }
         for (int t = 1; t <= curve && curve_s[t] > 0; t++)
             printf("%s %2d tokens of one sequence: %.2f ms = %.2f x one token\n", t == 1 ? "step cost   " : "            ", t, curve_s[t] * 1e3,
                    curve_s[t] / curve_s[1]);

@@ -720,6 +720,25 @@ double g4_engine_weight_read_gbs(const g4_engine *e, int threads, int passes) {
     return gbs;
 }
 
+int g4_engine_phase_times(const g4_engine *e, int rank, g4_phase_times *out, g4_err *err) {
+    for (int r = 0; r < e->n_ranks_here; r++)
+        if (e->ranks[r].rank == rank && e->ranks[r].m) {
+            g4_rank_phase_times(e->ranks[r].m, out);
+            return G4_OK;
+        }
+    return g4_err_set(err, G4_EINVAL, "rank %d is not a rank of this process", rank);
+}
+
+void g4_engine_phase_times_reset(g4_engine *e) {
+    for (int r = 0; r < e->n_ranks_here; r++)
+        if (e->ranks[r].m) g4_rank_phase_times_reset(e->ranks[r].m);
+}
+
+const char *g4_phase_name(int phase) {
+    static const char *const names[G4_PHASE_COUNT] = {"qkv", "attention", "o_proj", "gate_up", "down_proj", "head", "allreduce", "other"};
+    return phase >= 0 && phase < G4_PHASE_COUNT ? names[phase] : "?";
+}
+
 size_t g4_engine_copied_weight_bytes(const g4_engine *e) {
     size_t b = 0;
     for (int r = 0; r < e->n_ranks_here; r++) b += e->ranks[r].w.copied_bytes;

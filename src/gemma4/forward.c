@@ -19,6 +19,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* One thread's share of a phase's work items, on a cache line of its own. */
 typedef struct {
@@ -62,6 +63,10 @@ struct g4_rank_model {
     size_t alloc_scratch;   /* setup: matmul scratch bytes per thread */
     size_t alloc_act;       /* setup: act bytes per thread (0: no q8_0/q4_0 matrix) */
     int alloc_hd;           /* setup: largest head_dim */
+    /* decode phase times (g4_rank_phase_times): nanoseconds, written by the rank's calling
+     * thread, read by a benchmark's (atomics: no torn or racy reads) */
+    atomic_llong phase_ns[G4_PHASE_COUNT], phase_steps;
+    double phase_bytes[G4_PHASE_COUNT]; /* weight bytes per decode step, from the matrices */
 };
 
 /* ---- helpers ---------------------------------------------------------------------------- */
@@ -77,10 +82,35 @@ static void phase_tramp(void *ctx, int ith, int nth) {
     phase_ctx *p = ctx;
     p->fn(p->m, ith, nth);
 }
+
+static long long now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+/* Adds the time since t0 to a decode phase (one-token batches only; two clock reads per phase:
+ * ~11 per layer, microseconds per token against the milliseconds of its weights). */
+static void phase_add(g4_rank_model *m, int phase, long long t0) {
+    if (m->b->n == 1) atomic_fetch_add_explicit(&m->phase_ns[phase], now_ns() - t0, memory_order_relaxed);
+}
+
+static int phase_of(const g4_rank_model *m, phase_fn fn);
+
 static void run(g4_rank_model *m, phase_fn fn) {
     phase_ctx p = {m, fn};
+    const long long t0 = now_ns();
     for (int i = 0; i < m->nth; i++) atomic_store_explicit(&m->cursor[i].next, 0, memory_order_relaxed);
     g4_pool_run(m->pool, phase_tramp, &p);
+    phase_add(m, phase_of(m, fn), t0);
+}
+
+/* The all-reduce of the tensor-parallel sum, timed (most of it is waiting for the slowest rank). */
+static int allreduce(g4_rank_model *m, float *buf, size_t n) {
+    const long long t0 = now_ns();
+    const int rc = g4_comm_allreduce_sum(m->comm, buf, n);
+    phase_add(m, G4_PHASE_ALLREDUCE, t0);
+    return rc;
 }
 
 /* The next of a phase's n work items (chunk indices 0..n-1) for thread ith, or -1 when all are
@@ -456,7 +486,7 @@ static int rowpar(g4_rank_model *m, const g4_mat *W, const float *x, int64_t ldx
     int lvl = 0;
     while ((1 << lvl) < nslices) lvl++;
     *result = m->stack[lvl];
-    return g4_comm_allreduce_sum(m->comm, *result, (size_t)m->b->n * (size_t)m->H);
+    return allreduce(m, *result, (size_t)m->b->n * (size_t)m->H);
 }
 
 
@@ -561,7 +591,7 @@ int g4_rank_forward(g4_rank_model *m, const g4_batch *b, float *logits_local, g4
     }
     m->b = b;
     run(m, ph_embed);
-    int rc = g4_comm_allreduce_sum(m->comm, m->h, (size_t)b->n * (size_t)m->H);
+    int rc = allreduce(m, m->h, (size_t)b->n * (size_t)m->H);
     for (int l = 0; l < m->cfg->n_layers && rc == G4_OK; l++) {
         m->layer = l;
         const g4_layer_weights *L = &m->w->layers[l];
@@ -586,7 +616,46 @@ int g4_rank_forward(g4_rank_model *m, const g4_batch *b, float *logits_local, g4
         run(m, ph_final_norm);
         run(m, ph_head);
     }
+    if (b->n == 1) atomic_fetch_add_explicit(&m->phase_steps, 1, memory_order_relaxed);
     return G4_OK;
+}
+
+/* ---- decode phase times ----------------------------------------------------------------- */
+
+static int phase_of(const g4_rank_model *m, phase_fn fn) {
+    if (fn == ph_qkv) return G4_PHASE_QKV;
+    if (fn == ph_attention) return G4_PHASE_ATTENTION;
+    if (fn == ph_gate_up) return G4_PHASE_GATE_UP;
+    if (fn == ph_head) return G4_PHASE_HEAD;
+    if (fn == ph_rowpar) return m->rp_w == &m->w->layers[m->layer].o ? G4_PHASE_O_PROJ : G4_PHASE_DOWN_PROJ;
+    return G4_PHASE_OTHER;
+}
+
+static double mat_bytes(const g4_mat *W) { return W->data ? (double)g4_dtype_row_bytes(W->dtype, W->cols) * (double)W->rows : 0; }
+
+void g4_rank_phase_times(const g4_rank_model *m, g4_phase_times *out) {
+    memset(out, 0, sizeof *out);
+    out->steps = atomic_load_explicit(&m->phase_steps, memory_order_relaxed);
+    for (int i = 0; i < G4_PHASE_COUNT; i++) {
+        out->seconds[i] = 1e-9 * (double)atomic_load_explicit(&m->phase_ns[i], memory_order_relaxed);
+        out->step_bytes[i] = m->phase_bytes[i];
+    }
+}
+
+void g4_rank_phase_times_reset(g4_rank_model *m) {
+    for (int i = 0; i < G4_PHASE_COUNT; i++) atomic_store_explicit(&m->phase_ns[i], 0, memory_order_relaxed);
+    atomic_store_explicit(&m->phase_steps, 0, memory_order_relaxed);
+}
+
+static void phase_bytes_init(g4_rank_model *m) {
+    for (int l = 0; l < m->cfg->n_layers; l++) {
+        const g4_layer_weights *L = &m->w->layers[l];
+        m->phase_bytes[G4_PHASE_QKV] += mat_bytes(&L->q) + mat_bytes(&L->k) + mat_bytes(&L->v);
+        m->phase_bytes[G4_PHASE_O_PROJ] += mat_bytes(&L->o);
+        m->phase_bytes[G4_PHASE_GATE_UP] += mat_bytes(&L->gate) + mat_bytes(&L->up);
+        m->phase_bytes[G4_PHASE_DOWN_PROJ] += mat_bytes(&L->down);
+    }
+    m->phase_bytes[G4_PHASE_HEAD] = mat_bytes(&m->w->embed);
 }
 
 /* ---- setup ------------------------------------------------------------------------------ */
@@ -649,6 +718,8 @@ int g4_rank_model_create(const g4_config *cfg, const g4_tp_plan *plan, const g4_
     m->comm = comm;
     m->o = *opts;
     m->nth = g4_pool_size(pool);
+    phase_bytes_init(m);
+    g4_rank_phase_times_reset(m);
     m->H = cfg->hidden_size;
     m->nf = plan->n_f_local;
     m->embed_scale = g4_config_embed_scale(cfg);

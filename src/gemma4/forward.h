@@ -51,6 +51,9 @@ int g4_rank_forward(g4_rank_model *m, const g4_batch *b, float *logits_local, g4
  * (the same on every rank), valid until the next forward. */
 const float *g4_rank_hidden(const g4_rank_model *m);
 
+/* The rank's decode phase times (g4.h g4_phase_times), and their reset. */
+void g4_rank_phase_times(const g4_rank_model *m, g4_phase_times *out);
+void g4_rank_phase_times_reset(g4_rank_model *m);
 /* The rank's KV pool: the engine applies the leader's ops to it between steps. */
 g4_kvstore *g4_rank_kv(g4_rank_model *m);
 

@@ -202,6 +202,63 @@ static void test_batch_composition(void **state) {
     free(mixed);
 }
 
+/* g4_engine_phase_times: one-token passes only, every phase of every rank, the bytes of every
+ * matrix once, a reset, and a clear refusal for a rank that is not here. */
+static void test_phase_times(void **state) {
+    (void)state;
+    g4_engine_opts o = {.tp = 2, .threads = 2, .model_dir = tu_path("golden/tiny_tp8"), .max_batch = 16};
+    g4_engine *e;
+    g4_err err;
+    assert_int_equal(g4_engine_open(&o, &e, &err), 0);
+    const int64_t V = g4_engine_vocab(e);
+    float *logits = malloc(sizeof(float) * (size_t)V);
+    g4_engine_phase_times_reset(e);
+    int seq;
+    assert_int_equal(g4_engine_seq_open(e, 32, &seq, &err), 0);
+    int32_t ids[8] = {2, 105, 17, 33, 44, 55, 66, 77}, pos[8], sq[8];
+    uint8_t want[8] = {0};
+    for (int i = 0; i < 8; i++) { pos[i] = i; sq[i] = seq; }
+    want[7] = 1;
+    g4_batch pre = {.n = 8, .ids = ids, .pos = pos, .seq = sq, .logits = want};
+    assert_int_equal(g4_engine_forward(e, &pre, logits, &err), 0);
+    g4_phase_times t;
+    for (int r = 0; r < 2; r++) { /* a prefill is not a decode step */
+        assert_int_equal(g4_engine_phase_times(e, r, &t, &err), 0);
+        assert_int_equal(t.steps, 0);
+        for (int i = 0; i < G4_PHASE_COUNT; i++) assert_true(t.seconds[i] == 0);
+    }
+    for (int s = 0; s < 3; s++) {
+        int32_t p = 8 + s;
+        uint8_t one = 1;
+        g4_batch b = {.n = 1, .ids = &ids[s], .pos = &p, .seq = &seq, .logits = &one};
+        assert_int_equal(g4_engine_forward(e, &b, logits, &err), 0);
+    }
+    double bytes = 0;
+    for (int r = 0; r < 2; r++) {
+        assert_int_equal(g4_engine_phase_times(e, r, &t, &err), 0);
+        assert_int_equal(t.steps, 3);
+        const int timed[] = {G4_PHASE_QKV, G4_PHASE_ATTENTION, G4_PHASE_O_PROJ, G4_PHASE_GATE_UP, G4_PHASE_DOWN_PROJ, G4_PHASE_HEAD,
+                             G4_PHASE_ALLREDUCE, G4_PHASE_OTHER};
+        for (int i = 0; i < 8; i++) assert_true(t.seconds[timed[i]] > 0);
+        const int mats[] = {G4_PHASE_QKV, G4_PHASE_O_PROJ, G4_PHASE_GATE_UP, G4_PHASE_DOWN_PROJ, G4_PHASE_HEAD};
+        for (int i = 0; i < 5; i++) assert_true(t.step_bytes[mats[i]] > 0);
+        for (int i = 0; i < G4_PHASE_COUNT; i++) bytes += t.step_bytes[i];
+    }
+    assert_true(bytes == (double)g4_engine_weight_bytes(e)); /* every matrix once, the tied head included */
+    assert_int_equal(g4_engine_phase_times(e, 2, &t, &err), G4_EINVAL);
+    assert_non_null(strstr(err.msg, "rank 2"));
+    assert_int_equal(g4_engine_phase_times(e, -1, &t, &err), G4_EINVAL);
+    g4_engine_phase_times_reset(e);
+    assert_int_equal(g4_engine_phase_times(e, 1, &t, &err), 0);
+    assert_int_equal(t.steps, 0);
+    assert_true(t.seconds[G4_PHASE_GATE_UP] == 0);
+    assert_string_equal(g4_phase_name(G4_PHASE_DOWN_PROJ), "down_proj");
+    assert_string_equal(g4_phase_name(G4_PHASE_COUNT), "?");
+    g4_engine_seq_close(e, seq);
+    g4_engine_close(e);
+    free(logits);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tiny_tp8_all_degrees),
@@ -211,6 +268,7 @@ int main(void) {
         cmocka_unit_test(test_bad_degree_refused),
         cmocka_unit_test(test_ffn_whole_columns),
         cmocka_unit_test(test_batch_composition),
+        cmocka_unit_test(test_phase_times),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
