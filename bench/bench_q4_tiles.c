@@ -2,8 +2,9 @@
  * row-parallel decode depend on, one thread, CPU time (which leaves out preemption, so the figures
  * hold on a shared host; alternate builds to compare), against this machine's int8 dot-product
  * probe (g4_probe_int8_gops, 1 thread) measured in the same run:
- *   prefill R K T [q4|q8]  the prepared matmul of T tokens over an R x K matrix (grouped q4_0 as
- *                          the avx512 set reads it), GOP/s (2 per product) and % of the probe;
+ *   prefill R K T [q4|q8|bf16]  the prepared matmul of T tokens over an R x K matrix (grouped
+ *                          q4_0 as the avx512 set reads it), GOP/s (2 per product) and % of the
+ *                          probe (bf16: the exact float matmul, against the FMA probe);
  *   slices R SC NS         q4_matmul_slices over R rows of NS column slices of SC columns each
  *                          (grouped per slice, as the row-parallel decode reads o_proj/down_proj),
  *                          weight GB/s per thread and cycles per slice at 3.37 GHz.
@@ -53,15 +54,23 @@ static void fill(float *x, int64_t n) {
     }
 }
 
+/* q8: 0 q4_0, 1 q8_0, 2 bf16 (the exact float matmul, against the FMA probe) */
 static int prefill(const g4_kernels *k, int64_t R, int64_t K, int T, int q8) {
-    const int dt = q8 ? G4_DT_Q8_0 : G4_DT_Q4_0;
+    const int dt = q8 == 2 ? G4_DT_BF16 : q8 ? G4_DT_Q8_0 : G4_DT_Q4_0;
     const size_t rb = g4_dtype_row_bytes(dt, K);
     char *w = malloc((size_t)R * rb);
     float *x = malloc(sizeof(float) * (size_t)T * (size_t)K), *y = malloc(sizeof(float) * (size_t)T * (size_t)R);
     if (!w || !x || !y) return 1;
     fill(x, (int64_t)T * K);
     for (int64_t r = 0; r < R; r++) {
-        if (q8) g4_quantize_row_q8_0(x + (r % T) * K, (void *)(w + r * rb), K);
+        if (q8 == 2) {
+            uint16_t *o = (uint16_t *)(w + r * rb);
+            for (int64_t c = 0; c < K; c++) {
+                uint32_t u;
+                memcpy(&u, &x[(r % T) * K + c], 4);
+                o[c] = (uint16_t)(u >> 16);
+            }
+        } else if (q8) g4_quantize_row_q8_0(x + (r % T) * K, (void *)(w + r * rb), K);
         else g4_quantize_row_q4_0(x + (r % T) * K, (void *)(w + r * rb), K);
     }
     g4_mat W = {.data = w, .dtype = dt, .rows = R, .cols = K, .ld_bytes = (int64_t)rb};
@@ -70,19 +79,22 @@ static int prefill(const g4_kernels *k, int64_t R, int64_t K, int T, int q8) {
         W.layout = G4_Q4_GROUPED;
         W.layout_cols = K;
     }
-    void *act = aligned_alloc(64, (k->matmul_act_bytes(&W, T) + 63) / 64 * 64), *scratch = malloc(k->matmul_scratch_bytes(&W, T));
+    void *act = aligned_alloc(64, q8 == 2 ? 64 : (k->matmul_act_bytes(&W, T) + 63) / 64 * 64),
+         *scratch = aligned_alloc(64, (k->matmul_scratch_bytes(&W, T) + 127) / 64 * 64);
     if (!act || !scratch) return 1;
-    k->matmul_prepare(&W, x, K, T, act);
+    if (q8 != 2) k->matmul_prepare(&W, x, K, T, act);
     double best = 1e30;
     for (int it = 0; it < 25; it++) {
         const double t0 = cpu_s();
-        k->matmul_prepared(&W, act, T, y, R, 0, R, scratch);
+        if (q8 == 2) k->matmul(&W, x, K, T, y, R, 0, R, scratch);
+        else k->matmul_prepared(&W, act, T, y, R, 0, R, scratch);
         const double t = cpu_s() - t0;
         if (t < best) best = t;
     }
-    const double gops = 2.0 * (double)R * (double)K * T / best * 1e-9, peak = g4_probe_int8_gops(1);
-    printf("%s prefill %ldx%ld T=%d: %.1f GOP/s = %.1f %% of the int8 probe (%.0f GOP/s, 1 thread); bits %08x\n",
-           q8 ? "q8_0" : "q4_0", (long)R, (long)K, T, gops, 100 * gops / peak, peak, hash_bits(y, (int64_t)T * R));
+    const double gops = 2.0 * (double)R * (double)K * T / best * 1e-9, peak = q8 == 2 ? g4_probe_fma_gflops(1) : g4_probe_int8_gops(1);
+    printf("%s prefill %ldx%ld T=%d: %.1f GOP/s = %.1f %% of the %s probe (%.0f GOP/s, 1 thread); bits %08x\n",
+           q8 == 2 ? "bf16" : q8 ? "q8_0" : "q4_0", (long)R, (long)K, T, gops, 100 * gops / peak, q8 == 2 ? "fma" : "int8", peak,
+           hash_bits(y, (int64_t)T * R));
     free(w), free(x), free(y), free(act), free(scratch);
     return 0;
 }
@@ -241,13 +253,14 @@ int main(int argc, char **argv) {
     const int pre = argc >= 5 && !strcmp(argv[1], "prefill"), sl = argc == 5 && !strcmp(argv[1], "slices");
     const long long a = argc >= 5 ? atoll(argv[2]) : 0, b = argc >= 5 ? atoll(argv[3]) : 0, c = argc >= 5 ? atoll(argv[4]) : 0;
     if ((!pre && !sl) || a <= 0 || b <= 0 || b % 32 || c <= 0 || c > 4096 ||
-        (pre && argc == 6 && strcmp(argv[5], "q4") && strcmp(argv[5], "q8")) || argc > 6) {
-        fprintf(stderr, "usage: bench_q4_tiles prefill ROWS COLS T [q4|q8] | slices ROWS SLICE_COLS NSLICES (COLS a multiple of 32) | stream NSLICES\n");
+        (pre && argc == 6 && strcmp(argv[5], "q4") && strcmp(argv[5], "q8") && strcmp(argv[5], "bf16")) || argc > 6) {
+        fprintf(stderr, "usage: bench_q4_tiles prefill ROWS COLS T [q4|q8|bf16] | slices ROWS SLICE_COLS NSLICES (COLS a multiple of 32) | stream NSLICES\n");
         return 2;
     }
     if (!k) {
         fprintf(stderr, "bench_q4_tiles: this CPU does not run the avx512 set\n");
         return 2;
     }
-    return pre ? prefill(k, a, b, (int)c, argc == 6 && !strcmp(argv[5], "q8")) : slices(k, a, b, (int)c);
+    const int dt = argc == 6 && !strcmp(argv[5], "bf16") ? 2 : argc == 6 && !strcmp(argv[5], "q8");
+    return pre ? prefill(k, a, b, (int)c, dt) : slices(k, a, b, (int)c);
 }

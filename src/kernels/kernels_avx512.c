@@ -520,38 +520,45 @@ AI void q8_row_vnni(const int NT, const char *pre, int64_t nb, const char *const
 /* NR prepared rows (pre + i * prow) x NT prepared tokens over all ng groups: register tiles that
  * serve each weight vector to NT tokens and each activation vector to NR rows (the one-row path
  * re-read every token's activations for every row). Per lane the integers, the correction and
- * the fma per group are q8_group_vnni's (integer sums are exact in any order), so the bits are. */
-AI void q8_tile_vnni(const int NR, const int NT, const char *pre, int64_t prow, const char *const *rec, int64_t ng,
-                     int64_t qsb, float *y, int64_t ldy) {
-    __m512 acc[4][2];
+ * the fma per group are q8_group_vnni's (integer sums are exact in any order), so the bits are.
+ * 4 x 3: 12 integer and 12 float accumulators, 3 activation vectors and one weight vector in the
+ * 32 registers. Each weight vector is pinned to a register (the empty asm): left alone, gcc folds
+ * its load into every vpdpbusd that uses it, one load per token, and the tile was load-bound on
+ * Zen 5 (~1.1 512-bit loads a cycle): 4 x 2 folded 350, 4 x 2 pinned 405, 4 x 3 pinned 415 GOP/s
+ * (bench_q4_tiles prefill 10752 5376 128 q8, 2026-12-06). */
+enum { Q8_MR = 4, Q8_NT = 3 };
+AI void q8_tile_vnni(const int NR, const int NT, const char *pre, int64_t prow, const char *const *rec, int64_t g0,
+                     int64_t g1, int64_t qsb, float *park, int first, int last, float *y, int64_t ldy) {
+    __m512 acc[Q8_MR][Q8_NT];
 #pragma GCC unroll 4
     for (int i = 0; i < NR; i++)
-#pragma GCC unroll 2
-        for (int t = 0; t < NT; t++) acc[i][t] = _mm512_setzero_ps();
-    for (int64_t gi = 0; gi < ng; gi++) {
-        __m512i a[4][2];
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) acc[i][t] = first ? _mm512_setzero_ps() : _mm512_load_ps(park + (t * Q8_MR + i) * 16);
+    for (int64_t gi = g0; gi < g1; gi++) {
+        __m512i a[Q8_MR][Q8_NT];
 #pragma GCC unroll 4
         for (int i = 0; i < NR; i++)
-#pragma GCC unroll 2
+#pragma GCC unroll 4
             for (int t = 0; t < NT; t++) a[i][t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++) {
-            __m512i xv[2], wv[4];
-#pragma GCC unroll 2
+            __m512i xv[Q8_NT];
+#pragma GCC unroll 4
             for (int t = 0; t < NT; t++) xv[t] = _mm512_load_si512((const __m512i *)(rec[t] + gi * 16 * 32) + j);
 #pragma GCC unroll 4
-            for (int i = 0; i < NR; i++) wv[i] = _mm512_load_si512((const __m512i *)(pre + i * prow + gi * Q8_PRE_GROUP) + j);
+            for (int i = 0; i < NR; i++) {
+                __m512i wv = _mm512_load_si512((const __m512i *)(pre + i * prow + gi * Q8_PRE_GROUP) + j);
+                __asm__("" : "+v"(wv)); /* in a register: one load, not one per token */
 #pragma GCC unroll 4
-            for (int i = 0; i < NR; i++)
-#pragma GCC unroll 2
-                for (int t = 0; t < NT; t++) a[i][t] = _mm512_dpbusd_epi32(a[i][t], xv[t], wv[i]);
+                for (int t = 0; t < NT; t++) a[i][t] = _mm512_dpbusd_epi32(a[i][t], xv[t], wv);
+            }
         }
 #pragma GCC unroll 4
         for (int i = 0; i < NR; i++) {
             const char *pg = pre + i * prow + gi * Q8_PRE_GROUP;
             const __m512i corr = _mm512_load_si512((const __m512i *)pg + 8);
             const __m512 dw = _mm512_load_ps((const float *)((const __m512i *)pg + 9));
-#pragma GCC unroll 2
+#pragma GCC unroll 4
             for (int t = 0; t < NT; t++) {
                 const __m512 isum = _mm512_cvtepi32_ps(_mm512_sub_epi32(a[i][t], corr));
                 const __m512 d = _mm512_mul_ps(dw, _mm512_loadu_ps((const float *)(rec[t] + qsb) + gi * 16));
@@ -561,20 +568,34 @@ AI void q8_tile_vnni(const int NR, const int NT, const char *pre, int64_t prow, 
     }
 #pragma GCC unroll 4
     for (int i = 0; i < NR; i++)
-#pragma GCC unroll 2
-        for (int t = 0; t < NT; t++) y[t * ldy + i] = hsum16(acc[i][t]);
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) {
+            if (last) y[t * ldy + i] = hsum16(acc[i][t]);
+            else _mm512_store_ps(park + (t * Q8_MR + i) * 16, acc[i][t]);
+        }
 }
 
-typedef void (*q8_tile_fn)(const char *, int64_t, const char *const *, int64_t, int64_t, float *, int64_t);
-#define Q8_TILE(nr, nt)                                                                                     \
-    static void q8_tile_##nr##_##nt(const char *pre, int64_t prow, const char *const *rec, int64_t ng, int64_t qsb, \
-                                    float *y, int64_t ldy) { q8_tile_vnni(nr, nt, pre, prow, rec, ng, qsb, y, ldy); }
-Q8_TILE(1, 1) Q8_TILE(1, 2) Q8_TILE(2, 1) Q8_TILE(2, 2) Q8_TILE(3, 1) Q8_TILE(3, 2) Q8_TILE(4, 1) Q8_TILE(4, 2)
-static const q8_tile_fn q8_tiles[4][2] = {{q8_tile_1_1, q8_tile_1_2}, {q8_tile_2_1, q8_tile_2_2},
-                                          {q8_tile_3_1, q8_tile_3_2}, {q8_tile_4_1, q8_tile_4_2}};
-/* Rows per prepared block of the tiled path, and tokens per block (their records stay in L2
- * while the row blocks pass). */
-enum { Q8_TR = 4, Q8_TB = 96 };
+typedef void (*q8_tile_fn)(const char *, int64_t, const char *const *, int64_t, int64_t, int64_t, float *, int, int,
+                           float *, int64_t);
+#define Q8_TILE(nr, nt)                                                                                             \
+    static void q8_tile_##nr##_##nt(const char *pre, int64_t prow, const char *const *rec, int64_t g0, int64_t g1,     \
+                                    int64_t qsb, float *park, int first, int last, float *y, int64_t ldy) {         \
+        q8_tile_vnni(nr, nt, pre, prow, rec, g0, g1, qsb, park, first, last, y, ldy);                               \
+    }
+Q8_TILE(1, 1) Q8_TILE(1, 2) Q8_TILE(1, 3) Q8_TILE(2, 1) Q8_TILE(2, 2) Q8_TILE(2, 3)
+Q8_TILE(3, 1) Q8_TILE(3, 2) Q8_TILE(3, 3) Q8_TILE(4, 1) Q8_TILE(4, 2) Q8_TILE(4, 3)
+static const q8_tile_fn q8_tiles[4][3] = {{q8_tile_1_1, q8_tile_1_2, q8_tile_1_3}, {q8_tile_2_1, q8_tile_2_2, q8_tile_2_3},
+                                          {q8_tile_3_1, q8_tile_3_2, q8_tile_3_3}, {q8_tile_4_1, q8_tile_4_2, q8_tile_4_3}};
+/* Blocking of the tiled path: Q8_TR rows prepared at a time (the whole K, in L2), tokens in blocks
+ * of Q8_TB (one block for the engine's 128-token prefill steps: each block prepares every row
+ * again, and a 96 + 32 split cost 7-10 %), groups in chunks of Q8_KC, the tile's float sums parked
+ * between chunks (the same order, so the same bits), so that a chunk of the prepared rows (20 KB)
+ * stays in L1 and the block's records of a chunk (64 KB at 128 tokens) in L2. Unchunked, a
+ * 21504-wide down_proj ran at 280 GOP/s against 420 at 5376 columns: 4 prepared rows are 107 KB. */
+#ifndef Q8_KC
+#define Q8_KC 4
+#endif
+enum { Q8_TR = Q8_MR, Q8_TB = 129, Q8_KC_WHOLE = 12 };
 
 /* Up to this many tokens the VNNI path takes the T = 1 dot once per token and row (the row
  * stays in L1 after the first); beyond, transposing each row once for all tokens pays. */
@@ -609,19 +630,26 @@ static void matmul_q8_prepared(const g4_mat *W, const void *act, int T, float *y
                 y[t * ldy + r] = dot_q8_t1((const void *)((const char *)W->data + r * W->ld_bytes), xq + t * qstride, qsb, nb);
         return;
     }
-    char *pre = vnni ? g4__align64(scratch) : NULL; /* Q8_TR prepared weight rows */
+    char *pre = vnni ? g4__align64(scratch) : NULL; /* Q8_TR prepared weight rows, then the parked sums */
     if (vnni) {
         const int64_t ng = (nb + 15) / 16, prow = ng * Q8_PRE_GROUP;
+        float *park = (float *)(pre + Q8_TR * prow);
+        const int64_t kc = ng <= Q8_KC_WHOLE ? ng : Q8_KC;
         for (int t0 = 0; t0 < T; t0 += Q8_TB) {
             const int tb = T - t0 < Q8_TB ? T - t0 : Q8_TB;
             for (int64_t r = r0; r < r1; r += Q8_TR) {
                 const int nr = r1 - r < Q8_TR ? (int)(r1 - r) : Q8_TR;
                 for (int i = 0; i < nr; i++)
                     q8_pre_row((const void *)((const char *)W->data + (r + i) * W->ld_bytes), nb, pre + i * prow);
-                for (int t = t0; t < t0 + tb; t += 2) {
-                    const int nt = t0 + tb - t < 2 ? 1 : 2;
-                    const char *rec[2] = {xq + t * qstride, xq + (t + nt - 1) * qstride};
-                    q8_tiles[nr - 1][nt - 1](pre, prow, rec, ng, qsb, y + t * ldy + r, ldy);
+                for (int64_t g0 = 0; g0 < ng; g0 += kc) {
+                    const int64_t g1 = g0 + kc < ng ? g0 + kc : ng;
+                    for (int t = t0; t < t0 + tb; t += Q8_NT) {
+                        const int nt = t0 + tb - t < Q8_NT ? t0 + tb - t : Q8_NT;
+                        const char *rec[Q8_NT];
+                        for (int j = 0; j < Q8_NT; j++) rec[j] = xq + (t + (j < nt ? j : nt - 1)) * qstride;
+                        q8_tiles[nr - 1][nt - 1](pre, prow, rec, g0, g1, qsb, park + (t - t0) * Q8_MR * 16, g0 == 0,
+                                                 g1 == ng, y + t * ldy + r, ldy);
+                    }
                 }
             }
         }
@@ -662,9 +690,10 @@ static void matmul_q8(const g4_mat *W, const float *x, int64_t ldx, int T, float
     matmul_q8_prepared(W, xq, T, y, ldy, r0, r1, xq + q8_act_bytes(W, T)); /* 64-aligned */
 }
 
-/* + Q8_TR prepared weight rows for T > 1 (q8_pre_row) */
+/* + Q8_TR prepared weight rows (q8_pre_row) and a token block's parked sums for T > 1 */
 static size_t q8_scratch_bytes(const g4_mat *W, int T) {
-    return q8_act_bytes(W, T) + 64 + (T > 1 ? (size_t)Q8_TR * (size_t)((W->cols / G4_Q8_BLOCK + 15) / 16) * Q8_PRE_GROUP : 0);
+    return q8_act_bytes(W, T) + 64 +
+           (T > 1 ? (size_t)Q8_TR * (size_t)((W->cols / G4_Q8_BLOCK + 15) / 16) * Q8_PRE_GROUP + (size_t)Q8_TB * Q8_MR * 64 : 0);
 }
 
 /* the quantized dtypes' matmuls (kernels_internal.h g4__qmm): q8_0 here, q4_0 in kernels_q4_avx512.c */

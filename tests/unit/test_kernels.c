@@ -505,6 +505,7 @@ static void test_matmul_invariance(void **state) {
             check_invariance(ks[s], dt, 29, q ? 544 : 531, 3);
             check_invariance(ks[s], dt, 29, q ? 544 : 531, 4);
             check_invariance(ks[s], dt, 70, q ? 1056 : 1037, 150); /* packed path (T > 128): K, token, row blocks */
+            if (q) check_invariance(ks[s], dt, 9, 7200, 140); /* 15 groups a row: q8_0's K chunks; two token blocks */
         }
 }
 
