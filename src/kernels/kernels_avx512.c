@@ -590,7 +590,7 @@ static const q8_tile_fn q8_tiles[4][3] = {{q8_tile_1_1, q8_tile_1_2, q8_tile_1_3
  * of Q8_TB (one block for the engine's 128-token prefill steps: each block prepares every row
  * again, and a 96 + 32 split cost 7-10 %), groups in chunks of Q8_KC, the tile's float sums parked
  * between chunks (the same order, so the same bits), so that a chunk of the prepared rows (20 KB)
- * stays in L1 and the block's records of a chunk (64 KB at 128 tokens) in L2. Unchunked, a
+ * stays in L1 and the block's records of a chunk (297 KB at 129 tokens) in L2. Unchunked, a
  * 21504-wide down_proj ran at 280 GOP/s against 420 at 5376 columns: 4 prepared rows are 107 KB. */
 #ifndef Q8_KC
 #define Q8_KC 4
