@@ -4,7 +4,9 @@
  * probe (g4_probe_int8_gops, 1 thread) measured in the same run:
  *   prefill R K T [q4|q8|bf16]  the prepared matmul of T tokens over an R x K matrix (grouped
  *                          q4_0 as the avx512 set reads it), GOP/s (2 per product) and % of the
- *                          probe (bf16: the exact float matmul, against the FMA probe);
+ *                          probe (bf16: the exact float matmul, against the FMA probe),
+ *                          called on the engine's row chunks (~256 KiB of weights each, as
+ *                          forward.c's chunk_rows; G4_BENCH_CHUNK=N rows per call, 0 = all);
  *   slices R SC NS         q4_matmul_slices over R rows of NS column slices of SC columns each
  *                          (grouped per slice, as the row-parallel decode reads o_proj/down_proj),
  *                          weight GB/s per thread and cycles per slice at 3.37 GHz.
@@ -17,6 +19,7 @@
  *                          depends on: how close each kernel's one stream per thread comes to
  *                          the memory's pace (prefetch distance, partial groups, slice overhead).
  * prefill and slices print a hash of their output bits (equal hashes across builds: the same bits).
+ * G4_ISA=avx2 runs the prefill on that set (and its FMA probe) instead of avx512.
  * Usage: bench_q4_tiles prefill 10752 5376 128 | slices 64 1344 8 | stream 8 (avx512 only) */
 #include "kernels/kernels.h"
 #include "kernels/probe.h"
@@ -83,11 +86,19 @@ static int prefill(const g4_kernels *k, int64_t R, int64_t K, int T, int q8) {
          *scratch = aligned_alloc(64, (k->matmul_scratch_bytes(&W, T) + 127) / 64 * 64);
     if (!act || !scratch) return 1;
     if (q8 != 2) k->matmul_prepare(&W, x, K, T, act);
+    /* rows per call: the engine's chunks (forward.c chunk_rows: ~256 KiB of weights, a multiple
+     * of 32 rows), or the whole matrix with G4_BENCH_CHUNK=0 */
+    const char *ce = getenv("G4_BENCH_CHUNK");
+    int64_t chunk = ce ? atoll(ce) : (((int64_t)256 << 10) / (int64_t)rb + 31) / 32 * 32;
+    if (chunk <= 0) chunk = R;
     double best = 1e30;
     for (int it = 0; it < 25; it++) {
         const double t0 = cpu_s();
-        if (q8 == 2) k->matmul(&W, x, K, T, y, R, 0, R, scratch);
-        else k->matmul_prepared(&W, act, T, y, R, 0, R, scratch);
+        for (int64_t r0 = 0; r0 < R; r0 += chunk) {
+            const int64_t r1 = r0 + chunk < R ? r0 + chunk : R;
+            if (q8 == 2) k->matmul(&W, x, K, T, y, R, r0, r1, scratch);
+            else k->matmul_prepared(&W, act, T, y, R, r0, r1, scratch);
+        }
         const double t = cpu_s() - t0;
         if (t < best) best = t;
     }
@@ -243,11 +254,12 @@ static int stream(const g4_kernels *k, int ns) {
 }
 
 int main(int argc, char **argv) {
-    const g4_kernels *k = g4_kernels_by_name("avx512");
+    const char *isa = getenv("G4_ISA") ? getenv("G4_ISA") : "avx512"; /* prefill bf16 also runs on avx2 */
+    const g4_kernels *k = g4_kernels_by_name(isa);
     if (argc == 3 && !strcmp(argv[1], "stream")) {
         const int ns = atoi(argv[2]);
         if (ns < 1 || ns > 64) return fprintf(stderr, "usage: bench_q4_tiles stream NSLICES (1..64)\n"), 2;
-        if (!k) return fprintf(stderr, "bench_q4_tiles: this CPU does not run the avx512 set\n"), 2;
+        if (!k) return fprintf(stderr, "bench_q4_tiles: this CPU does not run the %s set\n", isa), 2;
         return stream(k, ns);
     }
     const int pre = argc >= 5 && !strcmp(argv[1], "prefill"), sl = argc == 5 && !strcmp(argv[1], "slices");
@@ -258,7 +270,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (!k) {
-        fprintf(stderr, "bench_q4_tiles: this CPU does not run the avx512 set\n");
+        fprintf(stderr, "bench_q4_tiles: this CPU does not run the %s set\n", isa);
         return 2;
     }
     const int dt = argc == 6 && !strcmp(argv[5], "bf16") ? 2 : argc == 6 && !strcmp(argv[5], "q8");

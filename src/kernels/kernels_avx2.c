@@ -144,9 +144,14 @@ AI void matvec_dt(const int dt, const g4_mat *W, const float *x, float *y, int64
 #ifndef G4_SMALL_T
 #define G4_SMALL_T 128 /* T <= this: direct tiles (measured crossover with the packed path) */
 #endif
-enum { MR = 3, NR = 4, KC = 512, TB = 48, RB = 30, SMALL_T = G4_SMALL_T };
+#ifndef G4_AVX2_KC /* K block: one for the 31B's 5376- and 8192-wide rows (parking cost more, kernels_tiled.h) */
+#define G4_AVX2_KC 8192
+#endif
+enum { MR = 3, NR = 4, KC = G4_AVX2_KC, TB = 48, RB = 30, SMALL_T = G4_SMALL_T };
 
-AI void tile(const int mr, const int nr, const float *const *w, const float *x, int64_t ldx,
+/* One register tile: mr rows of dtype dt (read in place, converted in registers) x nr tokens
+ * over the n columns of the current K block, partial sums parked in accb between blocks. */
+AI void tile(const int dt, const int mr, const int nr, const char *const *w, const float *x, int64_t ldx,
              int64_t n, float *accb, int first, int last, float *y, int64_t ldy) {
     __m256 acc[MR][NR];
 #pragma GCC unroll 8
@@ -158,7 +163,7 @@ AI void tile(const int mr, const int nr, const float *const *w, const float *x, 
     for (; k + 8 <= n; k += 8) {
         __m256 wv[MR];
 #pragma GCC unroll 8
-        for (int i = 0; i < mr; i++) wv[i] = _mm256_loadu_ps(w[i] + k);
+        for (int i = 0; i < mr; i++) wv[i] = ldw(dt, w[i], k);
 #pragma GCC unroll 8
         for (int j = 0; j < nr; j++) {
             __m256 xv = _mm256_loadu_ps(x + j * ldx + k);
@@ -169,7 +174,7 @@ AI void tile(const int mr, const int nr, const float *const *w, const float *x, 
     if (k < n) {
         __m256 wv[MR];
 #pragma GCC unroll 8
-        for (int i = 0; i < mr; i++) wv[i] = ldx_part(w[i] + k, n - k);
+        for (int i = 0; i < mr; i++) wv[i] = ldw_part(dt, w[i], k, n - k);
 #pragma GCC unroll 8
         for (int j = 0; j < nr; j++) {
             __m256 xv = ldx_part(x + j * ldx + k, n - k);
@@ -186,23 +191,13 @@ AI void tile(const int mr, const int nr, const float *const *w, const float *x, 
         }
 }
 
-static void tile_any(int mr, int nr, const float *const *w, const float *x, int64_t ldx, int64_t n,
-                     float *accb, int first, int last, float *y, int64_t ldy) {
-#define TC(a, b) case a * 8 + b: tile(a, b, w, x, ldx, n, accb, first, last, y, ldy); break;
-    switch (mr * 8 + nr) {
-        TC(1, 1) TC(1, 2) TC(1, 3) TC(1, 4)
-        TC(2, 1) TC(2, 2) TC(2, 3) TC(2, 4)
-        TC(3, 1) TC(3, 2) TC(3, 3) TC(3, 4)
-    default: break;
+#define TILE_CASES(dt)                                                                             \
+    switch (mr * 8 + nr) {                                                                         \
+        TC(dt, 1, 1) TC(dt, 1, 2) TC(dt, 1, 3) TC(dt, 1, 4)                                        \
+        TC(dt, 2, 1) TC(dt, 2, 2) TC(dt, 2, 3) TC(dt, 2, 4)                                        \
+        TC(dt, 3, 1) TC(dt, 3, 2) TC(dt, 3, 3) TC(dt, 3, 4)                                        \
+    default: break;                                                                                \
     }
-#undef TC
-}
-
-static void unpack_row(int dt, const void *row, int64_t k0, int64_t n, float *dst) {
-    int64_t k = 0;
-    for (; k + 8 <= n; k += 8) _mm256_store_ps(dst + k, ldw(dt, row, k0 + k));
-    if (k < n) _mm256_store_ps(dst + k, ldw_part(dt, row, k0 + k, n - k));
-}
 
 #define LANES 8
 #include "kernels/kernels_tiled.h"

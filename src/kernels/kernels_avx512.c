@@ -117,19 +117,26 @@ AI void matvec_dt(const int dt, const g4_mat *W, const float *x, float *y, int64
     if (r < r1) mv_rows(dt, 1, base + r * ld, ld, x, K, y + r);
 }
 
-#ifndef G4_AVX512_KC /* blocking: K block, token block, row block (tuning knobs) */
-#define G4_AVX512_KC 512
+/* Blocking of the T > SMALL_T loop (kernels_tiled.h; tuning knobs): K block, token block, row
+ * block. K blocks are wide: parking 24 accumulators per tile and K block cost more than reading
+ * longer rows from L2 (the 31B's 5376- and 8192-wide matrices run in one block, down_proj's
+ * 21504 in three). With the rows read in place and token tiles outside row tiles, 2026-12-06,
+ * `bench_q4_tiles prefill 4096 5376 512 bf16`, one thread: 122-131 -> 167-174 GFLOP/s. */
+#ifndef G4_AVX512_KC
+#define G4_AVX512_KC 8192
 #define G4_AVX512_TB 48
 #define G4_AVX512_RB 32
 #endif
 #ifndef G4_SMALL_T
-#define G4_SMALL_T 128 /* T <= this: direct tiles (measured crossover with the packed path) */
+#define G4_SMALL_T 32 /* T <= this: direct tiles (measured crossover with the tiled path) */
 #endif
 enum { MR = 4, NR = 6, KC = G4_AVX512_KC, TB = G4_AVX512_TB, RB = G4_AVX512_RB, SMALL_T = G4_SMALL_T };
 
-/* One register tile: mr rows (fp32 pointers at the block's first column) x nr tokens over the
- * n columns of the current K block. acc: 16 floats per (token j, row i) at acc[(j*RB+i)*16]. */
-AI void tile(const int mr, const int nr, const float *const *w, const float *x, int64_t ldx,
+/* One register tile: mr rows of dtype dt (pointers at the K block's first element, converted in
+ * registers: exact) x nr tokens over the n columns of the current K block. acc: 16 floats per
+ * (token j, row i) at accb[(j*RB+i)*16], the partial sums parked between K blocks (first: start
+ * from zero, last: reduce into y). */
+AI void tile(const int dt, const int mr, const int nr, const char *const *w, const float *x, int64_t ldx,
              int64_t n, float *accb, int first, int last, float *y, int64_t ldy) {
     __m512 acc[MR][NR];
 #pragma GCC unroll 8
@@ -141,7 +148,7 @@ AI void tile(const int mr, const int nr, const float *const *w, const float *x, 
     for (; k + 16 <= n; k += 16) {
         __m512 wv[MR];
 #pragma GCC unroll 8
-        for (int i = 0; i < mr; i++) wv[i] = _mm512_loadu_ps(w[i] + k);
+        for (int i = 0; i < mr; i++) wv[i] = ldw(dt, w[i], k);
 #pragma GCC unroll 8
         for (int j = 0; j < nr; j++) {
             __m512 xv = _mm512_loadu_ps(x + j * ldx + k);
@@ -153,7 +160,7 @@ AI void tile(const int mr, const int nr, const float *const *w, const float *x, 
         __mmask16 m = tailmask(n - k);
         __m512 wv[MR];
 #pragma GCC unroll 8
-        for (int i = 0; i < mr; i++) wv[i] = _mm512_maskz_loadu_ps(m, w[i] + k);
+        for (int i = 0; i < mr; i++) wv[i] = ldw_m(dt, w[i], k, m);
 #pragma GCC unroll 8
         for (int j = 0; j < nr; j++) {
             __m512 xv = _mm512_maskz_loadu_ps(m, x + j * ldx + k);
@@ -170,25 +177,14 @@ AI void tile(const int mr, const int nr, const float *const *w, const float *x, 
         }
 }
 
-static void tile_any(int mr, int nr, const float *const *w, const float *x, int64_t ldx, int64_t n,
-                     float *accb, int first, int last, float *y, int64_t ldy) {
-#define TC(a, b) case a * 8 + b: tile(a, b, w, x, ldx, n, accb, first, last, y, ldy); break;
-    switch (mr * 8 + nr) {
-        TC(1, 1) TC(1, 2) TC(1, 3) TC(1, 4) TC(1, 5) TC(1, 6)
-        TC(2, 1) TC(2, 2) TC(2, 3) TC(2, 4) TC(2, 5) TC(2, 6)
-        TC(3, 1) TC(3, 2) TC(3, 3) TC(3, 4) TC(3, 5) TC(3, 6)
-        TC(4, 1) TC(4, 2) TC(4, 3) TC(4, 4) TC(4, 5) TC(4, 6)
-    default: break;
+#define TILE_CASES(dt)                                                                                       \
+    switch (mr * 8 + nr) {                                                                                   \
+        TC(dt, 1, 1) TC(dt, 1, 2) TC(dt, 1, 3) TC(dt, 1, 4) TC(dt, 1, 5) TC(dt, 1, 6)                        \
+        TC(dt, 2, 1) TC(dt, 2, 2) TC(dt, 2, 3) TC(dt, 2, 4) TC(dt, 2, 5) TC(dt, 2, 6)                        \
+        TC(dt, 3, 1) TC(dt, 3, 2) TC(dt, 3, 3) TC(dt, 3, 4) TC(dt, 3, 5) TC(dt, 3, 6)                        \
+        TC(dt, 4, 1) TC(dt, 4, 2) TC(dt, 4, 3) TC(dt, 4, 4) TC(dt, 4, 5) TC(dt, 4, 6)                        \
+    default: break;                                                                                          \
     }
-#undef TC
-}
-
-/* Unpacks n weights of one row (dtype dt, from element k0) to fp32, zero-padded to 16. */
-static void unpack_row(int dt, const void *row, int64_t k0, int64_t n, float *dst) {
-    int64_t k = 0;
-    for (; k + 16 <= n; k += 16) _mm512_store_ps(dst + k, ldw(dt, row, k0 + k));
-    if (k < n) _mm512_store_ps(dst + k, ldw_m(dt, row, k0 + k, tailmask(n - k)));
-}
 
 #define LANES 16
 #include "kernels/kernels_tiled.h"

@@ -498,18 +498,19 @@ static void test_matmul_invariance(void **state) {
     for (int s = 0; s < nk; s++)
         for (int dt = 0; dt < G4_DT_COUNT; dt++) {
             int q = is_q(dt);
-            check_invariance(ks[s], dt, 17, q ? 96 : 33, 13);
-            check_invariance(ks[s], dt, 65, q ? 1056 : 1037, 5);   /* K > one 512 block */
-            check_invariance(ks[s], dt, 70, q ? 640 : 600, 100);   /* direct tiles, many token tiles */
+            check_invariance(ks[s], dt, 17, q ? 96 : 33, 13);   /* direct tiles */
+            check_invariance(ks[s], dt, 65, q ? 1056 : 1037, 5);   /* a wider K, T = 5 */
+            check_invariance(ks[s], dt, 70, q ? 640 : 600, 100);   /* avx2 direct tiles, avx512 tiled path */
             check_invariance(ks[s], dt, 29, q ? 544 : 531, 2);     /* T <= 3: 8-row direct tiles + rest */
             check_invariance(ks[s], dt, 29, q ? 544 : 531, 3);
             check_invariance(ks[s], dt, 29, q ? 544 : 531, 4);
-            check_invariance(ks[s], dt, 70, q ? 1056 : 1037, 150); /* packed path (T > 128): K, token, row blocks */
+            check_invariance(ks[s], dt, 70, q ? 1056 : 1037, 150); /* tiled path (T > 128): token, row blocks */
             if (q) check_invariance(ks[s], dt, 9, 7200, 140); /* 15 groups a row: q8_0's K chunks; two token blocks */
+            else check_invariance(ks[s], dt, 9, 8213, 150); /* the tiled path's 8192-wide K blocks; 4 token blocks */
         }
 }
 
-/* T > 128 takes the packed (unpacked-panel, K-blocked) path in the SIMD sets: against scalar. */
+/* T > 128 takes the tiled (K-blocked) path in the SIMD sets: against scalar. */
 static void test_matmul_large_T(void **state) {
     (void)state;
     const g4_kernels *ks[3];
