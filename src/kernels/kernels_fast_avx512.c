@@ -87,10 +87,13 @@ static void rows_block(const g4_mat *W, const uint16_t *xb, int nt, float *yb, i
     int64_t r = r0;
     if (nt <= 2)
         for (; r + 8 <= r1; r += 8) (nt == 1 ? tile_8_1 : tile_8_2)(base + r * ldw, ldw, xb, kp, K, yb + r, ldy);
-    for (; r < r1; r += 4) {
-        const int nr = r1 - r < 4 ? (int)(r1 - r) : 4;
-        for (int t = 0; t < nt; t += 6) {
-            const int n = nt - t < 6 ? nt - t : 6;
+    /* token tiles outside row tiles: a token tile stays in L1 while the rows pass (from L2);
+     * 2-layer 31B widths, 512 tokens, TP 1 x 2: 208-218 -> 221-230 tok/s, alternating */
+    const int64_t rs = r;
+    for (int t = 0; t < nt; t += 6) {
+        const int n = nt - t < 6 ? nt - t : 6;
+        for (r = rs; r < r1; r += 4) {
+            const int nr = r1 - r < 4 ? (int)(r1 - r) : 4;
             tiles[nr - 1][n - 1](base + r * ldw, ldw, xb + (int64_t)t * kp, kp, K, yb + (int64_t)t * ldy + r, ldy);
         }
     }
