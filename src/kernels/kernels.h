@@ -72,7 +72,7 @@ typedef struct g4_kernels {
     /* y[t*ldy + r] = dot(W row r, x[t*ldx .. +cols]) for t in [0,T), r in [r0,r1).
      * The dot product's order is fixed per ISA and per cols; it is the same for every T and
      * every row range. scratch: matmul_scratch_bytes(W, T) bytes owned by the calling thread
-     * (quantized activations, unpacked weight panels, partial accumulators), so the hot path
+     * (quantized activations, prepared weight rows, parked partial accumulators), so the hot path
      * never allocates; any alignment is fine. NULL makes the kernel allocate (and free) what it
      * needs itself. A column sub-range of a q8_0 / q4_0 matrix needs cols a multiple of 32. */
     void (*matmul)(const g4_mat *W, const float *x, int64_t ldx, int T,

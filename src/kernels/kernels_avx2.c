@@ -5,8 +5,8 @@
  * one 8-lane fp32 accumulator, lane l gets fma(w[k], x[k], acc) for k = l, l+8, l+16, .. in
  * increasing k (the last partial step padded with zeros on both sides), then the fixed reduction
  * ((lo128+hi128) -> (0+2, 1+3) -> sum). The T=1 matvec (8 rows per pass over x) and the T>1
- * register tiles (3 rows x 4 tokens, K cut into 512-wide blocks whose partial accumulators are
- * parked in the scratch buffer, bf16/f16 unpacked exactly to fp32 panels) perform exactly those
+ * register tiles (3 rows x 4 tokens; on the tiled path K cut into 8192-wide blocks whose partial
+ * accumulators are parked in the scratch buffer; bf16/f16 converted in registers) perform exactly those
  * operations per output element, so the bits depend only on K.
  * q8_0: block b's exact int32 dot goes to lane b mod 8 as fma((float)isum, d_w*d_x, acc).
  * Knows nothing about Gemma or threads. */
@@ -142,7 +142,7 @@ AI void matvec_dt(const int dt, const g4_mat *W, const float *x, float *y, int64
 }
 
 #ifndef G4_SMALL_T
-#define G4_SMALL_T 128 /* T <= this: direct tiles (measured crossover with the packed path) */
+#define G4_SMALL_T 128 /* T <= this: direct tiles (measured crossover with the tiled path) */
 #endif
 #ifndef G4_AVX2_KC /* K block: one for the 31B's 5376- and 8192-wide rows (parking cost more, kernels_tiled.h) */
 #define G4_AVX2_KC 8192

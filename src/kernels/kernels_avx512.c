@@ -6,9 +6,10 @@
  * one 16-lane fp32 accumulator, lane l gets fma(w[k], x[k], acc) for k = l, l+16, l+32, ..
  * in increasing k (the last partial step masked: both operands 0 there), then the fixed
  * reduction ((lo256+hi256) -> (lo128+hi128) -> (0+2, 1+3) -> sum). The T=1 matvec (8 rows per
- * pass over x), the T>1 register tiles (4 rows x 6 tokens, K cut into 512-wide blocks whose
- * partial 16-lane accumulators are parked in the scratch buffer) and bf16/f16 weights unpacked
- * to fp32 panels (exact) all perform exactly those operations per output element, so the bits
+ * pass over x), the T>1 register tiles (4 rows x 6 tokens; on the tiled path K cut into
+ * 8192-wide blocks whose partial 16-lane accumulators are parked in the scratch buffer) and
+ * bf16/f16 weights converted to fp32 in registers (exact) all perform exactly those operations
+ * per output element, so the bits
  * depend only on K — not on T, the row range or the addresses.
  * q8_0: block b's exact int32 dot goes to lane b mod 16 as fma((float)isum, d_w*d_x, acc); with
  * VNNI the integer dot is sum (x+128)*w - 128*sum w (dpbusd on a register-transposed group),
