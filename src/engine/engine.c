@@ -293,6 +293,11 @@ static int rank_init(g4_engine *e, rank_state *rs, int rank, g4_comm *comm, g4_d
     const char *q4l = getenv("G4_Q4_LAYOUT");
     const int q4_layout = q4l && !strcmp(q4l, "blocks") ? 0 : g4_q4_0_layout_for(e->K);
     if ((rc = g4_weights_set_q4_layout(&rs->w, e->cfg, &rs->plan, q4_layout, err))) return rc;
+    /* q4_0 row-parallel matrices wider than G4_ROWPAR_PART_COLS (default 10752, 0 = never) in
+     * column parts, where the set walks rows through their slices (same bits) */
+    const char *pc = getenv("G4_ROWPAR_PART_COLS");
+    const int64_t part_cols = pc ? atoll(pc) : G4_ROWPAR_PART_COLS;
+    if (e->K->q4_matmul_slices && (rc = g4_weights_split_rowpar(&rs->w, e->cfg, &rs->plan, part_cols, err))) return rc;
     if ((rc = g4_pool_create(e->o.threads, pin ? cpus : NULL, &rs->pool, err))) return rc;
     g4_rank_model_opts mo = {e->o.max_batch, e->o.max_ctx, e->o.max_seqs, e->o.mutation, e->kv_pages, e->kv_dtype};
     if ((rc = g4_rank_model_create(e->cfg, &rs->plan, &rs->w, g4_kernels_math(e->K, e->math), rs->pool, comm, &mo, &rs->m, err))) return rc;
@@ -695,7 +700,7 @@ size_t g4_engine_weight_bytes(const g4_engine *e) {
  * checkpoint's matrix is strided; an artifact's rows are back to back: one run). */
 static g4_mem_region mat_region(const g4_mat *m) {
     const size_t rb = g4_dtype_row_bytes(m->dtype, m->cols);
-    if ((size_t)m->ld_bytes == rb) return (g4_mem_region){m->data, rb * (size_t)m->rows, 1, 0};
+    if ((size_t)m->ld_bytes == rb || m->col_parts > 1) return (g4_mem_region){m->data, rb * (size_t)m->rows, 1, 0};
     return (g4_mem_region){m->data, rb, (size_t)m->rows, (size_t)m->ld_bytes};
 }
 

@@ -397,10 +397,25 @@ static void ph_attention(g4_rank_model *m, int ith, int nth) {
 /* Row-parallel product with the canonical slice tree: out rows [r0,r1) of every token =
  * tree-sum over this rank's slices of (W[:, slice] · x[slice]). The merge is a binary counter:
  * finished subtrees wait on a stack, so the adds happen in the pairwise tree order. */
+/* Part p of the row-parallel matrix (kernels.h col_parts; the whole matrix when it has none). */
+static g4_mat rp_part(const g4_rank_model *m, int p) {
+    g4_mat Wp = *m->rp_w;
+    if (Wp.col_parts > 1) {
+        Wp.cols /= Wp.col_parts;
+        Wp.data = (const uint8_t *)Wp.data + (size_t)p * (size_t)Wp.rows * (size_t)Wp.ld_bytes;
+        Wp.col_parts = 1;
+    }
+    return Wp;
+}
+
+static int rp_parts(const g4_rank_model *m) { return m->rp_w->col_parts > 1 ? m->rp_w->col_parts : 1; }
+
+/* Column slice i: in part i / (slices per part). */
 static g4_mat rp_slice(const g4_rank_model *m, int i) {
-    g4_mat Ws = *m->rp_w;
+    const int spp = m->rp_nslices / rp_parts(m);
+    g4_mat Ws = rp_part(m, i / spp);
     Ws.cols = m->rp_slice_cols;
-    Ws.data = (const uint8_t *)m->rp_w->data + g4_dtype_row_bytes(m->rp_w->dtype, (int64_t)i * m->rp_slice_cols);
+    Ws.data = (const uint8_t *)Ws.data + g4_dtype_row_bytes(Ws.dtype, (int64_t)(i % spp) * m->rp_slice_cols);
     return Ws;
 }
 
@@ -433,9 +448,14 @@ static void rowpar_rows(g4_rank_model *m, int ith, int64_t r0, int64_t r1, const
     if (rowpar_by_rows(m)) {
         /* the set's slice walk in one call (a call per row and slice cost as much as the
          * slice's weights: the 60-layer decode's row-parallel phase ran at 70 % of the others' speed) */
-        if (act && m->K->q4_matmul_slices)
-            m->K->q4_matmul_slices(m->rp_w, m->rp_slice_cols, m->rp_nslices, act, act_stride, m->tmp, H, r0, r1);
-        else
+        if (act && m->K->q4_matmul_slices) {
+            const int np = rp_parts(m), spp = m->rp_nslices / np; /* each part's rows: one stream */
+            for (int p = 0; p < np; p++) {
+                const g4_mat Wp = rp_part(m, p);
+                m->K->q4_matmul_slices(&Wp, m->rp_slice_cols, spp, act + (size_t)p * spp * act_stride, act_stride,
+                                       m->tmp + (int64_t)p * spp * H, H, r0, r1);
+            }
+        } else
             for (int64_t r = r0; r < r1; r++)
                 for (int i = 0; i < m->rp_nslices; i++) {
                     g4_mat Ws = rp_slice(m, i);

@@ -188,3 +188,53 @@ int g4_weights_set_q4_layout(g4_rank_weights *w, const g4_config *cfg, const g4_
     if (rc == G4_OK) rc = relayout_q4(w, &w->embed, layout, g4_q4_0_group_cols(cfg, plan, G4_T_EMBED, -1, w->embed.cols), err);
     return rc;
 }
+
+/* m (q4_0, row-parallel, slices of slice_cols) as `parts` column parts (kernels.h col_parts):
+ * part p of every row copied into its own rows x cols/parts matrix, all parts in one new
+ * allocation; the old one freed if owned here, else its map pages released. */
+static int split_cols(g4_rank_weights *w, g4_mat *m, int parts, g4_err *err) {
+    const size_t rb = g4_dtype_row_bytes(m->dtype, m->cols), pb = rb / (size_t)parts;
+    uint8_t *d = g4_big_alloc(rb * (size_t)m->rows);
+    if (!d) return g4_err_set(err, G4_ENOMEM, "out of memory for a %lldx%lld matrix", (long long)m->rows, (long long)m->cols);
+    for (int p = 0; p < parts; p++)
+        for (int64_t r = 0; r < m->rows; r++)
+            memcpy(d + ((size_t)p * (size_t)m->rows + (size_t)r) * pb, (const uint8_t *)m->data + r * m->ld_bytes + (size_t)p * pb, pb);
+    int i = 0;
+    while (i < w->n_big && w->big[i] != m->data) i++;
+    if (i < w->n_big) {
+        g4_big_free(w->big[i]);
+        w->big[i] = d;
+    } else {
+        int rc = own_big(w, d, err);
+        if (rc) { g4_big_free(d); return rc; }
+        release_source(m);
+        w->copied_bytes += rb * (size_t)m->rows;
+    }
+    m->data = d;
+    m->ld_bytes = (int64_t)pb;
+    m->col_parts = parts;
+    return G4_OK;
+}
+
+/* Parts of at most part_cols columns, each a whole number of slices (1: leave the matrix whole). */
+static int rowpar_parts(const g4_mat *m, int64_t slice_cols, int64_t part_cols) {
+    if (!m->data || m->dtype != G4_DT_Q4_0 || m->col_parts > 1 || part_cols <= 0 || slice_cols <= 0 ||
+        m->cols % slice_cols || m->cols <= part_cols)
+        return 1;
+    const int64_t ns = m->cols / slice_cols;
+    for (int64_t p = 2; p <= ns; p++)
+        if (ns % p == 0 && m->cols / p <= part_cols) return (int)p;
+    return 1;
+}
+
+int g4_weights_split_rowpar(g4_rank_weights *w, const g4_config *cfg, const g4_tp_plan *plan, int64_t part_cols, g4_err *err) {
+    int rc = G4_OK;
+    for (int l = 0; l < cfg->n_layers && rc == G4_OK; l++) {
+        g4_layer_weights *L = &w->layers[l];
+        const int po = rowpar_parts(&L->o, g4_tp_attn_slice_cols(cfg, l), part_cols);
+        const int pd = rowpar_parts(&L->down, plan->mlp_slice_cols, part_cols);
+        if (po > 1) rc = split_cols(w, &L->o, po, err);
+        if (rc == G4_OK && pd > 1) rc = split_cols(w, &L->down, pd, err);
+    }
+    return rc;
+}

@@ -41,6 +41,12 @@ typedef struct {
     /* grouped only: each row was grouped as segments of this many columns (the forward pass's
      * reduction slices of o_proj / down_proj; the whole row otherwise); 0 = the whole row */
     int64_t layout_cols;
+    /* 0 or 1: rows as above. P > 1 (row-parallel q4_0 matrices only, weights.h
+     * g4_weights_split_rowpar): the columns in P equal parts, part p (columns [p*cols/P,
+     * (p+1)*cols/P) of every row) a rows x cols/P matrix at data + p*rows*ld_bytes, ld_bytes being
+     * one part's row. No kernel takes such a matrix whole: the forward pass passes views of its
+     * parts or column slices (forward.c rp_slice). */
+    int col_parts;
 } g4_mat;
 
 /* One contiguous run of cached keys and values, in absolute-position order:

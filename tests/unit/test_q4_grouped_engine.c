@@ -131,7 +131,50 @@ static void test_artifact_layouts(void **state) {
     }
 }
 
+/* Row-parallel q4_0 matrices in column parts (weights.h g4_weights_split_rowpar; engine.c,
+ * G4_ROWPAR_PART_COLS: here parts of at most 1536 columns — down_proj's 8 slices of 768 at TP 1
+ * as 4 parts, its 4 at TP 2 as 2; the global o_proj's 4 slices of 512 at TP 1 as 2 — blocks and
+ * grouped): the
+ * logits of the unsplit matrices, bit for bit, in decode (the slices walk) and prefill (slice
+ * views), TP 1 and 2, threads, from the checkpoint and from a mapped artifact (then copied). */
+static void test_rowpar_parts(void **state) {
+    (void)state;
+    if (!g4_kernels_by_name("avx512")) skip();
+    const char *m = wide_model(), *grouped = shard_q4(m, G4_SHARD_Q4_GROUPED, "q4wide-grouped");
+    const char *sets[] = {"0", "1536"};
+    const struct { int tp, threads, max_batch; const char *dir, *layout; } cfgs[] = {
+        {1, 1, 0, m, NULL}, {1, 2, 3, m, NULL}, {1, 2, 1, m, "blocks"}, {2, 2, 0, m, NULL}, {2, 1, 0, grouped, NULL}};
+    for (size_t c = 0; c < sizeof cfgs / sizeof *cfgs; c++) {
+        tu_run r[2];
+        size_t copied[2] = {0, 0};
+        if (cfgs[c].layout) setenv("G4_Q4_LAYOUT", cfgs[c].layout, 1);
+        for (int s = 0; s < 2; s++) {
+            setenv("G4_ROWPAR_PART_COLS", sets[s], 1);
+            g4_engine_opts o = {.tp = cfgs[c].tp, .threads = cfgs[c].threads, .max_batch = cfgs[c].max_batch,
+                                .model_dir = cfgs[c].dir, .isa = "avx512"};
+            if (cfgs[c].dir == m) gen4(o, &r[s]);
+            else {
+                g4_err err;
+                if (tu_generate(&o, prompt, NP, 4, &r[s], &err)) fail_msg("%s: %s", cfgs[c].dir, err.msg);
+            }
+            copied[s] = cfgs[c].dir == m ? 0 : copied_bytes(o);
+        }
+        unsetenv("G4_ROWPAR_PART_COLS");
+        unsetenv("G4_Q4_LAYOUT");
+        if (r[0].vocab != r[1].vocab || memcmp(r[0].logits, r[1].logits, sizeof(float) * (size_t)r[0].vocab * 4))
+            fail_msg("config %zu (TP %d x %d threads, max batch %d, %s): logits with column parts differ", c, cfgs[c].tp,
+                     cfgs[c].threads, cfgs[c].max_batch, cfgs[c].dir);
+        /* a mapped artifact: the parts are a copy (a checkpoint's q4_0 is converted into owned
+         * memory, split in place of it) */
+        if (cfgs[c].dir != m && copied[1] <= copied[0])
+            fail_msg("config %zu: nothing was split (%zu bytes copied)", c, copied[1]);
+        tu_run_free(&r[0]);
+        tu_run_free(&r[1]);
+    }
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_grouped_equals_blocks), cmocka_unit_test(test_artifact_layouts)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_grouped_equals_blocks), cmocka_unit_test(test_artifact_layouts),
+                                       cmocka_unit_test(test_rowpar_parts)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
