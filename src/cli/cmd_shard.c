@@ -25,7 +25,9 @@ static const char *help =
     "  --head-dtype D   the tied embedding/head (default: follows --dtype; as stored without it)\n"
     "  --q4-layout L    q4_0 matrices as llama.cpp's blocks (every kernel set reads them) or in\n"
     "                   the grouped layout the avx512 set reads (loaded elsewhere: ungrouped\n"
-    "                   in memory); auto (default): the layout this machine's kernels read\n"
+    "                   in memory), where o_proj / down_proj wider than 10752 columns on a rank\n"
+    "                   are also stored in column parts (format version 4); auto (default): the\n"
+    "                   layout this machine's kernels read\n"
     "  --no-vision      leave the checkpoint's vision tower out (a text-only folder); by default\n"
     "                   rank 0's file also holds it, whole and as stored (--dtype is for the text\n"
     "                   model; only the leader runs the tower)\n"
@@ -110,6 +112,9 @@ int cmd_shard(int argc, char **argv) {
     o.tp = (int)tp;
     /* auto: the layout this machine's kernel set reads, so a reload maps it in place */
     if (q4_auto) o.q4_layout = g4_q4_0_layout_for(g4_kernels_get()) == G4_Q4_GROUPED ? G4_SHARD_Q4_GROUPED : G4_SHARD_Q4_BLOCKS;
+    /* as the engine: G4_ROWPAR_PART_COLS=N parts of at most N columns, 0 none */
+    const char *pc = getenv("G4_ROWPAR_PART_COLS");
+    if (pc) o.rowpar_part_cols = atoll(pc) > 0 ? atoll(pc) : -1;
     bar b = {.t0 = now_s(), .verbose = verbose};
     o.progress_ud = &b;
     o.report = report;

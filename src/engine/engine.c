@@ -33,6 +33,7 @@
 #include "kernels/kernels.h"
 #include "kernels/kernels_fast.h"
 #include "kernels/probe.h"
+#include "model/matconv.h"
 #include "tp/comm.h"
 
 enum { CMD_FORWARD = 1, CMD_KV_OPS, CMD_STOP, CMD_DRAFT, CMD_KV_DISK };

@@ -46,6 +46,10 @@ static int vec_f32(g4_rank_weights *w, const g4_mat *v, int64_t n, float **out, 
  * mapfile.h g4_mapfile_release; other memory is left alone). */
 static void release_source(const g4_mat *v) {
     if (v->rows <= 0) return;
+    if (v->col_parts > 1) { /* the parts: one contiguous run */
+        g4_mapfile_release(v->data, g4_dtype_row_bytes(v->dtype, v->cols) * (size_t)v->rows);
+        return;
+    }
     g4_mapfile_release(v->data, (size_t)(v->ld_bytes * (v->rows - 1)) + g4_dtype_row_bytes(v->dtype, v->cols));
     if (v->scales) g4_mapfile_release(v->scales, (size_t)(v->scales_ld * v->rows));
 }
@@ -60,16 +64,18 @@ static int matrix(g4_rank_weights *w, const g4_mat *v, g4_dtype_req req, int64_t
     int convert = g4_tensor_dtype_for(w->binding_kind, v->dtype, req);
     if ((convert >= 0 && convert != v->dtype) || (w->copy && g4_tensor_kind_is_matrix(w->binding_kind))) {
         if (convert < 0) convert = v->dtype;
-        size_t bytes = g4_dtype_row_bytes(convert, v->cols) * (size_t)v->rows;
+        g4_mat flat = *v; /* column parts (kernels.h): converted as the rows of the parts, kept */
+        if (v->col_parts > 1) flat.rows *= v->col_parts, flat.cols /= v->col_parts, flat.col_parts = 0;
+        size_t bytes = g4_dtype_row_bytes(convert, flat.cols) * (size_t)flat.rows;
         void *data = g4_big_alloc(bytes);
         if (!data) return g4_err_set(err, G4_ENOMEM, "out of memory for a %lldx%lld matrix", (long long)v->rows, (long long)v->cols);
         int rc;
-        if ((rc = g4_mat_convert_into(v, convert, data, err)) || (rc = own_big(w, data, err))) { g4_big_free(data); return rc; }
+        if ((rc = g4_mat_convert_into(&flat, convert, data, err)) || (rc = own_big(w, data, err))) { g4_big_free(data); return rc; }
         w->copied_bytes += bytes;
         release_source(v);
         out->data = data;
         out->dtype = convert;
-        out->ld_bytes = (int64_t)g4_dtype_row_bytes(convert, v->cols);
+        out->ld_bytes = (int64_t)g4_dtype_row_bytes(convert, flat.cols);
         out->scales = NULL;
         out->scales_dtype = 0;
         out->scales_ld = 0;
@@ -150,21 +156,23 @@ static int relayout_q4(g4_rank_weights *w, g4_mat *m, int layout, int64_t seg, g
     if (!m->data || m->dtype != G4_DT_Q4_0 || m->layout == layout) return G4_OK;
     if (layout == G4_Q4_GROUPED && !seg) return G4_OK; /* slices the layout cannot follow: stay blocks */
     if (m->layout == G4_Q4_GROUPED) seg = m->layout_cols;
-    const size_t rb = g4_dtype_row_bytes(G4_DT_Q4_0, m->cols);
+    const int parts = m->col_parts > 1 ? m->col_parts : 1; /* column parts: the rows of the parts */
+    const int64_t rows = m->rows * parts, cols = m->cols / parts;
+    const size_t rb = g4_dtype_row_bytes(G4_DT_Q4_0, cols);
     uint8_t *d = (uint8_t *)m->data;
     if (!owned_big(w, m->data)) {
-        if (!(d = g4_big_alloc(rb * (size_t)m->rows)))
+        if (!(d = g4_big_alloc(rb * (size_t)rows)))
             return g4_err_set(err, G4_ENOMEM, "out of memory for a %lldx%lld matrix", (long long)m->rows, (long long)m->cols);
-        for (int64_t r = 0; r < m->rows; r++) memcpy(d + (size_t)r * rb, (const uint8_t *)m->data + r * m->ld_bytes, rb);
+        for (int64_t r = 0; r < rows; r++) memcpy(d + (size_t)r * rb, (const uint8_t *)m->data + r * m->ld_bytes, rb);
         int rc = own_big(w, d, err);
         if (rc) { g4_big_free(d); return rc; }
-        w->copied_bytes += rb * (size_t)m->rows;
+        w->copied_bytes += rb * (size_t)rows;
         m->data = d;
         m->ld_bytes = (int64_t)rb;
     }
     const size_t sb = g4_dtype_row_bytes(G4_DT_Q4_0, seg);
-    for (int64_t r = 0; r < m->rows; r++)
-        for (int64_t c = 0; c < m->cols; c += seg) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c += seg) {
             uint8_t *p = d + r * m->ld_bytes + (size_t)(c / seg) * sb;
             if (layout == G4_Q4_GROUPED) g4_q4_0_group_row(p, seg / G4_Q4_BLOCK);
             else g4_q4_0_ungroup_row(p, seg / G4_Q4_BLOCK);
@@ -216,25 +224,17 @@ static int split_cols(g4_rank_weights *w, g4_mat *m, int parts, g4_err *err) {
     return G4_OK;
 }
 
-/* Parts of at most part_cols columns, each a whole number of slices (1: leave the matrix whole). */
-static int rowpar_parts(const g4_mat *m, int64_t slice_cols, int64_t part_cols) {
-    if (!m->data || m->dtype != G4_DT_Q4_0 || m->col_parts > 1 || part_cols <= 0 || slice_cols <= 0 ||
-        m->cols % slice_cols || m->cols <= part_cols)
-        return 1;
-    const int64_t ns = m->cols / slice_cols;
-    for (int64_t p = 2; p <= ns; p++)
-        if (ns % p == 0 && m->cols / p <= part_cols) return (int)p;
-    return 1;
-}
-
 int g4_weights_split_rowpar(g4_rank_weights *w, const g4_config *cfg, const g4_tp_plan *plan, int64_t part_cols, g4_err *err) {
     int rc = G4_OK;
     for (int l = 0; l < cfg->n_layers && rc == G4_OK; l++) {
         g4_layer_weights *L = &w->layers[l];
-        const int po = rowpar_parts(&L->o, g4_tp_attn_slice_cols(cfg, l), part_cols);
-        const int pd = rowpar_parts(&L->down, plan->mlp_slice_cols, part_cols);
-        if (po > 1) rc = split_cols(w, &L->o, po, err);
-        if (rc == G4_OK && pd > 1) rc = split_cols(w, &L->down, pd, err);
+        g4_mat *ms[2] = {&L->o, &L->down};
+        const int kinds[2] = {G4_T_O, G4_T_DOWN};
+        for (int i = 0; i < 2 && rc == G4_OK; i++) {
+            if (!ms[i]->data || ms[i]->dtype != G4_DT_Q4_0 || ms[i]->col_parts > 1) continue; /* as stored */
+            const int p = g4_q4_0_col_parts(cfg, plan, kinds[i], l, ms[i]->cols, part_cols);
+            if (p > 1) rc = split_cols(w, ms[i], p, err);
+        }
     }
     return rc;
 }

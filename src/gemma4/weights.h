@@ -53,13 +53,12 @@ void g4_weights_free(g4_rank_weights *w);
  * in the map; one read through the file map in the other layout is copied into owned memory
  * first. The embedding's lookups read either layout (g4_mat_lookup_row). */
 int g4_weights_set_q4_layout(g4_rank_weights *w, const g4_config *cfg, const g4_tp_plan *plan, int layout, g4_err *err);
-/* Stores each q4_0 row-parallel matrix (o_proj, down_proj) wider than part_cols as column parts
- * of at most part_cols columns, each a whole number of its reduction slices (kernels.h
- * col_parts), so that a thread's decode walks one part's rows as one stream against that part's
- * slices' activation records only (down_proj at TP 1: 16 slices, ~27 KB of records, which with
- * the weight stream overflowed L1; 8 slices stream ~1.5x faster). Copies the matrix (a map's
- * pages are released). part_cols <= 0: nothing changes. Same products, same bits. */
-#define G4_ROWPAR_PART_COLS 10752
+/* Stores each q4_0 row-parallel matrix (o_proj, down_proj) wider than part_cols in column parts
+ * (kernels.h col_parts; the rule: model/matconv.h g4_q4_0_col_parts), so that a thread's decode
+ * walks one part's rows as one stream against that part's slices' activation records only
+ * (down_proj at TP 1: 16 slices, ~27 KB of records, which with the weight stream overflowed L1).
+ * A matrix in parts already (an artifact sharded so) stays as it is, in the map; others are
+ * copied (a map's pages released). part_cols <= 0: nothing changes. Same products, same bits. */
 int g4_weights_split_rowpar(g4_rank_weights *w, const g4_config *cfg, const g4_tp_plan *plan, int64_t part_cols, g4_err *err);
 
 #endif

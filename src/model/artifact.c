@@ -32,6 +32,8 @@ void g4_artifact_rank_name(int rank, int tp, char *buf, size_t len) {
 
 static uint64_t align_up(uint64_t x) { return (x + G4_ART_ALIGN - 1) / G4_ART_ALIGN * G4_ART_ALIGN; }
 
+static void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 static void put32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
 static void put64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
 static uint32_t get32(const uint8_t *p) { uint32_t v = 0; for (int i = 3; i >= 0; i--) v = v << 8 | p[i]; return v; }
@@ -95,7 +97,7 @@ static int is_block(int dt) { return g4_dtype_info(dt) && g4_dtype_info(dt)->qua
 
 /* The version a folder is written as: 3 only when rank 0 carries the vision tower, so text-only
  * folders stay readable by builds that read version 2. */
-static int write_version(int n_vision) { return n_vision ? 3 : 2; }
+static int write_version(int n_vision, int col_parts) { return col_parts ? 4 : n_vision ? 3 : 2; }
 
 static void encode_header(uint8_t *h, int tp, int rank, int n, uint64_t file_size, uint64_t cfg_hash, int dtype, int version) {
     memset(h, 0, G4_ART_HEADER_BYTES);
@@ -114,7 +116,8 @@ static void encode_header(uint8_t *h, int tp, int rank, int n, uint64_t file_siz
 static void encode_entry(uint8_t *p, const g4_art_entry *e) {
     memset(p, 0, G4_ART_ENTRY_BYTES);
     memcpy(p, e->name, strnlen(e->name, G4_ART_NAME_MAX - 1));
-    put32(p + 96, (uint32_t)e->dtype);
+    put16(p + 96, (uint16_t)e->dtype);
+    put16(p + 98, (uint16_t)(e->col_parts > 1 ? e->col_parts : 0));
     put32(p + 100, (uint32_t)e->q4_group_cols);
     put64(p + 104, (uint64_t)e->rows);
     put64(p + 112, (uint64_t)e->cols);
@@ -126,7 +129,8 @@ static void encode_entry(uint8_t *p, const g4_art_entry *e) {
 static void decode_entry(const uint8_t *p, g4_art_entry *e) {
     memcpy(e->name, p, G4_ART_NAME_MAX);
     e->name[G4_ART_NAME_MAX - 1] = 0;
-    e->dtype = (int)get32(p + 96);
+    e->dtype = (int)get16(p + 96);
+    e->col_parts = (int)get16(p + 98); /* 0 before version 4 (the dtype's high bytes) */
     e->q4_group_cols = (int64_t)get32(p + 100);
     e->rows = (int64_t)get64(p + 104);
     e->cols = (int64_t)get64(p + 112);
@@ -178,6 +182,8 @@ typedef struct {
     g4_tp_plan *plans;
     g4_art_entry **ents;   /* [tp][n_specs], rank 0: then the nv vision entries */
     int nv;                /* vision tensors in rank 0's file (0: none) */
+    int col_parts;         /* some entry is stored in column parts (format version 4) */
+    int64_t part_cols;     /* ... of at most this many columns */
     uint64_t *fsize;       /* [tp] */
     int *fds;              /* [tp] */
     char *tmp;
@@ -207,18 +213,18 @@ static void add_error(shard_ctx *c, int i, const g4_mat *src, const void *conv, 
     free(a);
 }
 
-/* Streams `whole` (the map's view of a tensor's rectangle) into entry e of rank r's file;
- * i: the text table index the quantization error is summed under (-1: none). */
-static int write_view(shard_ctx *c, int r, g4_art_entry *e, const g4_mat whole, const char *name, int i, g4_err *err) {
+/* Streams `whole` (the map's view of a tensor's rectangle, or of one of its column parts) into
+ * entry e of rank r's file at *offp (advanced), hashed into st; i: the text table index the
+ * quantization error is summed under (-1: none). */
+static int write_view(shard_ctx *c, int r, g4_art_entry *e, const g4_mat whole, const char *name, int i, XXH3_state_t *st,
+                      uint64_t *offp, g4_err *err) {
     const int64_t nr = whole.rows, nc = whole.cols;
     const int direct = whole.dtype == e->dtype; /* same bytes: copied, else converted */
     size_t src_rb = direct ? g4_dtype_row_bytes(whole.dtype, nc) : (size_t)nc * 4, dst_rb = g4_dtype_row_bytes(e->dtype, nc);
     size_t max_rb = src_rb > dst_rb ? src_rb : dst_rb;
     int64_t chunk = (int64_t)(CHUNK_BYTES / max_rb);
     if (chunk < 1) chunk = 1;
-    XXH3_state_t st;
-    XXH3_64bits_reset(&st);
-    uint64_t off = e->offset;
+    uint64_t off = *offp;
     for (int64_t row = 0; row < nr; row += chunk) {
         if (canceled(c)) return g4_err_set(err, G4_ECANCELED, "interrupted");
         int64_t m = nr - row < chunk ? nr - row : chunk;
@@ -246,7 +252,7 @@ static int write_view(shard_ctx *c, int r, g4_art_entry *e, const g4_mat whole, 
                     g4_q4_0_group_row(g + (size_t)k * dst_rb + (size_t)(col / e->q4_group_cols) * sb, e->q4_group_cols / G4_Q4_BLOCK);
             out = g;
         }
-        XXH3_64bits_update(&st, out, bytes);
+        XXH3_64bits_update(st, out, bytes);
         int w = pwrite_all(c->fds[r], out, bytes, off);
         int en = errno;
         free(conv);
@@ -257,8 +263,18 @@ static int write_view(shard_ctx *c, int r, g4_art_entry *e, const g4_mat whole, 
         c->done += bytes;
         if (c->o->progress) c->o->progress(c->o->progress_ud, c->done, c->total);
     }
-    e->xxh3 = XXH3_64bits_digest(&st);
+    *offp = off;
     return G4_OK;
+}
+
+/* An entry written from one view. */
+static int write_entry(shard_ctx *c, int r, g4_art_entry *e, const g4_mat whole, const char *name, int i, g4_err *err) {
+    XXH3_state_t st;
+    XXH3_64bits_reset(&st);
+    uint64_t off = e->offset;
+    const int rc = write_view(c, r, e, whole, name, i, &st, &off, err);
+    e->xxh3 = XXH3_64bits_digest(&st);
+    return rc;
 }
 
 /* The rank's rectangle of text tensor i. */
@@ -267,7 +283,16 @@ static int write_slice(shard_ctx *c, int r, int i, g4_err *err) {
     int64_t r0, nr, c0, nc;
     g4_tp_tensor_slice(&c->ck.cfg, &c->plans[r], s, &r0, &nr, &c0, &nc);
     if (s->ndim == 1) { r0 = 0; c0 = 0; nc = 1; }
-    return write_view(c, r, &c->ents[r][i], g4_checkpoint_view(&c->ck, i, r0, nr, c0, nc), s->name, i, err);
+    g4_art_entry *e = &c->ents[r][i];
+    const int parts = e->col_parts > 1 ? e->col_parts : 1; /* column parts (kernels.h): part after part */
+    XXH3_state_t st;
+    XXH3_64bits_reset(&st);
+    uint64_t off = e->offset;
+    int rc = G4_OK;
+    for (int p = 0; p < parts && rc == G4_OK; p++)
+        rc = write_view(c, r, e, g4_checkpoint_view(&c->ck, i, r0, nr, c0 + p * (nc / parts), nc / parts), s->name, i, &st, &off, err);
+    e->xxh3 = XXH3_64bits_digest(&st);
+    return rc;
 }
 
 /* Copies a small side file (tokenizer, template...) into the temp folder; fills size and hash. */
@@ -299,7 +324,7 @@ static json_t *build_manifest(shard_ctx *c, json_t *config, json_t *files) {
     const g4_shard_opts *o = c->o;
     json_t *m = json_object();
     json_object_set_new(m, "format", json_string("g4tp-artifact"));
-    json_object_set_new(m, "format_version", json_integer(write_version(c->nv)));
+    json_object_set_new(m, "format_version", json_integer(write_version(c->nv, c->col_parts)));
     json_object_set_new(m, "tp", json_integer(o->tp));
     json_object_set_new(m, "dtype", json_string(o->dtype >= 0 ? g4_dtype_name(o->dtype) : "as-stored"));
     for (int i = 0; i < c->ck.n_specs; i++) /* informational: what the tied head was made */
@@ -308,6 +333,7 @@ static json_t *build_manifest(shard_ctx *c, json_t *config, json_t *files) {
     for (int r = 0; r < o->tp; r++)
         for (int i = 0; i < c->ck.n_specs; i++) q4 |= c->ents[r][i].dtype == G4_DT_Q4_0, grouped |= c->ents[r][i].q4_group_cols > 0;
     if (q4) json_object_set_new(m, "q4_layout", json_string(grouped ? "grouped" : "blocks"));
+    if (c->col_parts) json_object_set_new(m, "q4_rowpar_part_cols", json_integer(c->part_cols)); /* informational */
     json_object_set_new(m, "alignment", json_integer(G4_ART_ALIGN));
     json_object_set_new(m, "n_tensors", json_integer(c->ck.n_specs));
     if (c->nv) json_object_set_new(m, "vision_tensors", json_integer(c->nv)); /* after the text ones, in rank 0's file */
@@ -399,6 +425,7 @@ int g4_artifact_shard(const g4_shard_opts *o, g4_err *err) {
     if ((rc = g4_tp_check_dtype(cfg, wd, err))) goto done;
     if (o->q4_layout != G4_SHARD_Q4_BLOCKS && o->q4_layout != G4_SHARD_Q4_GROUPED) { rc = g4_err_set(err, G4_EINVAL, "unknown q4_0 layout %d", o->q4_layout); goto done; }
     const int grouped = o->q4_layout == G4_SHARD_Q4_GROUPED;
+    const int64_t part_cols = o->rowpar_part_cols ? o->rowpar_part_cols : G4_ROWPAR_PART_COLS;
     if (!(c.err2 = calloc((size_t)n, sizeof *c.err2)) || !(c.ref2 = calloc((size_t)n, sizeof *c.ref2))) { rc = g4_err_set(err, G4_ENOMEM, "out of memory"); goto done; }
     /* layout of every rank file, before any byte is written */
     for (int r = 0; r < T; r++) {
@@ -417,7 +444,12 @@ int g4_artifact_shard(const g4_shard_opts *o, g4_err *err) {
                 rc = g4_err_set(err, G4_EUNSUPPORTED, "%s: %s has %lld columns on rank %d, not a multiple of 32", g4_dtype_name(e->dtype), s->name, (long long)nc, r);
                 goto done;
             }
-            if (e->dtype == G4_DT_Q4_0 && grouped) e->q4_group_cols = g4_q4_0_group_cols(cfg, &c.plans[r], s->kind, s->layer, nc);
+            if (e->dtype == G4_DT_Q4_0 && grouped) {
+                e->q4_group_cols = g4_q4_0_group_cols(cfg, &c.plans[r], s->kind, s->layer, nc);
+                /* the avx512 set's decode reads wide row-parallel matrices in column parts */
+                e->col_parts = g4_q4_0_col_parts(cfg, &c.plans[r], s->kind, s->layer, nc, part_cols);
+                if (e->col_parts > 1) c.col_parts = 1, c.part_cols = part_cols;
+            }
             e->rows = nr;
             e->cols = nc;
             e->nbytes = g4_dtype_row_bytes(e->dtype, nc) * (uint64_t)nr;
@@ -463,7 +495,7 @@ int g4_artifact_shard(const g4_shard_opts *o, g4_err *err) {
             o->report(o->progress_ud, c.ck.specs[i].name, sd, dd, sd == G4_DT_CT_INT4 ? 0.0 : c.ref2[i] > 0 ? c.err2[i] / c.ref2[i] : 0.0);
     }
     for (int j = 0; j < c.nv && rc == G4_OK; j++)
-        rc = write_view(&c, 0, &c.ents[0][n + j], g4_checkpoint_vision_view(&c.ck, j), c.ck.vspecs[j].name, -1, err);
+        rc = write_entry(&c, 0, &c.ents[0][n + j], g4_checkpoint_vision_view(&c.ck, j), c.ck.vspecs[j].name, -1, err);
     if (rc) goto done;
     /* side files and the config */
     json_error_t je;
@@ -492,7 +524,7 @@ int g4_artifact_shard(const g4_shard_opts *o, g4_err *err) {
         size_t hb = G4_ART_HEADER_BYTES + (size_t)nr_ents * G4_ART_ENTRY_BYTES;
         uint8_t *h = calloc(1, hb);
         if (!h) { rc = g4_err_set(err, G4_ENOMEM, "out of memory"); goto done; }
-        encode_header(h, T, r, nr_ents, c.fsize[r], cfg_hash, o->dtype, write_version(c.nv));
+        encode_header(h, T, r, nr_ents, c.fsize[r], cfg_hash, o->dtype, write_version(c.nv, c.col_parts));
         for (int i = 0; i < nr_ents; i++) encode_entry(h + G4_ART_HEADER_BYTES + (size_t)i * G4_ART_ENTRY_BYTES, &c.ents[r][i]);
         char hx[17];
         hex64(XXH3_64bits(h, hb), hx);
@@ -561,6 +593,14 @@ static int check_placement(const g4_art_rank *R, const g4_art_entry *e, int64_t 
     return G4_OK;
 }
 
+/* Column parts (version 4): q4_0 o_proj / down_proj only, each part a whole number of the
+ * forward pass's slices, so that its views of them (forward.c rp_slice) fall inside one part. */
+static int col_parts_ok(const g4_config *cfg, const g4_tp_plan *plan, const g4_tensor_spec *s, const g4_art_entry *e, uint32_t ver) {
+    if (ver < 4 || e->col_parts < 2 || e->dtype != G4_DT_Q4_0 || (s->kind != G4_T_O && s->kind != G4_T_DOWN)) return 0;
+    const int64_t slice = g4_q4_0_group_cols(cfg, plan, s->kind, s->layer, e->cols);
+    return slice > 0 && (e->cols / slice) % e->col_parts == 0;
+}
+
 static int open_rank(g4_artifact *a, int r, json_t *jr, uint64_t cfg_hash, int verify, g4_err *err) {
     char name[64];
     g4_artifact_rank_name(r, a->tp, name, sizeof name);
@@ -618,6 +658,9 @@ static int open_rank(g4_artifact *a, int r, json_t *jr, uint64_t cfg_hash, int v
         else if (e->rows != nr || e->cols != nc)
             rc = g4_err_set(err, G4_ESHAPE, "%s: tensor %s is %lldx%lld, rank %d of TP %d holds %lldx%lld", fp, s->name, (long long)e->rows,
                             (long long)e->cols, r, a->tp, (long long)nr, (long long)nc);
+        else if (e->col_parts && !col_parts_ok(&a->cfg, &plan, s, e, ver))
+            rc = g4_err_set(err, G4_EFORMAT, "%s: tensor %s: invalid column parts (%d of %lld columns, dtype %s)", fp, s->name, e->col_parts,
+                            (long long)nc, g4_dtype_name(e->dtype));
         else rc = check_placement(R, e, nr, nc, prev_end, verify, s->name, err);
         prev_end = e->offset + e->nbytes;
     }
@@ -630,7 +673,7 @@ static int open_rank(g4_artifact *a, int r, json_t *jr, uint64_t cfg_hash, int v
         g4_tensor_spec_rows_cols(s, &nr, &nc);
         if (strcmp(e->name, s->name))
             rc = g4_err_set(err, G4_EFORMAT, "%s: table entry %d is \"%s\", expected tensor %s", fp, n + j, e->name, s->name);
-        else if ((e->dtype != G4_DT_F32 && e->dtype != G4_DT_BF16 && e->dtype != G4_DT_F16) || e->q4_group_cols)
+        else if ((e->dtype != G4_DT_F32 && e->dtype != G4_DT_BF16 && e->dtype != G4_DT_F16) || e->q4_group_cols || e->col_parts)
             rc = g4_err_set(err, G4_EFORMAT, "%s: vision tensor %s has an invalid dtype %d (f32, bf16, f16)", fp, s->name, e->dtype);
         else if (e->rows != nr || e->cols != nc)
             rc = g4_err_set(err, G4_ESHAPE, "%s: vision tensor %s is %lldx%lld, the vision_config needs %lldx%lld", fp, s->name, (long long)e->rows,
@@ -752,9 +795,11 @@ int g4_artifact_view(const g4_artifact *a, int rank, int idx, g4_mat *view, g4_e
         return g4_err_set(err, G4_EINVAL, "rank %d of %s was not opened", rank, a->dir);
     if (idx < 0 || idx >= a->n_specs) return g4_err_set(err, G4_EINVAL, "tensor index %d out of range", idx);
     const g4_art_entry *e = &a->ranks[rank].ents[idx];
+    const int parts = e->col_parts > 1 ? e->col_parts : 1;
     *view = (g4_mat){.data = a->ranks[rank].map.data + e->offset, .dtype = e->dtype, .rows = e->rows, .cols = e->cols,
-                     .ld_bytes = (int64_t)g4_dtype_row_bytes(e->dtype, e->cols),
-                     .layout = e->q4_group_cols ? G4_Q4_GROUPED : 0, .layout_cols = e->q4_group_cols};
+                     .ld_bytes = (int64_t)g4_dtype_row_bytes(e->dtype, e->cols / parts),
+                     .layout = e->q4_group_cols ? G4_Q4_GROUPED : 0, .layout_cols = e->q4_group_cols,
+                     .col_parts = parts > 1 ? parts : 0};
     return G4_OK;
 }
 

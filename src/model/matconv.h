@@ -33,4 +33,12 @@ size_t g4_mat_src_row_bytes(const g4_mat *m);
  * the matrix cannot be grouped (a slice width that does not divide the row, or not a matrix).
  * The one rule for the loader and the shard step. */
 int64_t g4_q4_0_group_cols(const g4_config *cfg, const g4_tp_plan *plan, int kind, int layer, int64_t cols);
+
+/* The column parts (kernels.h col_parts) a rank's row-parallel q4_0 matrix (o_proj of layer l,
+ * down_proj) of `cols` columns is stored in so that each part is at most part_cols wide and a
+ * whole number of its reduction slices: the fewest such parts; 1 (whole) for other kinds, part_cols
+ * <= 0, a matrix that fits, or slices that cannot be grouped so. The one rule for the loader
+ * (gemma4/weights.h g4_weights_split_rowpar) and the shard step. */
+#define G4_ROWPAR_PART_COLS 10752
+int g4_q4_0_col_parts(const g4_config *cfg, const g4_tp_plan *plan, int kind, int layer, int64_t cols, int64_t part_cols);
 #endif

@@ -50,6 +50,16 @@ static inline int tu_generate(const g4_engine_opts *o, const int32_t *ids, int n
     return rc;
 }
 
+/* Weight bytes an engine on these options holds in its own memory (0: all read in place). */
+static inline size_t tu_copied_weight_bytes(g4_engine_opts o) {
+    g4_engine *e;
+    g4_err err;
+    if (g4_engine_open(&o, &e, &err)) fail_msg("%s: %s", o.model_dir, err.msg);
+    const size_t b = g4_engine_copied_weight_bytes(e);
+    g4_engine_close(e);
+    return b;
+}
+
 /* The logprobs of the same n tokens from two runs are the same bits (their rows were). */
 static inline void tu_same_logprobs(const g4_token_logprob *a, const g4_token_logprob *b, size_t n) {
     for (size_t t = 0; t < n; t++) {

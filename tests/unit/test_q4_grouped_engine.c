@@ -84,16 +84,6 @@ static const char *shard_q4(const char *model, int layout, const char *name) {
     return d;
 }
 
-/* Bytes of weights the engine holds in its own memory for these options (0: all read in place). */
-static size_t copied_bytes(g4_engine_opts o) {
-    g4_engine *e;
-    g4_err err;
-    if (g4_engine_open(&o, &e, &err)) fail_msg("%s: %s", o.model_dir, err.msg);
-    const size_t b = g4_engine_copied_weight_bytes(e);
-    g4_engine_close(e);
-    return b;
-}
-
 /* Artifacts sharded in either q4_0 layout give, on every kernel set, the logits of the checkpoint
  * converted at load, bit for bit; the layout the set reads is mapped in place (nothing copied),
  * the other one re-laid out in memory. */
@@ -123,7 +113,7 @@ static void test_artifact_layouts(void **state) {
                 fail_msg("%s on %s: logits differ from the checkpoint converted at load", dirs[d], isas[k]);
             tu_run_free(&r);
             const int native = (g4_q4_0_layout_for(K) == G4_Q4_GROUPED) == (d == 0);
-            const size_t c = copied_bytes(a);
+            const size_t c = tu_copied_weight_bytes(a);
             print_message("%s on %s: %zu bytes copied\n", dirs[d], isas[k], c);
             if (native ? c != 0 : c == 0) fail_msg("%s on %s: %zu weight bytes copied", dirs[d], isas[k], c);
         }
@@ -157,7 +147,7 @@ static void test_rowpar_parts(void **state) {
                 g4_err err;
                 if (tu_generate(&o, prompt, NP, 4, &r[s], &err)) fail_msg("%s: %s", cfgs[c].dir, err.msg);
             }
-            copied[s] = cfgs[c].dir == m ? 0 : copied_bytes(o);
+            copied[s] = cfgs[c].dir == m ? 0 : tu_copied_weight_bytes(o);
         }
         unsetenv("G4_ROWPAR_PART_COLS");
         unsetenv("G4_Q4_LAYOUT");
