@@ -394,9 +394,6 @@ static void ph_attention(g4_rank_model *m, int ith, int nth) {
     }
 }
 
-/* Row-parallel product with the canonical slice tree: out rows [r0,r1) of every token =
- * tree-sum over this rank's slices of (W[:, slice] · x[slice]). The merge is a binary counter:
- * finished subtrees wait on a stack, so the adds happen in the pairwise tree order. */
 /* Part p of the row-parallel matrix (kernels.h col_parts; the whole matrix when it has none). */
 static g4_mat rp_part(const g4_rank_model *m, int p) {
     g4_mat Wp = *m->rp_w;
@@ -410,7 +407,10 @@ static g4_mat rp_part(const g4_rank_model *m, int p) {
 
 static int rp_parts(const g4_rank_model *m) { return m->rp_w->col_parts > 1 ? m->rp_w->col_parts : 1; }
 
-/* Column slice i: in part i / (slices per part). */
+/* Row-parallel product with the canonical slice tree: out rows [r0,r1) of every token =
+ * tree-sum over this rank's slices of (W[:, slice] · x[slice]). The merge is a binary counter:
+ * finished subtrees wait on a stack, so the adds happen in the pairwise tree order.
+ * rp_slice: column slice i, in part i / (slices per part). */
 static g4_mat rp_slice(const g4_rank_model *m, int i) {
     const int spp = m->rp_nslices / rp_parts(m);
     g4_mat Ws = rp_part(m, i / spp);
