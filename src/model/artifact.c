@@ -95,8 +95,8 @@ static int entry_dtype(const g4_tensor_spec *s, int stored, g4_dtype_req req) {
 
 static int is_block(int dt) { return g4_dtype_info(dt) && g4_dtype_info(dt)->quantized; }
 
-/* The version a folder is written as: 3 only when rank 0 carries the vision tower, so text-only
- * folders stay readable by builds that read version 2. */
+/* The version a folder is written as: 4 only when some entry is in column parts, else 3 only
+ * when rank 0 carries the vision tower, so other folders stay readable by older builds. */
 static int write_version(int n_vision, int col_parts) { return col_parts ? 4 : n_vision ? 3 : 2; }
 
 static void encode_header(uint8_t *h, int tp, int rank, int n, uint64_t file_size, uint64_t cfg_hash, int dtype, int version) {
