@@ -86,7 +86,7 @@ static double layer_us(const g4_kernels *K, int dt, int nkv, int qper, int64_t d
         pthread_t th[16];
         job jb[16];
         for (int t = 0; t < nth; t++) {
-            jb[t] = (job){K, dt, nkv, qper, nkv * t / nth, nkv * (t + 1) / nth, d, nk, ctx, head_b, row_b, arena, q, out};
+            jb[t] = (job){K, dt, nkv, qper, nkv * t / nth, nkv * (t + 1) / nth, d, nk, ctx, head_b, row_b, arena, q, out, 0};
             pthread_create(&th[t], NULL, run, &jb[t]);
         }
         double dt_s = 0;

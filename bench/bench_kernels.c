@@ -123,10 +123,11 @@ int main(int argc, char **argv) {
         return 1;
     }
     memcpy(w4g, w4l, (size_t)(RL * rbl));
-    for (int64_t r = 0; r < RL; r++) g4_q4_0_group_row(w4g + r * rbl, KL / 32);
+    for (int64_t r = 0; r < RL; r++) g4_q4_0_group_row(w4g + r * rbl, KL / 32, 1);
     g4_mat W4g = W4l;
     W4g.data = w4g;
     W4g.layout = G4_Q4_GROUPED;
+    W4g.q4_tail = 1;
 
     for (int i = 0; i < n; i++) {
         const g4_kernels *k = g4_kernels_by_name(names[i]);

@@ -19,7 +19,9 @@
  *                          depends on: how close each kernel's one stream per thread comes to
  *                          the memory's pace (prefetch distance, partial groups, slice overhead).
  * prefill and slices print a hash of their output bits (equal hashes across builds: the same bits).
- * G4_ISA=avx2 runs the prefill on that set (and its FMA probe) instead of avx512.
+ * G4_ISA=avx2 runs the prefill on that set (and its FMA probe) instead of avx512. G4_Q4_TAIL=0
+ * keeps the grouped rows' partial groups as blocks (kernels.h; the layout before version 5
+ * artifacts), as the engine does with it; the bits are the same either way.
  * Usage: bench_q4_tiles prefill 10752 5376 128 | slices 64 1344 8 | stream 8 (avx512 only) */
 #include "kernels/kernels.h"
 #include "kernels/probe.h"
@@ -32,6 +34,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+
+static int q4_tail = 1; /* G4_Q4_TAIL */
 
 static double cpu_s(void) {
     struct timespec ts;
@@ -78,8 +82,9 @@ static int prefill(const g4_kernels *k, int64_t R, int64_t K, int T, int q8) {
     }
     g4_mat W = {.data = w, .dtype = dt, .rows = R, .cols = K, .ld_bytes = (int64_t)rb};
     if (!q8 && g4_q4_0_layout_for(k) == G4_Q4_GROUPED) {
-        for (int64_t r = 0; r < R; r++) g4_q4_0_group_row(w + r * rb, K / 32);
+        for (int64_t r = 0; r < R; r++) g4_q4_0_group_row(w + r * rb, K / 32, q4_tail);
         W.layout = G4_Q4_GROUPED;
+        W.q4_tail = q4_tail;
         W.layout_cols = K;
     }
     void *act = aligned_alloc(64, q8 == 2 ? 64 : (k->matmul_act_bytes(&W, T) + 63) / 64 * 64),
@@ -120,9 +125,9 @@ static int slices(const g4_kernels *k, int64_t R, int64_t SC, int NS) {
     fill(x, K);
     for (int64_t r = 0; r < R; r++) {
         g4_quantize_row_q4_0(x, (void *)(w + r * rb), K);
-        for (int s = 0; s < NS; s++) g4_q4_0_group_row(w + r * rb + (size_t)s * (size_t)snb * sizeof(g4_block_q4_0), snb);
+        for (int s = 0; s < NS; s++) g4_q4_0_group_row(w + r * rb + (size_t)s * (size_t)snb * sizeof(g4_block_q4_0), snb, q4_tail);
     }
-    g4_mat W = {.data = w, .dtype = G4_DT_Q4_0, .rows = R, .cols = K, .ld_bytes = (int64_t)rb, .layout = G4_Q4_GROUPED, .layout_cols = SC};
+    g4_mat W = {.data = w, .dtype = G4_DT_Q4_0, .rows = R, .cols = K, .ld_bytes = (int64_t)rb, .layout = G4_Q4_GROUPED, .layout_cols = SC, .q4_tail = q4_tail};
     g4_mat S = W;
     S.cols = SC;
     const size_t ab = (k->matmul_act_bytes(&S, 1) + 63) / 64 * 64;
@@ -191,10 +196,10 @@ static void *st_run(void *arg) {
         char *w = (char *)(((uintptr_t)map + huge - 1) & ~(uintptr_t)(huge - 1));
         fill(x, K);
         g4_quantize_row_q4_0(x, (void *)row, K);
-        for (int s = 0; s < NS; s++) g4_q4_0_group_row(row + (size_t)s * (ST_SC / 32) * sizeof(g4_block_q4_0), ST_SC / 32);
+        for (int s = 0; s < NS; s++) g4_q4_0_group_row(row + (size_t)s * (ST_SC / 32) * sizeof(g4_block_q4_0), ST_SC / 32, q4_tail);
         for (int64_t r = 0; r < Rd; r++) memcpy(w + r * rbd, row, rbd);
         /* the same bytes as three shapes: only the bandwidth matters here, not the values */
-        g4_mat S = {.data = w, .dtype = G4_DT_Q4_0, .rows = Rd, .cols = K, .ld_bytes = (int64_t)rbd, .layout = G4_Q4_GROUPED, .layout_cols = ST_SC};
+        g4_mat S = {.data = w, .dtype = G4_DT_Q4_0, .rows = Rd, .cols = K, .ld_bytes = (int64_t)rbd, .layout = G4_Q4_GROUPED, .layout_cols = ST_SC, .q4_tail = q4_tail};
         g4_mat S1 = S, P = S, G = S;
         S1.cols = ST_SC;
         P.layout_cols = K;
@@ -256,6 +261,7 @@ static int stream(const g4_kernels *k, int ns) {
 int main(int argc, char **argv) {
     const char *isa = getenv("G4_ISA") ? getenv("G4_ISA") : "avx512"; /* prefill bf16 also runs on avx2 */
     const g4_kernels *k = g4_kernels_by_name(isa);
+    q4_tail = !(getenv("G4_Q4_TAIL") && !strcmp(getenv("G4_Q4_TAIL"), "0"));
     if (argc == 3 && !strcmp(argv[1], "stream")) {
         const int ns = atoi(argv[2]);
         if (ns < 1 || ns > 64) return fprintf(stderr, "usage: bench_q4_tiles stream NSLICES (1..64)\n"), 2;

@@ -26,8 +26,10 @@ static const char *help =
     "  --q4-layout L    q4_0 matrices as llama.cpp's blocks (every kernel set reads them) or in\n"
     "                   the grouped layout the avx512 set reads (loaded elsewhere: ungrouped\n"
     "                   in memory), where o_proj / down_proj wider than 10752 columns on a rank\n"
-    "                   are also stored in column parts (format version 4); auto (default): the\n"
-    "                   layout this machine's kernels read\n"
+    "                   are also stored in column parts (format version 4) and each row's partial\n"
+    "                   last group in the tail layout (version 5; G4_Q4_TAIL=0: as blocks, a\n"
+    "                   folder older builds read); auto (default): the layout this machine's\n"
+    "                   kernels read\n"
     "  --no-vision      leave the checkpoint's vision tower out (a text-only folder); by default\n"
     "                   rank 0's file also holds it, whole and as stored (--dtype is for the text\n"
     "                   model; only the leader runs the tower)\n"
@@ -115,6 +117,9 @@ int cmd_shard(int argc, char **argv) {
     /* as the engine: G4_ROWPAR_PART_COLS=N parts of at most N columns, 0 none */
     const char *pc = getenv("G4_ROWPAR_PART_COLS");
     if (pc) o.rowpar_part_cols = atoll(pc) > 0 ? atoll(pc) : -1;
+    /* as the engine: G4_Q4_TAIL=0 partial groups as blocks (a folder older builds read) */
+    const char *qt = getenv("G4_Q4_TAIL");
+    o.q4_tail_blocks = qt && !strcmp(qt, "0");
     bar b = {.t0 = now_s(), .verbose = verbose};
     o.progress_ud = &b;
     o.report = report;

@@ -289,11 +289,13 @@ static int rank_init(g4_engine *e, rank_state *rs, int rank, g4_comm *comm, g4_d
     if (e->o.numa && (rc = numa_place(e, rank, cpus, &pin, err))) return rc;
     if (g4_fault_hit("engine.bind")) return g4_err_set(err, G4_ENOMEM, "out of memory for rank %d's weights", rank);
     if ((rc = g4_model_source_bind(&e->src, &rs->plan, dtype, e->o.load_copy, &rs->w, err))) return rc;
-    /* q4_0 in the layout the set reads fastest (same bits); G4_Q4_LAYOUT=blocks keeps blocks.
+    /* q4_0 in the layout the set reads fastest (same bits); G4_Q4_LAYOUT=blocks keeps blocks,
+     * G4_Q4_TAIL=0 a grouped matrix's partial groups as blocks (as artifacts before version 5).
      * An artifact sharded in that layout stays in the map. */
     const char *q4l = getenv("G4_Q4_LAYOUT");
     const int q4_layout = q4l && !strcmp(q4l, "blocks") ? 0 : g4_q4_0_layout_for(e->K);
-    if ((rc = g4_weights_set_q4_layout(&rs->w, e->cfg, &rs->plan, q4_layout, err))) return rc;
+    const char *q4t = getenv("G4_Q4_TAIL");
+    if ((rc = g4_weights_set_q4_layout(&rs->w, e->cfg, &rs->plan, q4_layout, !(q4t && !strcmp(q4t, "0")), err))) return rc;
     /* q4_0 row-parallel matrices wider than G4_ROWPAR_PART_COLS (default 10752, 0 = never) in
      * column parts, where the set walks rows through their slices (same bits) */
     const char *pc = getenv("G4_ROWPAR_PART_COLS");

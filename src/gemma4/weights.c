@@ -79,7 +79,7 @@ static int matrix(g4_rank_weights *w, const g4_mat *v, g4_dtype_req req, int64_t
         out->scales = NULL;
         out->scales_dtype = 0;
         out->scales_ld = 0;
-        if (out->dtype != v->dtype) out->layout = 0, out->layout_cols = 0; /* dequantized */
+        if (out->dtype != v->dtype) out->layout = 0, out->layout_cols = 0, out->q4_tail = 0; /* dequantized */
     }
     w->matrix_bytes += g4_dtype_row_bytes(out->dtype, out->cols) * (size_t)out->rows;
     return G4_OK;
@@ -151,8 +151,9 @@ static int owned_big(const g4_rank_weights *w, const void *p) {
 }
 
 /* m in place (copied first unless owned here) to layout (0 = blocks, G4_Q4_GROUPED: each row as
- * rows of seg columns). */
-static int relayout_q4(g4_rank_weights *w, g4_mat *m, int layout, int64_t seg, g4_err *err) {
+ * rows of seg columns, their partial groups in the tail layout when tail). A grouped matrix stays
+ * as it is whatever its tail (an older artifact's: the kernels read both, the same bits). */
+static int relayout_q4(g4_rank_weights *w, g4_mat *m, int layout, int tail, int64_t seg, g4_err *err) {
     if (!m->data || m->dtype != G4_DT_Q4_0 || m->layout == layout) return G4_OK;
     if (layout == G4_Q4_GROUPED && !seg) return G4_OK; /* slices the layout cannot follow: stay blocks */
     if (m->layout == G4_Q4_GROUPED) seg = m->layout_cols;
@@ -174,26 +175,27 @@ static int relayout_q4(g4_rank_weights *w, g4_mat *m, int layout, int64_t seg, g
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c += seg) {
             uint8_t *p = d + r * m->ld_bytes + (size_t)(c / seg) * sb;
-            if (layout == G4_Q4_GROUPED) g4_q4_0_group_row(p, seg / G4_Q4_BLOCK);
-            else g4_q4_0_ungroup_row(p, seg / G4_Q4_BLOCK);
+            if (layout == G4_Q4_GROUPED) g4_q4_0_group_row(p, seg / G4_Q4_BLOCK, tail);
+            else g4_q4_0_ungroup_row(p, seg / G4_Q4_BLOCK, m->q4_tail);
         }
     m->layout = layout;
     m->layout_cols = layout == G4_Q4_GROUPED ? seg : 0;
+    m->q4_tail = layout == G4_Q4_GROUPED && tail;
     return G4_OK;
 }
 
-int g4_weights_set_q4_layout(g4_rank_weights *w, const g4_config *cfg, const g4_tp_plan *plan, int layout, g4_err *err) {
+int g4_weights_set_q4_layout(g4_rank_weights *w, const g4_config *cfg, const g4_tp_plan *plan, int layout, int tail, g4_err *err) {
     int rc = G4_OK;
     for (int l = 0; l < cfg->n_layers && rc == G4_OK; l++) {
         g4_layer_weights *L = &w->layers[l];
         const struct { g4_mat *m; int kind; } ms[] = {{&L->q, G4_T_Q}, {&L->k, G4_T_K}, {&L->v, G4_T_V}, {&L->o, G4_T_O},
                                                       {&L->gate, G4_T_GATE}, {&L->up, G4_T_UP}, {&L->down, G4_T_DOWN}};
         for (size_t i = 0; i < sizeof ms / sizeof *ms && rc == G4_OK; i++)
-            rc = relayout_q4(w, ms[i].m, layout, g4_q4_0_group_cols(cfg, plan, ms[i].kind, l, ms[i].m->cols), err);
+            rc = relayout_q4(w, ms[i].m, layout, tail, g4_q4_0_group_cols(cfg, plan, ms[i].kind, l, ms[i].m->cols), err);
     }
     /* the tied head by rows (each rank holds whole vocabulary rows); its lookups go through
      * g4_mat_lookup_row (kernels.h), which reads either layout */
-    if (rc == G4_OK) rc = relayout_q4(w, &w->embed, layout, g4_q4_0_group_cols(cfg, plan, G4_T_EMBED, -1, w->embed.cols), err);
+    if (rc == G4_OK) rc = relayout_q4(w, &w->embed, layout, tail, g4_q4_0_group_cols(cfg, plan, G4_T_EMBED, -1, w->embed.cols), err);
     return rc;
 }
 

@@ -48,11 +48,12 @@ int g4_weights_bind(const g4_config *cfg, const g4_tp_plan *plan, const g4_tenso
                     g4_tensor_getter get, void *src, g4_dtype_req convert, int copy, g4_rank_weights *w, g4_err *err);
 void g4_weights_free(g4_rank_weights *w);
 /* Puts every q4_0 matrix (layers and the tied head) in `layout`: G4_Q4_GROUPED, the layout the
- * avx512 set reads faster with the same bits (by g4_q4_0_group_cols segments), or 0, llama.cpp's
- * blocks, which every set reads. A matrix already so (an artifact sharded in that layout) stays
+ * avx512 set reads faster with the same bits (by g4_q4_0_group_cols segments; tail: their partial
+ * groups in the tail layout too, kernels.h), or 0, llama.cpp's blocks, which every set reads. A
+ * matrix already grouped (an artifact sharded so, with or without tails) or already blocks stays
  * in the map; one read through the file map in the other layout is copied into owned memory
  * first. The embedding's lookups read either layout (g4_mat_lookup_row). */
-int g4_weights_set_q4_layout(g4_rank_weights *w, const g4_config *cfg, const g4_tp_plan *plan, int layout, g4_err *err);
+int g4_weights_set_q4_layout(g4_rank_weights *w, const g4_config *cfg, const g4_tp_plan *plan, int layout, int tail, g4_err *err);
 /* Stores each q4_0 row-parallel matrix (o_proj, down_proj) wider than part_cols in column parts
  * (kernels.h col_parts; the rule: model/matconv.h g4_q4_0_col_parts), so that a thread's decode
  * walks one part's rows as one stream against that part's slices' activation records only

@@ -41,6 +41,9 @@ typedef struct {
     /* grouped only: each row was grouped as segments of this many columns (the forward pass's
      * reduction slices of o_proj / down_proj; the whole row otherwise); 0 = the whole row */
     int64_t layout_cols;
+    /* grouped only: 1 when each segment's partial last group (its last nb % 16 blocks) is in the
+     * grouped tail layout (below), 0 when those blocks are llama.cpp's (artifacts before version 5) */
+    int q4_tail;
     /* 0 or 1: rows as above. P > 1 (row-parallel q4_0 matrices only, weights.h
      * g4_weights_split_rowpar): the columns in P equal parts, part p (columns [p*cols/P,
      * (p+1)*cols/P) of every row) a rows x cols/P matrix at data + p*rows*ld_bytes, ld_bytes being
@@ -170,14 +173,19 @@ extern const g4_kernels g4_kernels_avx2;
 extern const g4_kernels g4_kernels_avx512;
 
 /* The grouped q4_0 layout (the avx512 decode loop's order; same bytes per row): a row of nb
- * blocks is nb / 16 groups of 288 bytes, then its last nb % 16 blocks as llama.cpp's blocks.
+ * blocks is nb / 16 groups of 288 bytes, then its last n = nb % 16 blocks (the partial group).
  * Group bytes [0, 32): the f16 scale of block blk(L) = 4 (L mod 4) + L / 4 of the group as word L;
- * bytes 32 + 64 j + 4 L + i: level byte 4 j + i of block blk(L) (j, i in 0..3). Column slices of
- * such a matrix are only valid at the offsets it was grouped from (each slice grouped as a row). */
+ * bytes 32 + 64 j + 4 L + i: level byte 4 j + i of block blk(L) (j, i in 0..3). The partial group
+ * (18 n bytes): as llama.cpp's blocks, or with the tail (g4_mat q4_tail) the n scales as words
+ * 0..n-1 in block order, then for j = 0..3 the level bytes 4 j..4 j+3 of blocks 0..n-1 (bytes
+ * 2 n + 4 n j + 4 b + i) — one masked load and one lane permutation per vector (a masked and
+ * transposed read of the blocks cost ~1.4 groups for 10 blocks). Column slices of such a matrix
+ * are only valid at the offsets it was grouped from (each slice grouped as a row). */
 #define G4_Q4_GROUPED 1
-/* In place: one row (or row segment) of nb llama.cpp blocks to the grouped layout, and back. */
-void g4_q4_0_group_row(void *row, int64_t nb);
-void g4_q4_0_ungroup_row(void *row, int64_t nb);
+/* In place: one row (or row segment) of nb llama.cpp blocks to the grouped layout (tail: the
+ * partial group too), and back. */
+void g4_q4_0_group_row(void *row, int64_t nb, int tail);
+void g4_q4_0_ungroup_row(void *row, int64_t nb, int tail);
 /* Row r of W as floats (dst: W->cols), in either q4_0 layout (grouped: by its layout_cols
  * segments): the embedding lookup of a tied head whose matrix the head's matmul reads grouped,
  * and dequantizing a grouped matrix. The bits of K->row_to_f32 on the blocks. */

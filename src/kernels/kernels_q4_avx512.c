@@ -81,6 +81,24 @@ AI void q4_load_grouped(const g4_block_q4_0 *w, __m512i *V, __m512 *dw) {
     for (int j = 0; j < 4; j++) V[j] = _mm512_loadu_si512(p + 32 + 64 * j);
 }
 
+/* The same V and dw from a partial group of n (1..15) blocks in the grouped tail layout
+ * (kernels.h): per vector one masked load of the n blocks' dwords in block order and one lane
+ * permutation to blk(L); lanes past n zero, as q4_load_group's. */
+AI void q4_load_tail(const g4_block_q4_0 *w, const int n, __m512i *V, __m512 *dw) {
+    const char *p = (const char *)w;
+    const __mmask16 m = (__mmask16)((1u << n) - 1);
+    const __m512i bi = _mm512_loadu_si512(q4_blk);
+    *dw = _mm512_permutexvar_ps(bi, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)));
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) V[j] = _mm512_permutexvar_epi32(bi, _mm512_maskz_loadu_epi32(m, p + 2 * n + 4 * n * j));
+}
+
+/* A partial group of n blocks: the tail layout (tail) or blocks. */
+AI void q4_load_partial(const int tail, const g4_block_q4_0 *w, const int n, __m512i *V, __m512 *dw) {
+    if (tail) q4_load_tail(w, n, V, dw);
+    else q4_load_group(w, n, V, dw);
+}
+
 /* Full group g of a row in either layout. */
 AI void q4_load_full(const int grouped, const g4_block_q4_0 *w, __m512i *V, __m512 *dw) {
     if (grouped) q4_load_grouped(w, V, dw);
@@ -163,7 +181,7 @@ AI void q4_prefetch_tail(const g4_block_q4_0 *w, const g4_block_q4_0 *e) {
     for (; p < pe + 63; p += 64) _mm_prefetch(p, G4_Q4_PF_HINT);
 }
 
-AI void q4_row_direct(const int vnni, const int grouped, const int NT, const g4_block_q4_0 *w, int64_t nb,
+AI void q4_row_direct(const int vnni, const int grouped, const int tail, const int NT, const g4_block_q4_0 *w, int64_t nb,
                       const q4_rec *r, float *const *out) {
     __m512 acc[Q4_ROW_T];
 #pragma GCC unroll 4
@@ -182,7 +200,7 @@ AI void q4_row_direct(const int vnni, const int grouped, const int NT, const g4_
     }
     if (16 * g < nb) {
         q4_prefetch_tail(w + 16 * g, w + nb);
-        q4_load_group(w + 16 * g, (int)(nb - 16 * g), V, &dw);
+        q4_load_partial(tail, w + 16 * g, (int)(nb - 16 * g), V, &dw);
         q4_levels(vnni, V, W);
 #pragma GCC unroll 4
         for (int t = 0; t < NT; t++) acc[t] = q4_token(vnni, W, dw, r + t, g, acc[t]);
@@ -212,7 +230,7 @@ AI void q4_token2(const int vnni, const __m512i *W0, const __m512i *W1, __m512 d
 
 /* Two rows of a grouped matrix for NT (2..4) tokens: the full groups two rows at a time, a
  * partial last group row by row through the block path. */
-AI void q4_rows2_grouped(const int vnni, const int NT, const g4_block_q4_0 *w0, const g4_block_q4_0 *w1, int64_t nb,
+AI void q4_rows2_grouped(const int vnni, const int tail, const int NT, const g4_block_q4_0 *w0, const g4_block_q4_0 *w1, int64_t nb,
                          const q4_rec *r, float *const *out0, float *const *out1) {
     __m512 acc0[Q4_ROW_T], acc1[Q4_ROW_T];
 #pragma GCC unroll 4
@@ -237,11 +255,11 @@ AI void q4_rows2_grouped(const int vnni, const int NT, const g4_block_q4_0 *w0, 
     if (16 * g < nb) {
         q4_prefetch_tail(w0 + 16 * g, w0 + nb);
         q4_prefetch_tail(w1 + 16 * g, w1 + nb);
-        q4_load_group(w0 + 16 * g, (int)(nb - 16 * g), V, &dw0);
+        q4_load_partial(tail, w0 + 16 * g, (int)(nb - 16 * g), V, &dw0);
         q4_levels(vnni, V, W0);
 #pragma GCC unroll 4
         for (int t = 0; t < NT; t++) acc0[t] = q4_token(vnni, W0, dw0, r + t, g, acc0[t]);
-        q4_load_group(w1 + 16 * g, (int)(nb - 16 * g), V, &dw1);
+        q4_load_partial(tail, w1 + 16 * g, (int)(nb - 16 * g), V, &dw1);
         q4_levels(vnni, V, W1);
 #pragma GCC unroll 4
         for (int t = 0; t < NT; t++) acc1[t] = q4_token(vnni, W1, dw1, r + t, g, acc1[t]);
@@ -283,7 +301,7 @@ static void q4_pre_rows(const g4_mat *W, int64_t r, int mr, int64_t g0, int64_t 
         const g4_block_q4_0 *w = (const void *)((const char *)W->data + (r + i) * W->ld_bytes);
         for (int64_t g = g0; g < g1; g++) {
             if (nb - 16 * g >= 16) q4_load_full(W->layout == G4_Q4_GROUPED, w + 16 * g, V, &dw);
-            else q4_load_group(w + 16 * g, (int)(nb - 16 * g), V, &dw); /* a partial group: blocks */
+            else q4_load_partial(W->layout == G4_Q4_GROUPED && W->q4_tail, w + 16 * g, (int)(nb - 16 * g), V, &dw);
             __m512i *o = (__m512i *)(pre + ((g - g0) * Q4_MR + i) * Q4_PRE_GROUP);
             for (int j = 0; j < 4; j++) _mm512_store_si512(o + j, V[j]);
             _mm512_store_ps((float *)(o + 4), dw);
@@ -468,6 +486,7 @@ void g4__q4_prepare_avx512(const g4_mat *W, const float *x, int64_t ldx, int T, 
 AI void q4_prepared_dt(const int vnni, const int grouped, const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0,
                        int64_t r1, void *scratch) {
     const int64_t K = W->cols, nb = K / G4_Q4_BLOCK, stride = g4__q4_act_stride(K);
+    const int tail = grouped && W->q4_tail;
     q4_rec rec[Q4_ROW_T > 4 ? Q4_ROW_T : 4];
     float *out[Q4_ROW_T > 4 ? Q4_ROW_T : 4];
     if (T <= Q4_ROW_T) {
@@ -483,9 +502,9 @@ AI void q4_prepared_dt(const int vnni, const int grouped, const g4_mat *W, const
                 out1[t] = out[t] + 1;
             }
             switch (T) {
-            case 4: q4_rows2_grouped(vnni, 4, w0, w1, nb, rec, out, out1); break;
-            case 3: q4_rows2_grouped(vnni, 3, w0, w1, nb, rec, out, out1); break;
-            default: q4_rows2_grouped(vnni, 2, w0, w1, nb, rec, out, out1); break;
+            case 4: q4_rows2_grouped(vnni, tail, 4, w0, w1, nb, rec, out, out1); break;
+            case 3: q4_rows2_grouped(vnni, tail, 3, w0, w1, nb, rec, out, out1); break;
+            default: q4_rows2_grouped(vnni, tail, 2, w0, w1, nb, rec, out, out1); break;
             }
         }
 #endif
@@ -493,10 +512,10 @@ AI void q4_prepared_dt(const int vnni, const int grouped, const g4_mat *W, const
             const g4_block_q4_0 *row = (const void *)((const char *)W->data + r * W->ld_bytes);
             for (int t = 0; t < T; t++) out[t] = y + t * ldy + r;
             switch (T) {
-            case 4: q4_row_direct(vnni, grouped, 4, row, nb, rec, out); break;
-            case 3: q4_row_direct(vnni, grouped, 3, row, nb, rec, out); break;
-            case 2: q4_row_direct(vnni, grouped, 2, row, nb, rec, out); break;
-            default: q4_row_direct(vnni, grouped, 1, row, nb, rec, out); break;
+            case 4: q4_row_direct(vnni, grouped, tail, 4, row, nb, rec, out); break;
+            case 3: q4_row_direct(vnni, grouped, tail, 3, row, nb, rec, out); break;
+            case 2: q4_row_direct(vnni, grouped, tail, 2, row, nb, rec, out); break;
+            default: q4_row_direct(vnni, grouped, tail, 1, row, nb, rec, out); break;
             }
         }
         return;
@@ -519,12 +538,13 @@ void g4__q4_matmul_prepared_avx512(const g4_mat *W, const void *act, int T, floa
 AI void q4_slices_dt(const int vnni, const int grouped, const g4_mat *W, int64_t nb, int nslices, const void *act,
                      size_t act_stride, float *y, int64_t ldy, int64_t r0, int64_t r1) {
     const int64_t cols = nb * G4_Q4_BLOCK, stride = g4__q4_act_stride(cols);
+    const int tail = grouped && W->q4_tail;
     for (int64_t r = r0; r < r1; r++) {
         const g4_block_q4_0 *row = (const void *)((const char *)W->data + r * W->ld_bytes);
         for (int s = 0; s < nslices; s++) {
             const q4_rec rec = q4_record((const char *)act + (size_t)s * act_stride, stride, 0, cols);
             float *out = y + s * ldy + r;
-            q4_row_direct(vnni, grouped, 1, row + s * nb, nb, &rec, &out);
+            q4_row_direct(vnni, grouped, tail, 1, row + s * nb, nb, &rec, &out);
         }
     }
 }

@@ -95,9 +95,10 @@ static int entry_dtype(const g4_tensor_spec *s, int stored, g4_dtype_req req) {
 
 static int is_block(int dt) { return g4_dtype_info(dt) && g4_dtype_info(dt)->quantized; }
 
-/* The version a folder is written as: 4 only when some entry is in column parts, else 3 only
- * when rank 0 carries the vision tower, so other folders stay readable by older builds. */
-static int write_version(int n_vision, int col_parts) { return col_parts ? 4 : n_vision ? 3 : 2; }
+/* The version a folder is written as: 5 only when some grouped q4_0 entry has its partial groups
+ * in the tail layout, else 4 only when some entry is in column parts, else 3 only when rank 0
+ * carries the vision tower, so other folders stay readable by older builds. */
+static int write_version(int n_vision, int col_parts, int q4_tail) { return q4_tail ? 5 : col_parts ? 4 : n_vision ? 3 : 2; }
 
 static void encode_header(uint8_t *h, int tp, int rank, int n, uint64_t file_size, uint64_t cfg_hash, int dtype, int version) {
     memset(h, 0, G4_ART_HEADER_BYTES);
@@ -183,6 +184,7 @@ typedef struct {
     g4_art_entry **ents;   /* [tp][n_specs], rank 0: then the nv vision entries */
     int nv;                /* vision tensors in rank 0's file (0: none) */
     int col_parts;         /* some entry is stored in column parts (format version 4) */
+    int q4_tail;           /* some grouped entry's partial groups are in the tail layout (version 5) */
     int64_t part_cols;     /* ... of at most this many columns */
     uint64_t *fsize;       /* [tp] */
     int *fds;              /* [tp] */
@@ -249,7 +251,7 @@ static int write_view(shard_ctx *c, int r, g4_art_entry *e, const g4_mat whole, 
             const size_t sb = g4_dtype_row_bytes(G4_DT_Q4_0, e->q4_group_cols);
             for (int64_t k = 0; k < m; k++)
                 for (int64_t col = 0; col < nc; col += e->q4_group_cols)
-                    g4_q4_0_group_row(g + (size_t)k * dst_rb + (size_t)(col / e->q4_group_cols) * sb, e->q4_group_cols / G4_Q4_BLOCK);
+                    g4_q4_0_group_row(g + (size_t)k * dst_rb + (size_t)(col / e->q4_group_cols) * sb, e->q4_group_cols / G4_Q4_BLOCK, c->q4_tail);
             out = g;
         }
         XXH3_64bits_update(st, out, bytes);
@@ -324,7 +326,7 @@ static json_t *build_manifest(shard_ctx *c, json_t *config, json_t *files) {
     const g4_shard_opts *o = c->o;
     json_t *m = json_object();
     json_object_set_new(m, "format", json_string("g4tp-artifact"));
-    json_object_set_new(m, "format_version", json_integer(write_version(c->nv, c->col_parts)));
+    json_object_set_new(m, "format_version", json_integer(write_version(c->nv, c->col_parts, c->q4_tail)));
     json_object_set_new(m, "tp", json_integer(o->tp));
     json_object_set_new(m, "dtype", json_string(o->dtype >= 0 ? g4_dtype_name(o->dtype) : "as-stored"));
     for (int i = 0; i < c->ck.n_specs; i++) /* informational: what the tied head was made */
@@ -333,6 +335,7 @@ static json_t *build_manifest(shard_ctx *c, json_t *config, json_t *files) {
     for (int r = 0; r < o->tp; r++)
         for (int i = 0; i < c->ck.n_specs; i++) q4 |= c->ents[r][i].dtype == G4_DT_Q4_0, grouped |= c->ents[r][i].q4_group_cols > 0;
     if (q4) json_object_set_new(m, "q4_layout", json_string(grouped ? "grouped" : "blocks"));
+    if (c->q4_tail) json_object_set_new(m, "q4_tail", json_true()); /* informational: version 5 */
     if (c->col_parts) json_object_set_new(m, "q4_rowpar_part_cols", json_integer(c->part_cols)); /* informational */
     json_object_set_new(m, "alignment", json_integer(G4_ART_ALIGN));
     json_object_set_new(m, "n_tensors", json_integer(c->ck.n_specs));
@@ -449,6 +452,8 @@ int g4_artifact_shard(const g4_shard_opts *o, g4_err *err) {
                 /* the avx512 set's decode reads wide row-parallel matrices in column parts */
                 e->col_parts = g4_q4_0_col_parts(cfg, &c.plans[r], s->kind, s->layer, nc, part_cols);
                 if (e->col_parts > 1) c.col_parts = 1, c.part_cols = part_cols;
+                /* partial groups in the tail layout (kernels.h), unless asked for the older one */
+                if (e->q4_group_cols && (e->q4_group_cols / G4_Q4_BLOCK) % 16 && !o->q4_tail_blocks) c.q4_tail = 1;
             }
             e->rows = nr;
             e->cols = nc;
@@ -524,7 +529,7 @@ int g4_artifact_shard(const g4_shard_opts *o, g4_err *err) {
         size_t hb = G4_ART_HEADER_BYTES + (size_t)nr_ents * G4_ART_ENTRY_BYTES;
         uint8_t *h = calloc(1, hb);
         if (!h) { rc = g4_err_set(err, G4_ENOMEM, "out of memory"); goto done; }
-        encode_header(h, T, r, nr_ents, c.fsize[r], cfg_hash, o->dtype, write_version(c.nv, c.col_parts));
+        encode_header(h, T, r, nr_ents, c.fsize[r], cfg_hash, o->dtype, write_version(c.nv, c.col_parts, c.q4_tail));
         for (int i = 0; i < nr_ents; i++) encode_entry(h + G4_ART_HEADER_BYTES + (size_t)i * G4_ART_ENTRY_BYTES, &c.ents[r][i]);
         char hx[17];
         hex64(XXH3_64bits(h, hb), hx);
@@ -628,6 +633,7 @@ static int open_rank(g4_artifact *a, int r, json_t *jr, uint64_t cfg_hash, int v
     const uint32_t ver = get32(d + 8);
     if (ver < G4_ART_VERSION_MIN || ver > G4_ART_VERSION)
         return g4_err_set(err, G4_EUNSUPPORTED, "%s: format version %u (this build reads %d to %d)", fp, ver, G4_ART_VERSION_MIN, G4_ART_VERSION);
+    R->version = (int)ver;
     if ((int)get32(d + 12) != a->tp || (int)get32(d + 16) != r)
         return g4_err_set(err, G4_EFORMAT, "%s: header says rank %u of TP %u, expected rank %d of TP %d", fp, get32(d + 16), get32(d + 12), r, a->tp);
     if ((int)get32(d + 20) != n + nv || get64(d + 24) != hb || (uint64_t)json_integer_value(jb) != hb || size < hb)
@@ -799,7 +805,7 @@ int g4_artifact_view(const g4_artifact *a, int rank, int idx, g4_mat *view, g4_e
     *view = (g4_mat){.data = a->ranks[rank].map.data + e->offset, .dtype = e->dtype, .rows = e->rows, .cols = e->cols,
                      .ld_bytes = (int64_t)g4_dtype_row_bytes(e->dtype, e->cols / parts),
                      .layout = e->q4_group_cols ? G4_Q4_GROUPED : 0, .layout_cols = e->q4_group_cols,
-                     .col_parts = parts > 1 ? parts : 0};
+                     .q4_tail = e->q4_group_cols && a->ranks[rank].version >= 5, .col_parts = parts > 1 ? parts : 0};
     return G4_OK;
 }
 

@@ -22,9 +22,11 @@
 #include "model/tensors.h"
 
 #define G4_ART_MAGIC "G4TPW001"
-#define G4_ART_VERSION 4     /* 2: q4_0 entries may be grouped (q4_group_cols); 3: rank 0 also holds the
+#define G4_ART_VERSION 5     /* 2: q4_0 entries may be grouped (q4_group_cols); 3: rank 0 also holds the
                               * vision tower (written only then); 4: grouped q4_0 row-parallel entries
-                              * may be in column parts (written only then); versions 1-3 still load */
+                              * may be in column parts (written only then); 5: grouped q4_0 entries'
+                              * partial groups are in the tail layout (kernels.h; written only then);
+                              * versions 1-4 still load */
 #define G4_ART_VERSION_MIN 1
 #define G4_ART_ALIGN 4096
 #define G4_ART_HEADER_BYTES 64   /* fixed header, then n_tensors table entries */
@@ -48,6 +50,7 @@ typedef struct g4_art_entry {
 typedef struct g4_art_rank {
     g4_mapfile map;            /* data == NULL: not opened (only_rank) */
     g4_art_entry *ents;        /* [n_specs], in tensor-table order */
+    int version;               /* the rank file's format version */
 } g4_art_rank;
 
 typedef struct g4_artifact {
@@ -73,6 +76,8 @@ typedef struct g4_shard_opts {
                                 * this layer does not depend on the kernel dispatcher */
     int64_t rowpar_part_cols;  /* grouped only: q4_0 o_proj / down_proj wider than this in column parts
                                 * (matconv.h g4_q4_0_col_parts); 0: G4_ROWPAR_PART_COLS, < 0: never */
+    int q4_tail_blocks;        /* grouped only: 1 keeps partial groups as blocks (a version <= 4 folder,
+                                * for older builds); 0: the tail layout (kernels.h), version 5 */
     int force;                 /* replace an existing out_dir (atomically) */
     int no_vision;             /* leave the checkpoint's vision tower out (a text-only folder) */
     /* called now and then with bytes written so far / in all (may be NULL) */

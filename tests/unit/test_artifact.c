@@ -429,6 +429,29 @@ static void test_q4_grouping(void **state) {
     json_decref(g);
 }
 
+/* tiny_default's golden prompt through folders a and b (TP 2; b with batches of 3 and its
+ * checksums verified) on every kernel set this CPU runs: the same logits bit for bit. */
+static void expect_same_logits(const char *a, const char *b, const char *what) {
+    int n, n_gen;
+    int32_t *ids, *want;
+    json_t *g = golden("tiny_default", &ids, &n, &want, &n_gen);
+    const char *isas[] = {"scalar", "avx2", "avx512"};
+    g4_err err = {0};
+    for (int k = 0; k < 3; k++) {
+        if (!g4_kernels_by_name(isas[k])) continue;
+        tu_run ra, rb;
+        assert_int_equal(tu_generate(&(g4_engine_opts){.tp = 2, .threads = 2, .model_dir = a, .isa = isas[k]}, ids, n, n_gen, &ra, &err), G4_OK);
+        assert_int_equal(tu_generate(&(g4_engine_opts){.tp = 2, .threads = 2, .max_batch = 3, .model_dir = b, .isa = isas[k], .verify = 1}, ids,
+                                     n, n_gen, &rb, &err), G4_OK);
+        if (memcmp(ra.logits, rb.logits, sizeof(float) * (size_t)ra.vocab * (size_t)n_gen)) fail_msg("%s: %s", isas[k], what);
+        tu_run_free(&ra);
+        tu_run_free(&rb);
+    }
+    free(ids);
+    free(want);
+    json_decref(g);
+}
+
 /* Format version 4: sharded grouped, q4_0 o_proj / down_proj wider than rowpar_part_cols are
  * stored in the column parts matconv.h's rule gives (here parts of one down_proj slice); they
  * give the logits of the version-2 folder bit for bit on every kernel set (on avx512 mapped in
@@ -439,7 +462,7 @@ static void test_q4_col_parts(void **state) {
     const char *v2 = tmp_sub("q4parts-v2"), *v4 = tmp_sub("q4parts-v4");
     g4_err err = {0};
     g4_shard_opts o = {.model_dir = tu_path("golden/tiny_default"), .out_dir = v2, .tp = 2, .dtype = G4_DT_Q4_0,
-                       .q4_layout = G4_SHARD_Q4_GROUPED, .rowpar_part_cols = -1, .force = 1, .no_vision = 1};
+                       .q4_layout = G4_SHARD_Q4_GROUPED, .rowpar_part_cols = -1, .q4_tail_blocks = 1, .force = 1, .no_vision = 1};
     assert_int_equal(g4_artifact_shard(&o, &err), G4_OK);
     g4_artifact *a;
     assert_int_equal(g4_artifact_open(v2, -1, 2, 0, &a, &err), G4_OK);
@@ -471,21 +494,7 @@ static void test_q4_col_parts(void **state) {
     print_message("%d entries in column parts (down_proj: %lld of %lld columns)\n", n_parted, (long long)seg, (long long)cols);
     assert_true(n_parted >= 2 * a->cfg.n_layers);
     g4_artifact_close(a);
-    int n, n_gen;
-    int32_t *ids, *want;
-    json_t *g = golden("tiny_default", &ids, &n, &want, &n_gen);
-    const char *isas[] = {"scalar", "avx2", "avx512"};
-    for (int k = 0; k < 3; k++) {
-        if (!g4_kernels_by_name(isas[k])) continue;
-        tu_run r2, r4;
-        assert_int_equal(tu_generate(&(g4_engine_opts){.tp = 2, .threads = 2, .model_dir = v2, .isa = isas[k]}, ids, n, n_gen, &r2, &err), G4_OK);
-        assert_int_equal(tu_generate(&(g4_engine_opts){.tp = 2, .threads = 2, .max_batch = 3, .model_dir = v4, .isa = isas[k], .verify = 1}, ids,
-                                     n, n_gen, &r4, &err), G4_OK);
-        if (memcmp(r2.logits, r4.logits, sizeof(float) * (size_t)r2.vocab * (size_t)n_gen))
-            fail_msg("%s: the logits of the column parts differ", isas[k]);
-        tu_run_free(&r2);
-        tu_run_free(&r4);
-    }
+    expect_same_logits(v2, v4, "the logits of the column parts differ");
     if (g4_kernels_by_name("avx512"))
         assert_int_equal(tu_copied_weight_bytes((g4_engine_opts){.tp = 2, .threads = 1, .model_dir = v4, .isa = "avx512"}), 0);
     /* forgeries: parts on a norm weight; parts that split a slice; parts in a version-3 file */
@@ -509,9 +518,47 @@ static void test_q4_col_parts(void **state) {
     assert_int_equal(open_err(v4, 2, 0, &err), G4_EFORMAT);
     print_message("parts in version 3: %s\n", err.msg);
     expect_msg(&err, "invalid column parts");
-    free(ids);
-    free(want);
-    json_decref(g);
+}
+
+/* Format version 5: grouped q4_0 entries' partial groups in the tail layout (kernels.h). Such a
+ * folder and one sharded with the older layout (q4_tail_blocks: version 2) give the same logits
+ * bit for bit on every kernel set, and on avx512 both are read in place (the kernels take either
+ * tail). Every q4_0 matrix of the tiny model ends in a partial group (64 or 128 columns). */
+static void test_q4_tails(void **state) {
+    (void)state;
+    const char *v5 = tmp_sub("q4tails-v5"), *old = tmp_sub("q4tails-old");
+    g4_err err = {0};
+    g4_shard_opts o = {.model_dir = tu_path("golden/tiny_default"), .out_dir = v5, .tp = 2, .dtype = G4_DT_Q4_0,
+                       .q4_layout = G4_SHARD_Q4_GROUPED, .force = 1, .no_vision = 1};
+    assert_int_equal(g4_artifact_shard(&o, &err), G4_OK);
+    o.out_dir = old;
+    o.q4_tail_blocks = 1;
+    assert_int_equal(g4_artifact_shard(&o, &err), G4_OK);
+    const char *dirs[2] = {v5, old};
+    const int want_ver[2] = {5, 2};
+    for (int d = 0; d < 2; d++) {
+        char mp[1100];
+        snprintf(mp, sizeof mp, "%s/manifest.json", dirs[d]);
+        json_t *m = tu_load_json(mp);
+        assert_int_equal(json_integer_value(json_object_get(m, "format_version")), want_ver[d]);
+        assert_int_equal(json_is_true(json_object_get(m, "q4_tail")), d == 0);
+        json_decref(m);
+        g4_artifact *a;
+        assert_int_equal(g4_artifact_open(dirs[d], -1, 2, 1, &a, &err), G4_OK);
+        int tails = 0;
+        for (int i = 0; i < a->n_specs; i++) {
+            g4_mat v;
+            assert_int_equal(g4_artifact_view(a, 1, i, &v, &err), G4_OK);
+            assert_int_equal(v.q4_tail, d == 0 && v.layout == G4_Q4_GROUPED);
+            tails += v.q4_tail && (v.layout_cols / G4_Q4_BLOCK) % 16;
+        }
+        if (d == 0) assert_true(tails >= 5 * a->cfg.n_layers);
+        g4_artifact_close(a);
+    }
+    expect_same_logits(old, v5, "the logits of the tail layout differ from the older folder's");
+    if (g4_kernels_by_name("avx512"))
+        for (int d = 0; d < 2; d++)
+            assert_int_equal(tu_copied_weight_bytes((g4_engine_opts){.tp = 2, .threads = 1, .model_dir = dirs[d], .isa = "avx512"}), 0);
 }
 
 int main(void) {
@@ -526,6 +573,7 @@ int main(void) {
         cmocka_unit_test(test_cancel_leaves_nothing),
         cmocka_unit_test(test_q4_grouping),
         cmocka_unit_test(test_q4_col_parts),
+        cmocka_unit_test(test_q4_tails),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -335,24 +335,27 @@ static void test_q4_prefill_blocking(void **state) {
 
 /* The grouped layout (kernels.h, G4_Q4_GROUPED): g4_q4_0_group_row puts every byte where the
  * layout says (scales of blk(L) as word L, level bytes 4j..4j+3 of blk(L) at 32 + 64 j + 4 L), leaves
- * a row's partial last group as blocks, and g4_q4_0_ungroup_row gives the row back; the avx512
- * matmul on the grouped matrix gives the bits of the plain one for every T (decode and the
- * prefill path), row range, VNNI on and off, and on column slices grouped as their own rows. */
+ * a row's partial last group as blocks or (tail) puts its n blocks' scales as words 0..n-1 and
+ * level bytes 4j..4j+3 of block b at 2n + 4nj + 4b, and g4_q4_0_ungroup_row gives the row back;
+ * the avx512 matmul on the grouped matrix gives the bits of the plain one for every T (decode
+ * and the prefill path), row range, VNNI on and off, and on column slices grouped as their own
+ * rows, with and without tails. */
 static void test_q4_grouped(void **state) {
     (void)state;
     assert_int_equal(g4_q4_0_layout_for(&g4_kernels_scalar), 0);
     const g4_kernels *k = g4_kernels_by_name("avx512");
     if (k) assert_int_equal(g4_q4_0_layout_for(k), G4_Q4_GROUPED);
-    const int64_t Ks[] = {32, 512, 544, 1056, 5376, 13312}, R = 7;
-    for (int ki = 0; ki < 6; ki++) {
-        const int64_t K = Ks[ki], nb = K / 32, rb = nb * 18;
+    const int64_t Ks[] = {32, 320, 512, 544, 960, 1056, 5376, 13312}, R = 7;
+    for (int ki = 0; ki < 16; ki++) { /* each K without and with tails */
+        const int tail = ki & 1;
+        const int64_t K = Ks[ki / 2], nb = K / 32, rb = nb * 18;
         const int T = 9;
         uint8_t *w = malloc((size_t)(R * rb)), *wg = malloc((size_t)(R * rb));
         float *x = malloc((size_t)(T * K) * 4), *y = malloc((size_t)(T * R) * 4), *yg = malloc((size_t)(T * R) * 4);
         for (int64_t i = 0; i < T * K; i++) x[i] = frand();
         for (int64_t r = 0; r < R; r++) g4_quantize_row_q4_0(x + (r % T) * K, (g4_block_q4_0 *)(w + r * rb), K);
         memcpy(wg, w, (size_t)(R * rb));
-        for (int64_t r = 0; r < R; r++) g4_q4_0_group_row(wg + r * rb, nb);
+        for (int64_t r = 0; r < R; r++) g4_q4_0_group_row(wg + r * rb, nb, tail);
         for (int64_t r = 0; r < R; r++) {
             const g4_block_q4_0 *b = (const g4_block_q4_0 *)(w + r * rb);
             const uint8_t *o = wg + r * rb;
@@ -362,12 +365,32 @@ static void test_q4_grouped(void **state) {
                     assert_memory_equal(o + 288 * g + 2 * L, &s->d, 2);
                     for (int j = 0; j < 16; j++) assert_int_equal(o[288 * g + 32 + 64 * (j / 4) + 4 * L + j % 4], s->qs[j]);
                 }
-            assert_memory_equal(o + 288 * (nb / 16), w + r * rb + 288 * (nb / 16), (size_t)(18 * (nb % 16) + 0));
+            const int64_t n = nb % 16;
+            if (!tail) assert_memory_equal(o + 288 * (nb / 16), w + r * rb + 288 * (nb / 16), (size_t)(18 * n + 0));
+            else
+                for (int64_t c = 0; c < n; c++) {
+                    const g4_block_q4_0 *s = &b[16 * (nb / 16) + c];
+                    const uint8_t *t0 = o + 288 * (nb / 16);
+                    assert_memory_equal(t0 + 2 * c, &s->d, 2);
+                    for (int j = 0; j < 16; j++) assert_int_equal(t0[2 * n + 4 * n * (j / 4) + 4 * c + j % 4], s->qs[j]);
+                }
+        }
+        { /* the lookup of a grouped row (the tied embedding) = the blocks' floats */
+            g4_mat Wl = {.data = wg, .dtype = G4_DT_Q4_0, .rows = R, .cols = K, .ld_bytes = rb, .layout = G4_Q4_GROUPED, .q4_tail = tail};
+            float *a = malloc((size_t)K * 4), *b = malloc((size_t)K * 4);
+            for (int64_t r = 0; r < R; r++) {
+                g4_mat_lookup_row(&g4_kernels_scalar, &Wl, r, a);
+                g4_kernels_scalar.row_to_f32(b, w + r * rb, G4_DT_Q4_0, K);
+                if (memcmp(a, b, (size_t)K * 4)) fail_msg("lookup of grouped K=%ld tail %d row %ld differs", (long)K, tail, (long)r);
+            }
+            free(a);
+            free(b);
         }
         if (k) {
             g4_mat W = {.data = w, .dtype = G4_DT_Q4_0, .rows = R, .cols = K, .ld_bytes = rb}, Wg = W;
             Wg.data = wg;
             Wg.layout = G4_Q4_GROUPED;
+            Wg.q4_tail = tail;
             const int saved = g4__avx512_vnni;
             for (int vnni = 0; vnni <= saved; vnni++) {
                 g4__avx512_vnni = vnni;
@@ -378,7 +401,7 @@ static void test_q4_grouped(void **state) {
                     k->matmul(&Wg, x, K, t, yg, R, 0, 1, NULL);
                     for (int i = 0; i < t; i++)
                         if (memcmp(y + i * R, yg + i * R, (size_t)R * 4))
-                            fail_msg("grouped K=%ld T=%d vnni=%d token %d: bits differ from the blocks", (long)K, t, vnni, i);
+                            fail_msg("grouped K=%ld tail %d T=%d vnni=%d token %d: bits differ from the blocks", (long)K, tail, t, vnni, i);
                 }
             }
             g4__avx512_vnni = saved;
@@ -386,29 +409,32 @@ static void test_q4_grouped(void **state) {
                 const int64_t c = (nb / 2) * 32, cb = c / 32 * 18;
                 memcpy(wg, w, (size_t)(R * rb));
                 for (int64_t r = 0; r < R; r++) {
-                    g4_q4_0_group_row(wg + r * rb, c / 32);
-                    g4_q4_0_group_row(wg + r * rb + cb, nb - c / 32);
+                    g4_q4_0_group_row(wg + r * rb, c / 32, tail);
+                    g4_q4_0_group_row(wg + r * rb + cb, nb - c / 32, tail);
                 }
                 for (int h = 0; h < 2; h++) {
                     const int64_t off = h ? cb : 0, cols = h ? K - c : c;
                     g4_mat S = {.data = w + off, .dtype = G4_DT_Q4_0, .rows = R, .cols = cols, .ld_bytes = rb}, Sg = S;
                     Sg.data = wg + off;
                     Sg.layout = G4_Q4_GROUPED;
+                    Sg.q4_tail = tail;
                     k->matmul(&S, x + (h ? c : 0), K, 3, y, R, 0, R, NULL);
                     k->matmul(&Sg, x + (h ? c : 0), K, 3, yg, R, 0, R, NULL);
                     if (memcmp(y, yg, (size_t)(3 * R) * 4)) fail_msg("grouped slice %d of K=%ld: bits differ", h, (long)K);
                 }
                 for (int64_t r = 0; r < R; r++) {
-                    g4_q4_0_ungroup_row(wg + r * rb, c / 32);
-                    g4_q4_0_ungroup_row(wg + r * rb + cb, nb - c / 32);
+                    g4_q4_0_ungroup_row(wg + r * rb, c / 32, tail);
+                    g4_q4_0_ungroup_row(wg + r * rb + cb, nb - c / 32, tail);
                 }
                 assert_memory_equal(wg, w, (size_t)(R * rb));
             }
         }
+        memcpy(wg, w, (size_t)(R * rb));
         for (int64_t r = 0; r < R; r++) {
-            g4_q4_0_group_row(w + r * rb, nb);
-            g4_q4_0_ungroup_row(w + r * rb, nb);
+            g4_q4_0_group_row(wg + r * rb, nb, tail);
+            g4_q4_0_ungroup_row(wg + r * rb, nb, tail);
         }
+        assert_memory_equal(wg, w, (size_t)(R * rb));
         free(w);
         free(wg);
         free(x);
@@ -418,7 +444,8 @@ static void test_q4_grouped(void **state) {
 }
 
 /* q4_matmul_slices (the row-parallel decode's walk): bitwise matmul_prepared of each slice alone,
- * grouped per slice or in llama.cpp's blocks, VNNI on and off, on a row range. */
+ * grouped per slice (partial groups as blocks or in the tail layout) or in llama.cpp's blocks,
+ * VNNI on and off, on a row range. */
 static void test_q4_slices(void **state) {
     (void)state;
     const g4_kernels *k = g4_kernels_by_name("avx512");
@@ -437,12 +464,16 @@ static void test_q4_slices(void **state) {
             for (int64_t i = 0; i < K; i++) row[i] = frand();
             g4_quantize_row_q4_0(row, (g4_block_q4_0 *)(w + r * rb), K);
         }
-        for (int grouped = 0; grouped <= 1; grouped++) {
+        for (int lay = 0; lay <= 2; lay++) {
+            const int grouped = lay > 0, tail = lay == 2;
             if (grouped)
                 for (int64_t r = 0; r < R; r++)
-                    for (int s = 0; s < ns; s++) g4_q4_0_group_row(w + r * rb + s * snb * 18, snb);
+                    for (int s = 0; s < ns; s++) {
+                        if (tail) g4_q4_0_ungroup_row(w + r * rb + s * snb * 18, snb, 0); /* blocks again */
+                        g4_q4_0_group_row(w + r * rb + s * snb * 18, snb, tail);
+                    }
             g4_mat W = {.data = w, .dtype = G4_DT_Q4_0, .rows = R, .cols = K, .ld_bytes = rb,
-                        .layout = grouped ? G4_Q4_GROUPED : 0, .layout_cols = grouped ? sc : 0};
+                        .layout = grouped ? G4_Q4_GROUPED : 0, .layout_cols = grouped ? sc : 0, .q4_tail = tail};
             g4_mat S0 = W;
             S0.cols = sc;
             const size_t stride = k->matmul_act_bytes(&S0, 1);
@@ -462,8 +493,8 @@ static void test_q4_slices(void **state) {
                 k->q4_matmul_slices(&W, sc, ns, act, stride, ys, R, 0, 4);
                 k->q4_matmul_slices(&W, sc, ns, act, stride, ys, R, 4, R);
                 if (memcmp(y, ys, (size_t)(ns * R) * 4))
-                    fail_msg("slices of %ld x %d, grouped %d, vnni %d: bits differ from each slice alone", (long)sc, ns,
-                             grouped, vnni);
+                    fail_msg("slices of %ld x %d, grouped %d tail %d, vnni %d: bits differ from each slice alone", (long)sc, ns,
+                             grouped, tail, vnni);
             }
             g4__avx512_vnni = saved;
             free(act);
@@ -498,13 +529,15 @@ static void test_q4_row_end(void **state) {
         float *x = malloc((size_t)(T * K) * 4), *y = malloc((size_t)(T * R) * 4), *yt = malloc((size_t)(T * R) * 4);
         for (int64_t i = 0; i < T * K; i++) x[i] = frand();
         for (int r = 0; r < R; r++) g4_quantize_row_q4_0(x + ((r + 3) % T) * K, (g4_block_q4_0 *)(tight + r * rb), K);
-        for (int grouped = 0; grouped <= 1; grouped++) {
+        for (int lay = 0; lay <= 2; lay++) {
+            const int grouped = lay > 0, tail = lay == 2;
             for (int r = 0; r < R; r++) {
-                if (grouped) g4_q4_0_group_row(tight + r * rb, nb);
+                if (tail) g4_q4_0_ungroup_row(tight + r * rb, nb, 0); /* blocks again */
+                if (grouped) g4_q4_0_group_row(tight + r * rb, nb, tail);
                 memcpy(w + r * ld, tight + r * rb, (size_t)rb);
             }
             g4_mat W = {.data = w, .dtype = G4_DT_Q4_0, .rows = R, .cols = K, .ld_bytes = ld,
-                        .layout = grouped ? G4_Q4_GROUPED : 0},
+                        .layout = grouped ? G4_Q4_GROUPED : 0, .q4_tail = tail},
                    Wt = W;
             Wt.data = tight;
             Wt.ld_bytes = rb;
@@ -516,8 +549,8 @@ static void test_q4_row_end(void **state) {
                     k->matmul(&W, x, K, ts[ti], y, R, 0, R, NULL);
                     for (int i = 0; i < ts[ti] * R; i++)
                         if (fbits(y[i]) != fbits(yt[i]) || !isfinite(y[i]))
-                            fail_msg("%ld blocks, grouped %d, vnni %d, T=%d: output %d is %g, packed tight %g", (long)nb,
-                                     grouped, vnni, ts[ti], i, y[i], yt[i]);
+                            fail_msg("%ld blocks, grouped %d tail %d, vnni %d, T=%d: output %d is %g, packed tight %g", (long)nb,
+                                     grouped, tail, vnni, ts[ti], i, y[i], yt[i]);
                 }
             }
             g4__avx512_vnni = saved;
