@@ -229,7 +229,7 @@ AI void q4_token2(const int vnni, const __m512i *W0, const __m512i *W1, __m512 d
 }
 
 /* Two rows of a grouped matrix for NT (2..4) tokens: the full groups two rows at a time, a
- * partial last group row by row through the block path. */
+ * partial last group row by row (its tail layout or blocks). */
 AI void q4_rows2_grouped(const int vnni, const int tail, const int NT, const g4_block_q4_0 *w0, const g4_block_q4_0 *w1, int64_t nb,
                          const q4_rec *r, float *const *out0, float *const *out1) {
     __m512 acc0[Q4_ROW_T], acc1[Q4_ROW_T];
