@@ -37,7 +37,7 @@ int main(int argc, char **argv) {
     }
     for (int64_t r = 0; r < R; r++) g4_quantize_row_q4_0(x + (r % 4) * K, (g4_block_q4_0 *)(w + r * rb), K);
     memcpy(wg, w, (size_t)(R * rb));
-    const int tail = !(getenv("G4_Q4_TAIL") && !strcmp(getenv("G4_Q4_TAIL"), "0")); /* as the engine */
+    const int tail = g4_q4_0_tail_default(); /* as the engine */
     for (int64_t r = 0; r < R; r++) g4_q4_0_group_row(wg + r * rb, nb, tail);
     g4_mat W = {.data = w, .dtype = G4_DT_Q4_0, .rows = R, .cols = K, .ld_bytes = rb};
     g4_mat Wg = W;

@@ -261,7 +261,7 @@ static int stream(const g4_kernels *k, int ns) {
 int main(int argc, char **argv) {
     const char *isa = getenv("G4_ISA") ? getenv("G4_ISA") : "avx512"; /* prefill bf16 also runs on avx2 */
     const g4_kernels *k = g4_kernels_by_name(isa);
-    q4_tail = !(getenv("G4_Q4_TAIL") && !strcmp(getenv("G4_Q4_TAIL"), "0"));
+    q4_tail = g4_q4_0_tail_default();
     if (argc == 3 && !strcmp(argv[1], "stream")) {
         const int ns = atoi(argv[2]);
         if (ns < 1 || ns > 64) return fprintf(stderr, "usage: bench_q4_tiles stream NSLICES (1..64)\n"), 2;

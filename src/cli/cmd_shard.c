@@ -118,8 +118,7 @@ int cmd_shard(int argc, char **argv) {
     const char *pc = getenv("G4_ROWPAR_PART_COLS");
     if (pc) o.rowpar_part_cols = atoll(pc) > 0 ? atoll(pc) : -1;
     /* as the engine: G4_Q4_TAIL=0 partial groups as blocks (a folder older builds read) */
-    const char *qt = getenv("G4_Q4_TAIL");
-    o.q4_tail_blocks = qt && !strcmp(qt, "0");
+    o.q4_tail_blocks = !g4_q4_0_tail_default();
     bar b = {.t0 = now_s(), .verbose = verbose};
     o.progress_ud = &b;
     o.report = report;

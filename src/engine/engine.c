@@ -294,8 +294,7 @@ static int rank_init(g4_engine *e, rank_state *rs, int rank, g4_comm *comm, g4_d
      * An artifact sharded in that layout stays in the map. */
     const char *q4l = getenv("G4_Q4_LAYOUT");
     const int q4_layout = q4l && !strcmp(q4l, "blocks") ? 0 : g4_q4_0_layout_for(e->K);
-    const char *q4t = getenv("G4_Q4_TAIL");
-    if ((rc = g4_weights_set_q4_layout(&rs->w, e->cfg, &rs->plan, q4_layout, !(q4t && !strcmp(q4t, "0")), err))) return rc;
+    if ((rc = g4_weights_set_q4_layout(&rs->w, e->cfg, &rs->plan, q4_layout, g4_q4_0_tail_default(), err))) return rc;
     /* q4_0 row-parallel matrices wider than G4_ROWPAR_PART_COLS (default 10752, 0 = never) in
      * column parts, where the set walks rows through their slices (same bits) */
     const char *pc = getenv("G4_ROWPAR_PART_COLS");

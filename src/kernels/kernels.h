@@ -186,6 +186,9 @@ extern const g4_kernels g4_kernels_avx512;
  * partial group too), and back. */
 void g4_q4_0_group_row(void *row, int64_t nb, int tail);
 void g4_q4_0_ungroup_row(void *row, int64_t nb, int tail);
+/* Whether grouped rows get tails: 1 unless the environment says G4_Q4_TAIL=0 (the one reading of
+ * it for the engine, g4tp shard and the benchmarks). */
+int g4_q4_0_tail_default(void);
 /* Row r of W as floats (dst: W->cols), in either q4_0 layout (grouped: by its layout_cols
  * segments): the embedding lookup of a tied head whose matrix the head's matmul reads grouped,
  * and dequantizing a grouped matrix. The bits of K->row_to_f32 on the blocks. */

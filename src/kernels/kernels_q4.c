@@ -3,6 +3,7 @@
  * Portable C, no ISA flags. */
 #include "kernels/kernels.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* The grouped layout (kernels.h): blk(L) is the lane order of the avx512 loop. */
@@ -73,6 +74,11 @@ void g4_mat_lookup_row(const g4_kernels *K, const g4_mat *W, int64_t r, float *d
             else if (W->q4_tail) ungroup_tail(q, (int)n);
             K->row_to_f32(dst + b0 * G4_Q4_BLOCK, q, G4_DT_Q4_0, n * G4_Q4_BLOCK);
         }
+}
+
+int g4_q4_0_tail_default(void) {
+    const char *v = getenv("G4_Q4_TAIL");
+    return !(v && !strcmp(v, "0"));
 }
 
 int g4_q4_0_layout_for(const g4_kernels *k) { return k ? k->q4_0_layout : 0; }
