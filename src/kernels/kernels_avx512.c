@@ -19,6 +19,7 @@
 #include "kernels/kernels.h"
 #include "kernels/kernels_avx512.h"
 #include "kernels/kernels_internal.h"
+#include "kernels/kernels_rowlanes_avx512.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -344,19 +345,6 @@ static float dot_q8_bw(const g4_block_q8_0 *w, const int8_t *xq, const float *xd
  * directly in its lane: sum (x+128)*w - 128*sum w, both exact. */
 static const int q8_dw[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 
-static void q8_prepare_vnni(char *rec, int64_t K) {
-    const int64_t ngroups = g4__q8_act_nb_pad(K) / 16;
-    int8_t tmp[512];
-    for (int64_t g = 0; g < ngroups; g++) {
-        int8_t *q = (int8_t *)rec + g * 512;
-        memcpy(tmp, q, 512);
-        for (int j = 0; j < 8; j++)
-            for (int L = 0; L < 16; L++)
-                for (int b = 0; b < 4; b++)
-                    q[j * 64 + L * 4 + b] = (int8_t)(tmp[L * 32 + q8_dw[j] * 4 + b] ^ 0x80);
-    }
-}
-
 /* 16 blocks -> 8 vectors, lane L = block L, vector j = dword q8_dw[j] of each block. */
 AI void q8_wt(const g4_block_q8_0 *w, __m512i *v) {
     __m512i P[8], A[4], B[4];
@@ -451,151 +439,51 @@ static float dot_q8_t1(const g4_block_q8_0 *w, const char *rec, int64_t qsb, int
     return hsum16(acc);
 }
 
-/* A weight row prepared once for all its token tiles (T > 1): per group of 16 blocks the 8
- * transposed vectors (q8_wt), 128 * sum w per block and the 16 scales as fp32 — 640 bytes.
- * Transposing per 4-token tile instead redid the same shuffles T/4 times per row. */
-enum { Q8_PRE_GROUP = 640 };
-
-AI void q8_pre_group(const g4_block_q8_0 *w, char *pre) {
+/* Prefill (T > Q8_ROW_T, VNNI): kernels_rowlanes_avx512.h, 16 rows in the lanes of a vector. Its
+ * panel of rows [r, re) (at most 32; missing rows zero): class L (block L of a group), group g at
+ * (L * ng + g) * RL_PG_Q8: rows 16 rv + i in lane i of vector rv * 8 + j (dword q8_dw[j] of the
+ * block, signed), d_w at 1024 + 64 rv, -128 sum w at 1152 + 64 rv (the integer sum starts there:
+ * sum (x + 128) w - 128 sum w = sum x w, exact); each row's group transposed by q8_wt (lane =
+ * block), then 16 rows at a time 16 x 16. A partial last group reads as zero blocks (q8_tail). */
+static void q8_cm_panel(const g4_mat *W, int64_t r, int64_t re, char *panel) {
+    const int64_t nb = W->cols / G4_Q8_BLOCK, ng = (nb + 15) / 16;
     const __m512i ones = _mm512_set1_epi8(1);
-    __m512i v[8];
-    q8_wt(w, v);
-    __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; j += 2) {
-        s0 = _mm512_dpbusd_epi32(s0, ones, v[j]);
-        s1 = _mm512_dpbusd_epi32(s1, ones, v[j + 1]);
-    }
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; j++) _mm512_store_si512((__m512i *)pre + j, v[j]);
-    _mm512_store_si512((__m512i *)pre + 8, _mm512_slli_epi32(_mm512_add_epi32(s0, s1), 7)); /* 128 * sum w */
-    _mm512_store_ps((float *)((__m512i *)pre + 9), q8_scales(w));
-}
-
-static void q8_pre_row(const g4_block_q8_0 *w, int64_t nb, char *pre) {
-    int64_t g = 0;
-    for (; g + 16 <= nb; g += 16) q8_pre_group(w + g, pre + g / 16 * Q8_PRE_GROUP);
-    if (g < nb) {
-        g4_block_q8_0 tmp[16];
-        q8_pre_group(q8_tail(w, nb, tmp), pre + g / 16 * Q8_PRE_GROUP);
-    }
-}
-
-/* One prepared group of one weight row times NT prepared tokens. */
-AI void q8_group_vnni(const int NT, const char *pre, const char *const *rec, int64_t g,
-                      int64_t qsb, __m512 *acc) {
-    __m512i v[8];
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; j++) v[j] = _mm512_load_si512((const __m512i *)pre + j);
-    const __m512i corr = _mm512_load_si512((const __m512i *)pre + 8);
-    const __m512 dw = _mm512_load_ps((const float *)((const __m512i *)pre + 9));
-#pragma GCC unroll 4
-    for (int t = 0; t < NT; t++) {
-        const __m512i *xu = (const __m512i *)(rec[t] + g * 32);
-        __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; j += 2) {
-            a0 = _mm512_dpbusd_epi32(a0, _mm512_load_si512(xu + j), v[j]);
-            a1 = _mm512_dpbusd_epi32(a1, _mm512_load_si512(xu + j + 1), v[j + 1]);
-        }
-        __m512 isum = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_add_epi32(a0, a1), corr));
-        __m512 d = _mm512_mul_ps(dw, _mm512_loadu_ps((const float *)(rec[t] + qsb) + g));
-        acc[t] = _mm512_fmadd_ps(isum, d, acc[t]);
-    }
-}
-
-AI void q8_row_vnni(const int NT, const char *pre, int64_t nb, const char *const *rec,
-                    int64_t qsb, float *const *out) {
-    __m512 acc[4];
-#pragma GCC unroll 4
-    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
-    for (int64_t g = 0; g < nb; g += 16) q8_group_vnni(NT, pre + g / 16 * Q8_PRE_GROUP, rec, g, qsb, acc);
-#pragma GCC unroll 4
-    for (int t = 0; t < NT; t++) *out[t] = hsum16(acc[t]);
-}
-
-/* NR prepared rows (pre + i * prow) x NT prepared tokens over all ng groups: register tiles that
- * serve each weight vector to NT tokens and each activation vector to NR rows (the one-row path
- * re-read every token's activations for every row). Per lane the integers, the correction and
- * the fma per group are q8_group_vnni's (integer sums are exact in any order), so the bits are.
- * 4 x 3: 12 integer and 12 float accumulators, 3 activation vectors and one weight vector in the
- * 32 registers. Each weight vector is pinned to a register (the empty asm): left alone, gcc folds
- * its load into every vpdpbusd that uses it, one load per token, and the tile was load-bound on
- * Zen 5 (~1.1 512-bit loads a cycle): 4 x 2 folded 350, 4 x 2 pinned 405, 4 x 3 pinned 415 GOP/s
- * (bench_q4_tiles prefill 10752 5376 128 q8, 2026-12-06). */
-enum { Q8_MR = 4, Q8_NT = 3 };
-AI void q8_tile_vnni(const int NR, const int NT, const char *pre, int64_t prow, const char *const *rec, int64_t g0,
-                     int64_t g1, int64_t qsb, float *park, int first, int last, float *y, int64_t ldy) {
-    __m512 acc[Q8_MR][Q8_NT];
-#pragma GCC unroll 4
-    for (int i = 0; i < NR; i++)
-#pragma GCC unroll 4
-        for (int t = 0; t < NT; t++) acc[i][t] = first ? _mm512_setzero_ps() : _mm512_load_ps(park + (t * Q8_MR + i) * 16);
-    for (int64_t gi = g0; gi < g1; gi++) {
-        __m512i a[Q8_MR][Q8_NT];
-#pragma GCC unroll 4
-        for (int i = 0; i < NR; i++)
-#pragma GCC unroll 4
-            for (int t = 0; t < NT; t++) a[i][t] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; j++) {
-            __m512i xv[Q8_NT];
-#pragma GCC unroll 4
-            for (int t = 0; t < NT; t++) xv[t] = _mm512_load_si512((const __m512i *)(rec[t] + gi * 16 * 32) + j);
-#pragma GCC unroll 4
-            for (int i = 0; i < NR; i++) {
-                __m512i wv = _mm512_load_si512((const __m512i *)(pre + i * prow + gi * Q8_PRE_GROUP) + j);
-                __asm__("" : "+v"(wv)); /* in a register: one load, not one per token */
-#pragma GCC unroll 4
-                for (int t = 0; t < NT; t++) a[i][t] = _mm512_dpbusd_epi32(a[i][t], xv[t], wv);
+    for (int64_t g = 0; g < ng; g++)
+        for (int rv = 0; rv < 2; rv++) {
+            __m512i V[10][16];
+            for (int i = 0; i < 16; i++) {
+                const int64_t row = r + 16 * rv + i;
+                if (row >= re) {
+                    for (int j = 0; j < 10; j++) V[j][i] = _mm512_setzero_si512();
+                    continue;
+                }
+                const g4_block_q8_0 *w = (const g4_block_q8_0 *)((const char *)W->data + row * W->ld_bytes) + 16 * g;
+                g4_block_q8_0 tmp[16];
+                if (nb - 16 * g < 16) w = q8_tail(w - 16 * g, nb, tmp);
+                __m512i v[8];
+                q8_wt(w, v);
+                __m512i sw = _mm512_setzero_si512();
+                for (int j = 0; j < 8; j++) {
+                    V[j][i] = v[j];
+                    sw = _mm512_dpbusd_epi32(sw, ones, v[j]);
+                }
+                V[8][i] = _mm512_castps_si512(q8_scales(w));
+                V[9][i] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sw, 7));
+            }
+            for (int j = 0; j < 10; j++) rl_transpose16(V[j]);
+            for (int L = 0; L < 16; L++) {
+                char *p = panel + (L * ng + g) * RL_PG_Q8;
+                for (int j = 0; j < 8; j++) _mm512_store_si512((__m512i *)(p + rv * 512) + j, V[j][L]);
+                _mm512_store_si512((__m512i *)(p + 1024) + rv, V[8][L]);
+                _mm512_store_si512((__m512i *)(p + 1152) + rv, V[9][L]);
             }
         }
-#pragma GCC unroll 4
-        for (int i = 0; i < NR; i++) {
-            const char *pg = pre + i * prow + gi * Q8_PRE_GROUP;
-            const __m512i corr = _mm512_load_si512((const __m512i *)pg + 8);
-            const __m512 dw = _mm512_load_ps((const float *)((const __m512i *)pg + 9));
-#pragma GCC unroll 4
-            for (int t = 0; t < NT; t++) {
-                const __m512 isum = _mm512_cvtepi32_ps(_mm512_sub_epi32(a[i][t], corr));
-                const __m512 d = _mm512_mul_ps(dw, _mm512_loadu_ps((const float *)(rec[t] + qsb) + gi * 16));
-                acc[i][t] = _mm512_fmadd_ps(isum, d, acc[i][t]);
-            }
-        }
-    }
-#pragma GCC unroll 4
-    for (int i = 0; i < NR; i++)
-#pragma GCC unroll 4
-        for (int t = 0; t < NT; t++) {
-            if (last) y[t * ldy + i] = hsum16(acc[i][t]);
-            else _mm512_store_ps(park + (t * Q8_MR + i) * 16, acc[i][t]);
-        }
 }
 
-typedef void (*q8_tile_fn)(const char *, int64_t, const char *const *, int64_t, int64_t, int64_t, float *, int, int,
-                           float *, int64_t);
-#define Q8_TILE(nr, nt)                                                                                             \
-    static void q8_tile_##nr##_##nt(const char *pre, int64_t prow, const char *const *rec, int64_t g0, int64_t g1,     \
-                                    int64_t qsb, float *park, int first, int last, float *y, int64_t ldy) {         \
-        q8_tile_vnni(nr, nt, pre, prow, rec, g0, g1, qsb, park, first, last, y, ldy);                               \
-    }
-Q8_TILE(1, 1) Q8_TILE(1, 2) Q8_TILE(1, 3) Q8_TILE(2, 1) Q8_TILE(2, 2) Q8_TILE(2, 3)
-Q8_TILE(3, 1) Q8_TILE(3, 2) Q8_TILE(3, 3) Q8_TILE(4, 1) Q8_TILE(4, 2) Q8_TILE(4, 3)
-static const q8_tile_fn q8_tiles[4][3] = {{q8_tile_1_1, q8_tile_1_2, q8_tile_1_3}, {q8_tile_2_1, q8_tile_2_2, q8_tile_2_3},
-                                          {q8_tile_3_1, q8_tile_3_2, q8_tile_3_3}, {q8_tile_4_1, q8_tile_4_2, q8_tile_4_3}};
-/* Blocking of the tiled path: Q8_TR rows prepared at a time (the whole K, in L2), tokens in blocks
- * of Q8_TB (one block for the engine's 128-token prefill steps: each block prepares every row
- * again, and a 96 + 32 split cost 7-10 %), groups in chunks of Q8_KC, the tile's float sums parked
- * between chunks (the same order, so the same bits), so that a chunk of the prepared rows (20 KB)
- * stays in L1 and the block's records of a chunk (297 KB at 129 tokens) in L2. Unchunked, a
- * 21504-wide down_proj ran at 280 GOP/s against 420 at 5376 columns: 4 prepared rows are 107 KB. */
-#ifndef Q8_KC
-#define Q8_KC 4
-#endif
-enum { Q8_TR = Q8_MR, Q8_TB = 129, Q8_KC_WHOLE = 12 };
+static const int32_t q8_cls[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 
 /* Up to this many tokens the VNNI path takes the T = 1 dot once per token and row (the row
- * stays in L1 after the first); beyond, transposing each row once for all tokens pays. */
+ * stays in L1 after the first); beyond, the rows-in-lanes prefill. */
 #ifndef Q8_ROW_T
 #define Q8_ROW_T 4
 #endif
@@ -605,13 +493,33 @@ static size_t q8_act_bytes(const g4_mat *W, int T) {
 }
 
 /* Quantized, then arranged for the path matmul_q8_prepared takes for this T (VNNI: pairs for
- * T <= Q8_ROW_T, transposed groups beyond). */
+ * T <= Q8_ROW_T, else class-major in blocks of RL_TB tokens, x + 128 as u8: dword q8_dw[j] of
+ * block L of group g at x[L][g][j][token], d_x at d[L][g][token]). Quantizing a group of 512
+ * values alone gives the bytes of quantizing the token (per-block scales, zero padding). */
 static void q8_prepare(const g4_mat *W, const float *x, int64_t ldx, int T, void *act) {
-    const int64_t K = W->cols, qstride = g4__q8_act_stride(K);
+    const int64_t K = W->cols, qstride = g4__q8_act_stride(K), ng = g4__q8_act_nb_pad(K) / 16;
     char *xq = act;
+    if (!g4__avx512_vnni || T <= Q8_ROW_T) {
+        for (int t = 0; t < T; t++) {
+            g4__q8_quantize_act_avx512(x + t * ldx, K, xq + t * qstride);
+            if (g4__avx512_vnni) q8_prepare_pairs(xq + t * qstride, K);
+        }
+        return;
+    }
+    const __m512i lane8 = _mm512_slli_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), 3);
     for (int t = 0; t < T; t++) {
-        g4__q8_quantize_act_avx512(x + t * ldx, K, xq + t * qstride);
-        if (g4__avx512_vnni) (T <= Q8_ROW_T ? q8_prepare_pairs : q8_prepare_vnni)(xq + t * qstride, K);
+        const int t0 = t / RL_TB * RL_TB;
+        const int64_t n = T - t0 < RL_TB ? T - t0 : RL_TB, tt = t - t0;
+        const rl_block cb = rl_block_at(act, qstride, ng, t0, n);
+        for (int64_t g = 0; g < ng; g++) {
+            _Alignas(64) int8_t tmp[512 + 64];
+            g4__q8_quantize_act_avx512(x + t * ldx + 512 * g, K - 512 * g < 512 ? K - 512 * g : 512, tmp);
+            for (int j = 0; j < 8; j++) {
+                const __m512i xv = _mm512_i32gather_epi32(_mm512_add_epi32(lane8, _mm512_set1_epi32(q8_dw[j])), (const void *)tmp, 4);
+                _mm512_i32scatter_epi32((void *)cb.x, rl_x_index(ng, n, g, j, tt), _mm512_xor_si512(xv, _mm512_set1_epi8((char)0x80)), 4);
+            }
+            _mm512_i32scatter_ps((void *)cb.d, rl_d_index(ng, n, g, tt), _mm512_load_ps((const float *)(tmp + 512)), 4);
+        }
     }
 }
 
@@ -620,62 +528,21 @@ static void matmul_q8_prepared(const g4_mat *W, const void *act, int T, float *y
     const int64_t K = W->cols, nb = K / G4_Q8_BLOCK, qstride = g4__q8_act_stride(K);
     const int64_t qsb = g4__q8_act_qs_bytes(K);
     const char *xq = act;
-    const int vnni = g4__avx512_vnni;
-    if (vnni && T <= Q8_ROW_T) { /* a row streams in for the first token, the others find it in L1 */
+    if (g4__avx512_vnni && T <= Q8_ROW_T) { /* a row streams in for the first token, the others find it in L1 */
         for (int64_t r = r0; r < r1; r++)
             for (int t = 0; t < T; t++)
                 y[t * ldy + r] = dot_q8_t1((const void *)((const char *)W->data + r * W->ld_bytes), xq + t * qstride, qsb, nb);
         return;
     }
-    char *pre = vnni ? g4__align64(scratch) : NULL; /* Q8_TR prepared weight rows, then the parked sums */
-    if (vnni) {
-        const int64_t ng = (nb + 15) / 16, prow = ng * Q8_PRE_GROUP;
-        float *park = (float *)(pre + Q8_TR * prow);
-        const int64_t kc = ng <= Q8_KC_WHOLE ? ng : Q8_KC;
-        for (int t0 = 0; t0 < T; t0 += Q8_TB) {
-            const int tb = T - t0 < Q8_TB ? T - t0 : Q8_TB;
-            for (int64_t r = r0; r < r1; r += Q8_TR) {
-                const int nr = r1 - r < Q8_TR ? (int)(r1 - r) : Q8_TR;
-                for (int i = 0; i < nr; i++)
-                    q8_pre_row((const void *)((const char *)W->data + (r + i) * W->ld_bytes), nb, pre + i * prow);
-                for (int64_t g0 = 0; g0 < ng; g0 += kc) {
-                    const int64_t g1 = g0 + kc < ng ? g0 + kc : ng;
-                    for (int t = t0; t < t0 + tb; t += Q8_NT) {
-                        const int nt = t0 + tb - t < Q8_NT ? t0 + tb - t : Q8_NT;
-                        const char *rec[Q8_NT];
-                        for (int j = 0; j < Q8_NT; j++) rec[j] = xq + (t + (j < nt ? j : nt - 1)) * qstride;
-                        q8_tiles[nr - 1][nt - 1](pre, prow, rec, g0, g1, qsb, park + (t - t0) * Q8_MR * 16, g0 == 0,
-                                                 g1 == ng, y + t * ldy + r, ldy);
-                    }
-                }
-            }
-        }
+    if (g4__avx512_vnni) {
+        rl_prefill(1, 1, W, q8_cm_panel, q8_cls, act, qstride, T, y, ldy, r0, r1, scratch);
         return;
     }
     for (int64_t r = r0; r < r1; r++) {
         const g4_block_q8_0 *row = (const void *)((const char *)W->data + r * W->ld_bytes);
-        if (vnni) {
-            q8_pre_row(row, nb, pre);
-            for (int t = 0; t < T; t += 4) {
-                const char *rec[4];
-                float *out[4];
-                const int nt = T - t < 4 ? T - t : 4;
-                for (int j = 0; j < nt; j++) {
-                    rec[j] = xq + (t + j) * qstride;
-                    out[j] = y + (t + j) * ldy + r;
-                }
-                switch (nt) {
-                case 4: q8_row_vnni(4, pre, nb, rec, qsb, out); break;
-                case 3: q8_row_vnni(3, pre, nb, rec, qsb, out); break;
-                case 2: q8_row_vnni(2, pre, nb, rec, qsb, out); break;
-                default: q8_row_vnni(1, pre, nb, rec, qsb, out); break;
-                }
-            }
-        } else {
-            for (int t = 0; t < T; t++) {
-                const char *rec = xq + t * qstride;
-                y[t * ldy + r] = dot_q8_bw(row, (const int8_t *)rec, (const float *)(rec + qsb), nb);
-            }
+        for (int t = 0; t < T; t++) {
+            const char *rec = xq + t * qstride;
+            y[t * ldy + r] = dot_q8_bw(row, (const int8_t *)rec, (const float *)(rec + qsb), nb);
         }
     }
 }
@@ -687,10 +554,9 @@ static void matmul_q8(const g4_mat *W, const float *x, int64_t ldx, int T, float
     matmul_q8_prepared(W, xq, T, y, ldy, r0, r1, xq + q8_act_bytes(W, T)); /* 64-aligned */
 }
 
-/* + Q8_TR prepared weight rows (q8_pre_row) and a token block's parked sums for T > 1 */
+/* + the rows-in-lanes prefill's panel and parked sums for T > Q8_ROW_T */
 static size_t q8_scratch_bytes(const g4_mat *W, int T) {
-    return q8_act_bytes(W, T) + 64 +
-           (T > 1 ? (size_t)Q8_TR * (size_t)((W->cols / G4_Q8_BLOCK + 15) / 16) * Q8_PRE_GROUP + (size_t)Q8_TB * Q8_MR * 64 : 0);
+    return q8_act_bytes(W, T) + 64 + (T > Q8_ROW_T ? rl_scratch_bytes((W->cols / G4_Q8_BLOCK + 15) / 16, 1) : 0);
 }
 
 /* the quantized dtypes' matmuls (kernels_internal.h g4__qmm): q8_0 here, q4_0 in kernels_q4_avx512.c */

@@ -18,6 +18,7 @@
 #include "kernels/kernels.h"
 #include "kernels/kernels_avx512.h"
 #include "kernels/kernels_internal.h"
+#include "kernels/kernels_rowlanes_avx512.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -271,67 +272,11 @@ AI void q4_rows2_grouped(const int vnni, const int tail, const int NT, const g4_
     }
 }
 
-/* Prefill (T > Q4_ROW_T): 16 rows in the lanes of a vector, each token's activation dword
- * broadcast. On this Zen 5 host one thread sustains ~1.1 512-bit loads a cycle, which bounded the
- * earlier tiles (4 rows x 2 tokens, each lane a block: 51 vector loads per 64 vpdpbusd, ~48 % of
- * the int8 probe alone); here a step of the 2 x 16-row x 6-token tile loads 2 weight vectors and 6
- * broadcast dwords for 12 vpdpbusd (a micro benchmark of the loop: 75 % of the probe).
- *
- * The bits stay those of the lane order (file comment): lane L of a row's accumulator sums block
- * blk(L) of every group, in group order, then hsum16. Here that lane is class L, a sweep of its
- * own: for class L the tile walks block blk(L) of each group (the same integers, the same
- * fma(float(isum), d_w * d_x, acc) per group, in order), parks its 16-row vector of sums, and after
- * all 16 classes hsum16's tree adds the parked vectors lane by lane. A class whose block is past
- * the row's end in the last group skips that group (the lane order's zero block leaves the sum
- * as it is: fma(0, 0, acc) = acc, acc never -0).
- *
- * The activations for T > Q4_ROW_T are prepared class-major (g4__q4_prepare_avx512) in blocks of
- * Q4_CM_TB tokens: int32 x[L][g][j][n] (dword j of block blk(L) of group g, n tokens side by
- * side), then float d[L][g][n], int32 s[L][g][n] (-8 sum x): the same bytes per token as the
- * per-token records. The weights of 32 rows are unpacked once per call into a panel (per class and
- * group: 2 x 8 vectors of 16 rows' level dwords, true levels 0..15, then 2 vectors of d_w), which
- * every token block then sweeps; loop: row block -> token block -> class -> token tile -> group. */
-#ifndef Q4_CM_TB
-#define Q4_CM_TB 48
-#endif
-enum { Q4_CM_NT = 6, Q4_CM_ROWS = 32, Q4_CM_PG = 2 * 8 * 64 + 2 * 64 }; /* panel bytes per class and group */
-
-/* 16 x 16 dwords: m[i] lane L -> m[L] lane i. */
-AI void transpose16(__m512i *m) {
-    __m512i t[16];
-#pragma GCC unroll 8
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_epi32(m[i], m[i + 1]);
-        t[i + 1] = _mm512_unpackhi_epi32(m[i], m[i + 1]);
-    }
-#pragma GCC unroll 4
-    for (int i = 0; i < 16; i += 4) {
-        m[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-        m[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-        m[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-        m[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-    }
-    /* m[4a + b] lane 4c + d (128-bit lane c) = input row 4a + d's dword 4c + b */
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; i++) {
-        const int a = i / 4 * 8 + i % 4; /* rows 4a' of pairs (0,4) (1,5) (2,6) (3,7) ... */
-        t[2 * i] = _mm512_shuffle_i32x4(m[a], m[a + 4], 0x88);
-        t[2 * i + 1] = _mm512_shuffle_i32x4(m[a], m[a + 4], 0xdd);
-    }
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) {
-        const int b = i; /* dword b of each 4-group */
-        m[b] = _mm512_shuffle_i32x4(t[2 * b], t[2 * b + 8], 0x88);
-        m[b + 8] = _mm512_shuffle_i32x4(t[2 * b], t[2 * b + 8], 0xdd);
-        m[b + 4] = _mm512_shuffle_i32x4(t[2 * b + 1], t[2 * b + 9], 0x88);
-        m[b + 12] = _mm512_shuffle_i32x4(t[2 * b + 1], t[2 * b + 9], 0xdd);
-    }
-}
-
-/* Panel of rows [r, r1) (at most 32; missing rows zero): class L, group g at
- * (L * ng + g) * Q4_CM_PG: rows 16 rv + i in lane i of vector rv * 8 + j (dword j of block
- * blk(L): j < 4 the low nibbles of level bytes 4j.., j >= 4 the high nibbles of 4(j-4)..), then
- * d_w of rows rv * 16 + i at 1024 + 64 rv. */
+/* Prefill (T > Q4_ROW_T): kernels_rowlanes_avx512.h, 16 rows in the lanes of a vector. Its panel
+ * of rows [r, r1) (at most 32; missing rows zero): class L, group g at (L * ng + g) * RL_PG_Q4:
+ * rows 16 rv + i in lane i of vector rv * 8 + j (dword j of block blk(L): j < 4 the low nibbles of
+ * level bytes 4j.., j >= 4 the high nibbles of 4(j-4)..: true levels), then d_w of rows 16 rv + i
+ * at 1024 + 64 rv; the rows' levels and scales in lane order (q4_load_*), transposed 16 x 16. */
 static void q4_cm_panel(const g4_mat *W, int64_t r, int64_t r1, char *panel) {
     const int64_t nb = W->cols / G4_Q4_BLOCK, ng = (nb + 15) / 16;
     const int grouped = W->layout == G4_Q4_GROUPED, tail = grouped && W->q4_tail;
@@ -353,9 +298,9 @@ static void q4_cm_panel(const g4_mat *W, int64_t r, int64_t r1, char *panel) {
                     for (int j = 0; j < 4; j++) V[j][i] = _mm512_setzero_si512();
                 V[4][i] = _mm512_castps_si512(dw);
             }
-            for (int j = 0; j < 5; j++) transpose16(V[j]);
+            for (int j = 0; j < 5; j++) rl_transpose16(V[j]);
             for (int L = 0; L < 16; L++) {
-                char *p = panel + (L * ng + g) * Q4_CM_PG;
+                char *p = panel + (L * ng + g) * RL_PG_Q4;
                 for (int j = 0; j < 4; j++) {
                     _mm512_store_si512((__m512i *)(p + rv * 512) + j, _mm512_and_si512(V[j][L], lo));
                     _mm512_store_si512((__m512i *)(p + rv * 512) + j + 4,
@@ -367,177 +312,30 @@ static void q4_cm_panel(const g4_mat *W, int64_t r, int64_t r1, char *panel) {
     }
 }
 
-/* The MR (1, 2) x 16 rows x NT tokens tile of class L over its ngl groups: p = the panel at
- * (L, group 0), x / d / s the class's activations at token 0 of the tile (n tokens a row of
- * them); the 16-row sums to park + t * 32 * 16 + rv * 16 (the token's class-L slot). */
-AI void q4_cm_tile(const int vnni, const int MR, const int NT, const char *p, int64_t ngl, const int32_t *x,
-                   const float *d, const int32_t *s, int64_t n, float *park) {
-    __m512 f[2][Q4_CM_NT];
-#pragma GCC unroll 2
-    for (int i = 0; i < MR; i++)
-#pragma GCC unroll 6
-        for (int t = 0; t < NT; t++) f[i][t] = _mm512_setzero_ps();
-    for (int64_t g = 0; g < ngl; g++, p += Q4_CM_PG) {
-        __m512i ia[2][Q4_CM_NT];
-#pragma GCC unroll 6
-        for (int t = 0; t < NT; t++) {
-            const __m512i st = _mm512_set1_epi32(s[g * n + t]);
-#pragma GCC unroll 2
-            for (int i = 0; i < MR; i++) ia[i][t] = st;
-        }
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; j++) {
-            __m512i w[2];
-#pragma GCC unroll 2
-            for (int i = 0; i < MR; i++) {
-                w[i] = _mm512_load_si512((const __m512i *)(p + i * 512) + j);
-                __asm__("" : "+v"(w[i])); /* one load per vector, not one per use (gcc folds it) */
-            }
-#pragma GCC unroll 6
-            for (int t = 0; t < NT; t++) {
-                const __m512i xb = _mm512_set1_epi32(x[(g * 8 + j) * n + t]);
-#pragma GCC unroll 2
-                for (int i = 0; i < MR; i++) ia[i][t] = dp(vnni, ia[i][t], w[i], xb);
-            }
-        }
-#pragma GCC unroll 2
-        for (int i = 0; i < MR; i++) {
-            const __m512 dw = _mm512_load_ps((const float *)(p + 1024) + 16 * i);
-#pragma GCC unroll 6
-            for (int t = 0; t < NT; t++)
-                f[i][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[i][t]), _mm512_mul_ps(dw, _mm512_set1_ps(d[g * n + t])),
-                                          f[i][t]);
-        }
-    }
-#pragma GCC unroll 2
-    for (int i = 0; i < MR; i++)
-#pragma GCC unroll 6
-        for (int t = 0; t < NT; t++) _mm512_store_ps(park + t * 32 * 16 + i * 16, f[i][t]);
-}
-
-static void q4_cm_tile_any(const int vnni, int mr, int nt, const char *p, int64_t ngl, const int32_t *x, const float *d,
-                           const int32_t *s, int64_t n, float *park) {
-#define Q4CM(a, b)                                                                                                 \
-    case a * 8 + b:                                                                                                \
-        if (vnni) q4_cm_tile(1, a, b, p, ngl, x, d, s, n, park);                                                   \
-        else q4_cm_tile(0, a, b, p, ngl, x, d, s, n, park);                                                        \
-        break;
-    switch (mr * 8 + nt) {
-        Q4CM(1, 1) Q4CM(1, 2) Q4CM(1, 3) Q4CM(1, 4) Q4CM(1, 5) Q4CM(1, 6)
-        Q4CM(2, 1) Q4CM(2, 2) Q4CM(2, 3) Q4CM(2, 4) Q4CM(2, 5) Q4CM(2, 6)
-    default: break;
-    }
-#undef Q4CM
-}
-
-/* hsum16's tree over the 16 parked class vectors (lane L of the lane order = class L), lane by
- * lane: 16 rows' sums. */
-AI __m512 q4_cm_tree(const float *park) {
-    __m512 a[8], b[4];
-#pragma GCC unroll 8
-    for (int L = 0; L < 8; L++) a[L] = _mm512_add_ps(_mm512_load_ps(park + L * 32), _mm512_load_ps(park + (L + 8) * 32));
-#pragma GCC unroll 4
-    for (int L = 0; L < 4; L++) b[L] = _mm512_add_ps(a[L], a[L + 4]);
-    return _mm512_add_ps(_mm512_add_ps(b[0], b[2]), _mm512_add_ps(b[1], b[3]));
-}
-
-/* Scratch of the prefill path: the panel of 32 rows, the parked class sums of a token block. */
-static size_t q4_prefill_bytes(int64_t K) {
-    const int64_t ng = (K / G4_Q4_BLOCK + 15) / 16;
-    return (size_t)(16 * ng * Q4_CM_PG) + (size_t)Q4_CM_TB * 16 * 32 * sizeof(float) + 64;
-}
-
-/* The class-major activations of the token block at token t0 (n tokens). */
-typedef struct {
-    const int32_t *x;
-    const float *d;
-    const int32_t *s;
-} q4_cm_block;
-
-AI q4_cm_block q4_cm_block_at(const void *act, int64_t K, int t0, int64_t n) {
-    const int64_t ng = g4__q8_act_nb_pad(K) / 16;
-    const char *base = (const char *)act + t0 * g4__q4_act_stride(K);
-    q4_cm_block b = {(const int32_t *)base, (const float *)(base + n * ng * 512),
-                     (const int32_t *)(base + n * ng * 512 + n * ng * 64)};
-    return b;
-}
-
-/* The weight lines of the next row block, prefetched a few per tile while this block's tiles run
- * (unprefetched, the panel's unpack waited on memory for ~1/3 of its time). */
-typedef struct {
-    const char *row; /* the row being prefetched, its next line, the rows left after it */
-    int64_t ld, lines, line, rows_left, per;
-} q4_next_rows;
-
-static q4_next_rows q4_next_rows_of(const g4_mat *W, int64_t r, int64_t r1, int64_t tiles) {
-    const int64_t rows = r >= r1 ? 0 : r1 - r < Q4_CM_ROWS ? r1 - r : Q4_CM_ROWS;
-    q4_next_rows n = {(const char *)W->data + r * W->ld_bytes, W->ld_bytes,
-                      ((int64_t)g4_dtype_row_bytes(G4_DT_Q4_0, W->cols) + 63) / 64, 0, rows, 0};
-    n.per = (rows * n.lines + tiles - 1) / tiles;
-    return n;
-}
-
-AI void q4_prefetch_rows(q4_next_rows *n) {
-    for (int64_t e = 0; e < n->per && n->rows_left > 0; e++) {
-        _mm_prefetch(n->row + 64 * n->line, _MM_HINT_T0);
-        if (++n->line == n->lines) {
-            n->line = 0;
-            n->row += n->ld;
-            n->rows_left--;
-        }
-    }
-}
 
 static void q4_prefill(const int vnni, const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0,
                        int64_t r1, void *scratch) {
-    const int64_t K = W->cols, nb = K / G4_Q4_BLOCK, ng = (nb + 15) / 16;
-    char *panel = g4__align64(scratch);
-    float *park = (float *)(panel + 16 * ng * Q4_CM_PG);
-    const int64_t tiles = 16 * (T / Q4_CM_TB * (Q4_CM_TB / Q4_CM_NT) + (T % Q4_CM_TB + Q4_CM_NT - 1) / Q4_CM_NT);
-    for (int64_t r = r0; r < r1; r += Q4_CM_ROWS) {
-        const int64_t re = r + Q4_CM_ROWS < r1 ? r + Q4_CM_ROWS : r1;
-        const int mr = re - r > 16 ? 2 : 1;
-        q4_cm_panel(W, r, re, panel);
-        q4_next_rows pf = q4_next_rows_of(W, re, r1, tiles);
-        for (int t0 = 0; t0 < T; t0 += Q4_CM_TB) {
-            const int64_t n = T - t0 < Q4_CM_TB ? T - t0 : Q4_CM_TB;
-            const q4_cm_block blk = q4_cm_block_at(act, K, t0, n);
-            for (int L = 0; L < 16; L++) {
-                const int64_t ngl = nb / 16 + (q4_blk[L] < nb % 16);
-                const char *p = panel + L * ng * Q4_CM_PG;
-                const int32_t *x = blk.x + L * ng * 8 * n, *s = blk.s + L * ng * n;
-                const float *d = blk.d + L * ng * n;
-                for (int64_t t = 0; t < n; t += Q4_CM_NT) {
-                    const int nt = n - t < Q4_CM_NT ? (int)(n - t) : Q4_CM_NT;
-                    q4_prefetch_rows(&pf);
-                    q4_cm_tile_any(vnni, mr, nt, p, ngl, x + t, d + t, s + t, n, park + t * 16 * 32 + L * 32);
-                }
-            }
-            for (int64_t t = 0; t < n; t++)
-                for (int rv = 0; rv < mr; rv++) {
-                    const int64_t row = r + 16 * rv, nr = re - row < 16 ? re - row : 16;
-                    _mm512_mask_storeu_ps(y + (t0 + t) * ldy + row, tailmask(nr), q4_cm_tree(park + t * 16 * 32 + rv * 16));
-                }
-        }
-    }
+    rl_prefill(0, vnni, W, q4_cm_panel, q4_blk, act, g4__q4_act_stride(W->cols), T, y, ldy, r0, r1, scratch);
 }
 
 size_t g4__q4_scratch_bytes_avx512(const g4_mat *W, int T) {
-    return g4__q4_act_bytes(W, T) + 64 + (T > Q4_ROW_T ? q4_prefill_bytes(W->cols) : 0);
+    return g4__q4_act_bytes(W, T) + 64 + (T > Q4_ROW_T ? rl_scratch_bytes((W->cols / G4_Q4_BLOCK + 15) / 16, 0) : 0);
 }
 
 /* Quantizes (g4__q8_quantize_act_avx512, natural order) and rearranges the records: T <= Q4_ROW_T
  * per token (vector v of a group, lane L = dword v of block blk(L); d_x and -8 sum x in lane
- * order), else class-major in blocks of Q4_CM_TB tokens (q4_prefill). Quantizing a group of 512
- * values alone gives the bytes of quantizing the token (per-block scales, zero padding). */
+ * order), else class-major in blocks of RL_TB tokens (kernels_rowlanes_avx512.h). Quantizing a
+ * group of 512 values alone gives the bytes of quantizing the token (per-block scales, zero
+ * padding). */
 void g4__q4_prepare_avx512(const g4_mat *W, const float *x, int64_t ldx, int T, void *act) {
     const int64_t K = W->cols, stride = g4__q4_act_stride(K), ng = g4__q8_act_nb_pad(K) / 16;
-    const __m512i blk = _mm512_loadu_si512(q4_blk), ones = _mm512_set1_epi8(1), lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512i blk = _mm512_loadu_si512(q4_blk), ones = _mm512_set1_epi8(1);
+    const int cm = T > Q4_ROW_T;
     for (int t = 0; t < T; t++) {
-        const int cm = T > Q4_ROW_T, t0 = cm ? t / Q4_CM_TB * Q4_CM_TB : t;
-        const int64_t n = cm ? (T - t0 < Q4_CM_TB ? T - t0 : Q4_CM_TB) : 1, tt = t - t0;
+        const int t0 = cm ? t / RL_TB * RL_TB : t;
+        const int64_t n = cm ? (T - t0 < RL_TB ? T - t0 : RL_TB) : 1, tt = t - t0;
         char *rec = (char *)act + t0 * stride;
-        const q4_cm_block cb = q4_cm_block_at(act, K, t0, n);
+        const rl_block cb = rl_block_at(act, stride, ng, t0, n);
         for (int64_t g = 0; g < ng; g++) {
             _Alignas(64) int8_t tmp[512 + 64];
             g4__q8_quantize_act_avx512(x + t * ldx + 512 * g, K - 512 * g < 512 ? K - 512 * g : 512, tmp);
@@ -547,16 +345,13 @@ void g4__q4_prepare_avx512(const g4_mat *W, const float *x, int64_t ldx, int T, 
                 const __m512i idx = _mm512_add_epi32(_mm512_slli_epi32(blk, 3), _mm512_set1_epi32(v));
                 const __m512i xv = _mm512_i32gather_epi32(idx, (const void *)tmp, 4);
                 sum = dp(0, sum, ones, xv); /* 1 * x (u8 * s8): the block sums, in lane order */
-                if (cm) /* lane L to x[L][g][v][tt] */
-                    _mm512_i32scatter_epi32((void *)cb.x, _mm512_add_epi32(_mm512_mullo_epi32(lane, _mm512_set1_epi32((int)(ng * 8 * n))), _mm512_set1_epi32((int)((g * 8 + v) * n + tt))), xv, 4);
-                else
-                    _mm512_store_si512((__m512i *)(rec + g * 512) + v, xv);
+                if (cm) _mm512_i32scatter_epi32((void *)cb.x, rl_x_index(ng, n, g, v, tt), xv, 4);
+                else _mm512_store_si512((__m512i *)(rec + g * 512) + v, xv);
             }
             const __m512i s = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sum, 3));
             if (cm) {
-                const __m512i idx = _mm512_add_epi32(_mm512_mullo_epi32(lane, _mm512_set1_epi32((int)(ng * n))), _mm512_set1_epi32((int)(g * n + tt)));
-                _mm512_i32scatter_epi32((void *)cb.s, idx, s, 4);
-                _mm512_i32scatter_ps((void *)cb.d, idx, d, 4);
+                _mm512_i32scatter_epi32((void *)cb.s, rl_d_index(ng, n, g, tt), s, 4);
+                _mm512_i32scatter_ps((void *)cb.d, rl_d_index(ng, n, g, tt), d, 4);
             } else {
                 _mm512_storeu_si512(g4__q4_act_sums(rec, K) + 16 * g, s);
                 _mm512_storeu_ps((float *)(rec + g4__q8_act_qs_bytes(K)) + 16 * g, d);
