@@ -35,6 +35,9 @@
 #ifndef RL_TB
 #define RL_TB 48
 #endif
+#ifndef RL_WHOLE_NG
+#define RL_WHOLE_NG 2
+#endif
 enum { RL_NT = 6, RL_ROWS = 32, RL_PG_Q4 = 1152, RL_PG_Q8 = 1280 };
 
 /* 16 x 16 dwords: m[i] lane L -> m[L] lane i. */
@@ -77,71 +80,101 @@ AI __m512i rl_dp(const int vnni, __m512i acc, __m512i u, __m512i s) {
     return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1)));
 }
 
-/* MR (1, 2) x 16 rows x NT tokens of one class over its ngl groups: p = the panel at (class,
- * group 0), x / d / s the class's activations at the tile's first token (n tokens a row of
- * them); the 16-row sums to park + t * 512 + rv * 16 (the token's slot of this class). */
-AI void rl_tile(const int q8, const int vnni, const int MR, const int NT, const char *p, int64_t ngl, const int32_t *x,
-                const float *d, const int32_t *s, int64_t n, float *park) {
+/* The class-major activations of the token block at t0 (n tokens; records of `stride` bytes,
+ * ng groups a token). */
+typedef struct {
+    const int32_t *x;
+    const float *d;
+    const int32_t *s;
+} rl_block;
+
+AI rl_block rl_block_at(const void *act, int64_t stride, int64_t ng, int t0, int64_t n) {
+    const char *base = (const char *)act + t0 * stride;
+    rl_block b = {(const int32_t *)base, (const float *)(base + n * ng * 512),
+                  (const int32_t *)(base + n * ng * 512 + n * ng * 64)};
+    return b;
+}
+
+/* What the tiles of one row block and token block share. */
+typedef struct {
+    const char *panel;
+    const int32_t *cls;
+    int64_t nb, ng, n; /* blocks and groups of a row, tokens of the block */
+    rl_block blk;
+} rl_job;
+
+/* MR (1, 2) x 16 rows x NT tokens (from token t of the block) for classes [l0, l1), each over
+ * its groups; the 16-row sums to park + (t + tt) * 512 + L * 32 + rv * 16. */
+AI void rl_tile(const int q8, const int vnni, const int MR, const int NT, const rl_job *jb, int l0, int l1, int64_t t,
+                float *park) {
     const int pg = q8 ? RL_PG_Q8 : RL_PG_Q4;
-    __m512 f[2][RL_NT];
+    const int64_t n = jb->n, ng = jb->ng;
+    for (int L = l0; L < l1; L++) {
+        const int64_t ngl = jb->nb / 16 + (jb->cls[L] < jb->nb % 16);
+        const char *p = jb->panel + L * ng * pg;
+        const int32_t *x = jb->blk.x + L * ng * 8 * n + t, *s = q8 ? NULL : jb->blk.s + L * ng * n + t;
+        const float *d = jb->blk.d + L * ng * n + t;
+        __m512 f[2][RL_NT];
 #pragma GCC unroll 2
-    for (int i = 0; i < MR; i++)
+        for (int i = 0; i < MR; i++)
 #pragma GCC unroll 6
-        for (int t = 0; t < NT; t++) f[i][t] = _mm512_setzero_ps();
-    for (int64_t g = 0; g < ngl; g++, p += pg) {
-        __m512i ia[2][RL_NT];
-        if (q8) {
+            for (int tt = 0; tt < NT; tt++) f[i][tt] = _mm512_setzero_ps();
+        for (int64_t g = 0; g < ngl; g++, p += pg) {
+            __m512i ia[2][RL_NT];
+            if (q8) {
 #pragma GCC unroll 2
-            for (int i = 0; i < MR; i++) {
-                const __m512i st = _mm512_load_si512((const __m512i *)(p + 1152) + i);
+                for (int i = 0; i < MR; i++) {
+                    const __m512i st = _mm512_load_si512((const __m512i *)(p + 1152) + i);
 #pragma GCC unroll 6
-                for (int t = 0; t < NT; t++) ia[i][t] = st;
-            }
-        } else
+                    for (int tt = 0; tt < NT; tt++) ia[i][tt] = st;
+                }
+            } else
 #pragma GCC unroll 6
-            for (int t = 0; t < NT; t++) {
-                const __m512i st = _mm512_set1_epi32(s[g * n + t]);
+                for (int tt = 0; tt < NT; tt++) {
+                    const __m512i st = _mm512_set1_epi32(s[g * n + tt]);
 #pragma GCC unroll 2
-                for (int i = 0; i < MR; i++) ia[i][t] = st;
-            }
+                    for (int i = 0; i < MR; i++) ia[i][tt] = st;
+                }
 #pragma GCC unroll 8
-        for (int j = 0; j < 8; j++) {
-            __m512i w[2];
+            for (int j = 0; j < 8; j++) {
+                __m512i w[2];
+#pragma GCC unroll 2
+                for (int i = 0; i < MR; i++) {
+                    w[i] = _mm512_load_si512((const __m512i *)(p + i * 512) + j);
+                    __asm__("" : "+v"(w[i])); /* one load per vector, not one per use (gcc folds it) */
+                }
+#pragma GCC unroll 6
+                for (int tt = 0; tt < NT; tt++) {
+                    const __m512i xb = _mm512_set1_epi32(x[(g * 8 + j) * n + tt]);
+#pragma GCC unroll 2
+                    for (int i = 0; i < MR; i++)
+                        ia[i][tt] = q8 ? rl_dp(1, ia[i][tt], xb, w[i]) : rl_dp(vnni, ia[i][tt], w[i], xb);
+                }
+            }
 #pragma GCC unroll 2
             for (int i = 0; i < MR; i++) {
-                w[i] = _mm512_load_si512((const __m512i *)(p + i * 512) + j);
-                __asm__("" : "+v"(w[i])); /* one load per vector, not one per use (gcc folds it) */
-            }
+                const __m512 dw = _mm512_load_ps((const float *)(p + 1024) + 16 * i);
 #pragma GCC unroll 6
-            for (int t = 0; t < NT; t++) {
-                const __m512i xb = _mm512_set1_epi32(x[(g * 8 + j) * n + t]);
-#pragma GCC unroll 2
-                for (int i = 0; i < MR; i++) ia[i][t] = q8 ? rl_dp(1, ia[i][t], xb, w[i]) : rl_dp(vnni, ia[i][t], w[i], xb);
+                for (int tt = 0; tt < NT; tt++)
+                    f[i][tt] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[i][tt]),
+                                               _mm512_mul_ps(dw, _mm512_set1_ps(d[g * n + tt])), f[i][tt]);
             }
         }
 #pragma GCC unroll 2
-        for (int i = 0; i < MR; i++) {
-            const __m512 dw = _mm512_load_ps((const float *)(p + 1024) + 16 * i);
+        for (int i = 0; i < MR; i++)
 #pragma GCC unroll 6
-            for (int t = 0; t < NT; t++)
-                f[i][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[i][t]), _mm512_mul_ps(dw, _mm512_set1_ps(d[g * n + t])),
-                                          f[i][t]);
-        }
+            for (int tt = 0; tt < NT; tt++) _mm512_store_ps(park + (t + tt) * 512 + L * 32 + i * 16, f[i][tt]);
     }
-#pragma GCC unroll 2
-    for (int i = 0; i < MR; i++)
-#pragma GCC unroll 6
-        for (int t = 0; t < NT; t++) _mm512_store_ps(park + t * 512 + i * 16, f[i][t]);
 }
 
 /* The tile of each shape, compiled with constant arguments (q8_0 only with VNNI). */
-static inline void rl_tile_any(const int q8, const int vnni, int mr, int nt, const char *p, int64_t ngl,
-                               const int32_t *x, const float *d, const int32_t *s, int64_t n, float *park) {
+static inline void rl_tile_any(const int q8, const int vnni, int mr, int nt, const rl_job *jb, int l0, int l1, int64_t t,
+                               float *park) {
 #define RLT(a, b)                                                                                                  \
     case a * 8 + b:                                                                                                \
-        if (q8) rl_tile(1, 1, a, b, p, ngl, x, d, s, n, park);                                                     \
-        else if (vnni) rl_tile(0, 1, a, b, p, ngl, x, d, s, n, park);                                              \
-        else rl_tile(0, 0, a, b, p, ngl, x, d, s, n, park);                                                        \
+        if (q8) rl_tile(1, 1, a, b, jb, l0, l1, t, park);                                                          \
+        else if (vnni) rl_tile(0, 1, a, b, jb, l0, l1, t, park);                                                   \
+        else rl_tile(0, 0, a, b, jb, l0, l1, t, park);                                                             \
         break;
     switch (mr * 8 + nt) {
         RLT(1, 1) RLT(1, 2) RLT(1, 3) RLT(1, 4) RLT(1, 5) RLT(1, 6)
@@ -164,21 +197,6 @@ AI __m512 rl_tree(const float *park) {
 /* Scratch: the panel of RL_ROWS rows for ng groups, the parked class sums of a token block. */
 static inline size_t rl_scratch_bytes(int64_t ng, int q8) {
     return (size_t)(16 * ng * (q8 ? RL_PG_Q8 : RL_PG_Q4)) + (size_t)RL_TB * 16 * 32 * sizeof(float) + 64;
-}
-
-/* The class-major activations of the token block at t0 (n tokens; records of `stride` bytes,
- * ng groups a token). */
-typedef struct {
-    const int32_t *x;
-    const float *d;
-    const int32_t *s;
-} rl_block;
-
-AI rl_block rl_block_at(const void *act, int64_t stride, int64_t ng, int t0, int64_t n) {
-    const char *base = (const char *)act + t0 * stride;
-    rl_block b = {(const int32_t *)base, (const float *)(base + n * ng * 512),
-                  (const int32_t *)(base + n * ng * 512 + n * ng * 64)};
-    return b;
 }
 
 /* Element index of token tt's value for class L, group g (and step j) in a block of n tokens. */
@@ -227,7 +245,11 @@ AI void rl_prefill(const int q8, const int vnni, const g4_mat *W, rl_panel_fn pa
     const int64_t nb = W->cols / 32, ng = (nb + 15) / 16, pg = q8 ? RL_PG_Q8 : RL_PG_Q4;
     char *panel = g4__align64(scratch);
     float *park = (float *)(panel + 16 * ng * pg);
-    const int64_t tiles = 16 * (T / RL_TB * (RL_TB / RL_NT) + (T % RL_TB + RL_NT - 1) / RL_NT);
+    /* classes outside token tiles: a class's panel slice (ng * pg bytes) stays in L1 for all the
+     * block's tiles; when the whole panel is small (o_proj's 512-column slices, down_proj's 1344),
+     * one call per tile takes all 16 classes */
+    const int whole = ng <= RL_WHOLE_NG;
+    const int64_t tiles = (whole ? 1 : 16) * (T / RL_TB * (RL_TB / RL_NT) + (T % RL_TB + RL_NT - 1) / RL_NT);
     const int64_t row_bytes = (int64_t)g4_dtype_row_bytes(W->dtype, W->cols);
     for (int64_t r = r0; r < r1; r += RL_ROWS) {
         const int64_t re = r + RL_ROWS < r1 ? r + RL_ROWS : r1;
@@ -236,21 +258,16 @@ AI void rl_prefill(const int q8, const int vnni, const g4_mat *W, rl_panel_fn pa
         rl_next_rows pf = rl_next_rows_of((const char *)W->data, W->ld_bytes, row_bytes, re, r1, tiles);
         for (int t0 = 0; t0 < T; t0 += RL_TB) {
             const int64_t n = T - t0 < RL_TB ? T - t0 : RL_TB;
-            const rl_block blk = rl_block_at(act, stride, ng, t0, n);
-            for (int L = 0; L < 16; L++) {
-                const int64_t ngl = nb / 16 + (cls[L] < nb % 16);
-                const char *p = panel + L * ng * pg;
-                const int32_t *x = blk.x + L * ng * 8 * n, *s = q8 ? NULL : blk.s + L * ng * n;
-                const float *d = blk.d + L * ng * n;
+            const rl_job jb = {panel, cls, nb, ng, n, rl_block_at(act, stride, ng, t0, n)};
+            for (int L = 0; L < 16; L += whole ? 16 : 1)
                 for (int64_t t = 0; t < n; t += RL_NT) {
                     const int nt = n - t < RL_NT ? (int)(n - t) : RL_NT;
                     rl_prefetch_rows(&pf);
-                    if (L == 15) /* the output lines, for writing, a class sweep before the stores */
+                    if (L + (whole ? 15 : 0) == 15) /* the output lines, for writing, a class sweep before the stores */
                         for (int tt = 0; tt < nt; tt++)
                             for (int rv = 0; rv < mr; rv++) _mm_prefetch((const char *)(y + (t0 + t + tt) * ldy + r + 16 * rv), _MM_HINT_ET0);
-                    rl_tile_any(q8, vnni, mr, nt, p, ngl, x + t, d + t, s ? s + t : NULL, n, park + t * 512 + L * 32);
+                    rl_tile_any(q8, vnni, mr, nt, &jb, L, whole ? 16 : L + 1, t, park);
                 }
-            }
             for (int64_t t = 0; t < n; t++)
                 for (int rv = 0; rv < mr; rv++) {
                     const int64_t row = r + 16 * rv, nr = re - row < 16 ? re - row : 16;
