@@ -440,7 +440,8 @@ static float dot_q8_t1(const g4_block_q8_0 *w, const char *rec, int64_t qsb, int
 }
 
 /* Prefill (T > Q8_ROW_T, VNNI): kernels_rowlanes_avx512.h, 16 rows in the lanes of a vector. Its
- * panel of rows [r, re) (at most 32; missing rows zero): class L (block L of a group), group g at
+ * panel of rows [r, re) (at most 32; missing rows of a 16-row half zero, an absent half not
+ * written): class L (block L of a group), group g at
  * (L * ng + g) * RL_PG_Q8: rows 16 rv + i in lane i of vector rv * 8 + j (dword q8_dw[j] of the
  * block, signed), d_w at 1024 + 64 rv, -128 sum w at 1152 + 64 rv (the integer sum starts there:
  * sum (x + 128) w - 128 sum w = sum x w, exact); each row's group transposed by q8_wt (lane =
@@ -449,7 +450,7 @@ static void q8_cm_panel(const g4_mat *W, int64_t r, int64_t re, char *panel) {
     const int64_t nb = W->cols / G4_Q8_BLOCK, ng = (nb + 15) / 16;
     const __m512i ones = _mm512_set1_epi8(1);
     for (int64_t g = 0; g < ng; g++)
-        for (int rv = 0; rv < 2; rv++) {
+        for (int rv = 0; rv < 2 && r + 16 * rv < re; rv++) {
             __m512i V[10][16];
             for (int i = 0; i < 16; i++) {
                 const int64_t row = r + 16 * rv + i;

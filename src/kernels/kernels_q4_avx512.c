@@ -273,7 +273,8 @@ AI void q4_rows2_grouped(const int vnni, const int tail, const int NT, const g4_
 }
 
 /* Prefill (T > Q4_ROW_T): kernels_rowlanes_avx512.h, 16 rows in the lanes of a vector. Its panel
- * of rows [r, r1) (at most 32; missing rows zero): class L, group g at (L * ng + g) * RL_PG_Q4:
+ * of rows [r, r1) (at most 32; missing rows of a 16-row half zero, an absent half not written):
+ * class L, group g at (L * ng + g) * RL_PG_Q4:
  * rows 16 rv + i in lane i of vector rv * 8 + j (dword j of block blk(L): j < 4 the low nibbles of
  * level bytes 4j.., j >= 4 the high nibbles of 4(j-4)..: true levels), then d_w of rows 16 rv + i
  * at 1024 + 64 rv; the rows' levels and scales in lane order (q4_load_*), transposed 16 x 16. */
@@ -283,7 +284,7 @@ static void q4_cm_panel(const g4_mat *W, int64_t r, int64_t r1, char *panel) {
     const __m512i lo = _mm512_set1_epi8(0x0f);
     for (int64_t g = 0; g < ng; g++) {
         const int nbg = nb - 16 * g < 16 ? (int)(nb - 16 * g) : 16;
-        for (int rv = 0; rv < 2; rv++) {
+        for (int rv = 0; rv < 2 && r + 16 * rv < r1; rv++) {
             __m512i V[5][16];
             for (int i = 0; i < 16; i++) {
                 const int64_t row = r + 16 * rv + i;
@@ -311,7 +312,6 @@ static void q4_cm_panel(const g4_mat *W, int64_t r, int64_t r1, char *panel) {
         }
     }
 }
-
 
 static void q4_prefill(const int vnni, const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0,
                        int64_t r1, void *scratch) {

@@ -235,7 +235,8 @@ AI void rl_prefetch_rows(rl_next_rows *nr) {
     }
 }
 
-/* Rows [r0, r1) x T tokens: panel(W, r, re, panel) unpacks rows [r, re) (missing rows zero),
+/* Rows [r0, r1) x T tokens: panel(W, r, re, panel) unpacks rows [r, re) (missing rows of a
+ * 16-row half zero; a half with no rows need not be written: MR = 1 never reads it),
  * cls[L] is class L's block in a group, nb the blocks of a row. */
 typedef void (*rl_panel_fn)(const g4_mat *W, int64_t r, int64_t re, char *panel);
 
