@@ -106,13 +106,6 @@ AI void q4_load_full(const int grouped, const g4_block_q4_0 *w, __m512i *V, __m5
     else q4_load_group(w, 16, V, dw);
 }
 
-/* acc + sum over the 4 bytes of each dword of u (u8) * s (s8), exact: vpdpbusd, or without VNNI
- * maddubs and madd (u = true levels there: pairs of at most 2 * 15 * 127, no saturation). */
-AI __m512i dp(const int vnni, __m512i acc, __m512i u, __m512i s) {
-    if (vnni) return _mm512_dpbusd_epi32(acc, u, s);
-    return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1)));
-}
-
 /* The 8 weight vectors of a group in the order of the activation vectors: true levels 0..15
  * (W[j] low nibbles, W[j+4] high nibbles). With VNNI the high ones stay 16 * level (one and
  * instead of a shift and an and; their sum is shifted back, exactly). */
@@ -146,14 +139,14 @@ AI __m512 q4_token(const int vnni, const __m512i *W, __m512 dw, const q4_rec *r,
     const __m512i *x = r->x + 8 * g;
     const __m512i z = _mm512_setzero_si512();
     __m512i a0 = _mm512_loadu_si512(r->s + 16 * g), a1 = z, b0 = z, b1 = z;
-    a0 = dp(vnni, a0, W[0], _mm512_load_si512(x + 0));
-    b0 = dp(vnni, b0, W[1], _mm512_load_si512(x + 1));
-    a1 = dp(vnni, a1, W[4], _mm512_load_si512(x + 4));
-    b1 = dp(vnni, b1, W[5], _mm512_load_si512(x + 5));
-    a0 = dp(vnni, a0, W[2], _mm512_load_si512(x + 2));
-    b0 = dp(vnni, b0, W[3], _mm512_load_si512(x + 3));
-    a1 = dp(vnni, a1, W[6], _mm512_load_si512(x + 6));
-    b1 = dp(vnni, b1, W[7], _mm512_load_si512(x + 7));
+    a0 = rl_dp(vnni, a0, W[0], _mm512_load_si512(x + 0));
+    b0 = rl_dp(vnni, b0, W[1], _mm512_load_si512(x + 1));
+    a1 = rl_dp(vnni, a1, W[4], _mm512_load_si512(x + 4));
+    b1 = rl_dp(vnni, b1, W[5], _mm512_load_si512(x + 5));
+    a0 = rl_dp(vnni, a0, W[2], _mm512_load_si512(x + 2));
+    b0 = rl_dp(vnni, b0, W[3], _mm512_load_si512(x + 3));
+    a1 = rl_dp(vnni, a1, W[6], _mm512_load_si512(x + 6));
+    b1 = rl_dp(vnni, b1, W[7], _mm512_load_si512(x + 7));
     a0 = _mm512_add_epi32(a0, b0);
     a1 = _mm512_add_epi32(a1, b1); /* VNNI: 16 * the high half's sum (q4_levels) */
     const __m512i isum = _mm512_add_epi32(a0, vnni ? _mm512_srai_epi32(a1, 4) : a1);
@@ -221,8 +214,8 @@ AI void q4_token2(const int vnni, const __m512i *W0, const __m512i *W1, __m512 d
 #pragma GCC unroll 8
     for (int v = 0; v < 8; v++) {
         const __m512i xv = _mm512_load_si512(x + v);
-        a0 = dp(vnni, a0, W0[v], xv);
-        a1 = dp(vnni, a1, W1[v], xv);
+        a0 = rl_dp(vnni, a0, W0[v], xv);
+        a1 = rl_dp(vnni, a1, W1[v], xv);
     }
     const __m512 dx = _mm512_loadu_ps(r->d + 16 * g);
     *acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0), _mm512_mul_ps(dw0, dx), *acc0);
@@ -344,7 +337,7 @@ void g4__q4_prepare_avx512(const g4_mat *W, const float *x, int64_t ldx, int T, 
             for (int v = 0; v < 8; v++) {
                 const __m512i idx = _mm512_add_epi32(_mm512_slli_epi32(blk, 3), _mm512_set1_epi32(v));
                 const __m512i xv = _mm512_i32gather_epi32(idx, (const void *)tmp, 4);
-                sum = dp(0, sum, ones, xv); /* 1 * x (u8 * s8): the block sums, in lane order */
+                sum = rl_dp(0, sum, ones, xv); /* 1 * x (u8 * s8): the block sums, in lane order */
                 if (cm) _mm512_i32scatter_epi32((void *)cb.x, rl_x_index(ng, n, g, v, tt), xv, 4);
                 else _mm512_store_si512((__m512i *)(rec + g * 512) + v, xv);
             }

@@ -74,7 +74,8 @@ AI void rl_transpose16(__m512i *m) {
 }
 
 /* acc + sum over the 4 bytes of each dword of u (u8) * s (s8), exact: vpdpbusd, or without VNNI
- * maddubs and madd (pairs of at most 2 * 15 * 127: q4_0's levels only). */
+ * maddubs and madd (no saturation for q4_0's true levels, pairs of at most 2 * 15 * 127, nor for
+ * u = 1; the q4_0 file's decode paths use it too). */
 AI __m512i rl_dp(const int vnni, __m512i acc, __m512i u, __m512i s) {
     if (vnni) return _mm512_dpbusd_epi32(acc, u, s);
     return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1)));
