@@ -61,7 +61,9 @@ struct g4_rank_model {
     int rp_nslices;
     g4_cursor *cursor;      /* [nth] work counters of the current phase, reset by run() */
     size_t alloc_scratch;   /* setup: matmul scratch bytes per thread */
-    size_t alloc_act;       /* setup: act bytes per thread (0: no q8_0/q4_0 matrix) */
+    size_t alloc_act;       /* setup: act bytes per thread (0: no prepared matrix), for one token */
+    void *act_shared;       /* the prepared copy of a phase's activations, one for all threads
+                             * (each prepares its share of the tokens in the phase before) */
     int alloc_hd;           /* setup: largest head_dim */
     /* decode phase times (g4_rank_phase_times): nanoseconds, written by the rank's calling
      * thread, read by a benchmark's (atomics: no torn or racy reads) */
@@ -145,11 +147,13 @@ static int64_t chunk_rows(const g4_rank_model *m, const g4_mat *W) {
     return c < 32 ? 32 : c;
 }
 
-/* Block-quantized matrices (q8_0, q4_0) multiply int8-quantized activations, and in fast math
- * bf16 matrices bf16-rounded ones (kernels_fast.h), which can be prepared once per phase
- * (kernels.h matmul_prepare). */
+/* Whether matrices of dtype dt take activations prepared once per phase (kernels.h
+ * matmul_prepare): block-quantized ones (q8_0, q4_0) multiply int8-quantized activations, fast
+ * math bf16 bf16-rounded ones (kernels_fast.h); the set says so by a nonzero matmul_act_bytes. */
 static int prepared_dt(const g4_rank_model *m, int dt) {
-    return g4_dtype_info(dt)->quantized || (dt == G4_DT_BF16 && m->fast);
+    if (dt < 0 || dt >= G4_DT_COUNT) return 0;
+    const g4_mat w = {.dtype = dt, .rows = 1, .cols = 512, .ld_bytes = (int64_t)g4_dtype_row_bytes(dt, 512)};
+    return m->K->matmul_act_bytes(&w, 1) > 0;
 }
 
 /* Bytes of one prepared copy of T tokens' activations for dt matrices of width cols, rounded
@@ -176,6 +180,37 @@ static void mm(g4_rank_model *m, int ith, const g4_mat *W, const float *x, int64
                float *y, int64_t ldy, int64_t r0, int64_t r1) {
     if (act) m->K->matmul_prepared(W, act, m->b->n, y, ldy, r0, r1, m->mm_scratch[ith]);
     else m->K->matmul(W, x, ldx, m->b->n, y, ldy, r0, r1, m->mm_scratch[ith]);
+}
+
+/* The matrix of ws[0..n) whose dtype a shared copy of their common input is prepared for: the
+ * first with a prepared form (a matrix of another prepared dtype then quantizes in its own
+ * calls: the same bits), or NULL. */
+static const g4_mat *shared_prep_w(const g4_rank_model *m, const g4_mat *const *ws, int n) {
+    for (int j = 0; j < n; j++)
+        if (ws[j]->data && prepared_dt(m, ws[j]->dtype)) return ws[j];
+    return NULL;
+}
+
+/* Thread ith's tokens of the shared copy of x for W (prepared in the phase that computes x, so
+ * the phase boundary orders it before the matmuls that read it: each thread prepares 1/nth of
+ * the tokens once instead of all of them, and the threads share one copy in the cache). */
+static void prepare_shared_tokens(g4_rank_model *m, const g4_mat *W, const float *x, int64_t ldx, size_t off, long t0,
+                                  long t1) {
+    if (W && t1 > t0) m->K->matmul_prepare_tokens(W, x, ldx, m->b->n, (int)t0, (int)t1, (char *)m->act_shared + off);
+}
+
+/* The shared copy for matrix W of the phase whose inputs were prepared for P (NULL: none). */
+static const char *shared_act(const g4_rank_model *m, const g4_mat *P, const g4_mat *W) {
+    return P && W->data && W->dtype == P->dtype ? m->act_shared : NULL;
+}
+
+static const g4_mat *qkv_prep_w(const g4_rank_model *m, const g4_layer_weights *L) {
+    const g4_mat *ws[3] = {&L->q, &L->k, &L->v};
+    return shared_prep_w(m, ws, 3);
+}
+static const g4_mat *gate_up_prep_w(const g4_rank_model *m, const g4_layer_weights *L) {
+    const g4_mat *ws[2] = {&L->gate, &L->up};
+    return shared_prep_w(m, ws, 2);
 }
 
 /* Chunk i of [0, rows): rows [*r0, *r1); 0 when i is past the end. */
@@ -250,6 +285,7 @@ static void ph_norm_in(g4_rank_model *m, int ith, int nth) {
     const g4_layer_weights *L = &m->w->layers[m->layer];
     for (long t = t0; t < t1; t++)
         m->K->rmsnorm(m->xn + t * m->H, m->h + t * m->H, norm_w(m, L->ln_in, 0, m->layer), m->H, (float)m->cfg->rms_norm_eps);
+    prepare_shared_tokens(m, qkv_prep_w(m, L), m->xn, m->H, 0, t0, t1);
 }
 
 /* q, k and v as one run of chunks: q's chunks first, then k's, then v's. */
@@ -264,15 +300,9 @@ static void ph_qkv(g4_rank_model *m, int ith, int nth) {
         nch[j] = W[j]->data ? (W[j]->rows + per[j] - 1) / per[j] : 0;
     }
     const long n = (long)(nch[0] + nch[1] + nch[2]);
-    /* q, k and v have the same width: one copy for the first block dtype (a matrix of another
-     * block dtype quantizes in its own calls: the same bits) */
-    const char *act[3] = {NULL, NULL, NULL}, *xq = NULL;
-    int xq_dt = -1;
-    for (int j = 0; j < 3; j++)
-        if (prepared_dt(m, W[j]->dtype) && W[j]->data && (xq_dt < 0 || xq_dt == W[j]->dtype)) {
-            act[j] = xq ? xq : (xq = prepare(m, ith, W[j], m->xn, m->H, 0));
-            xq_dt = W[j]->dtype;
-        }
+    /* q, k and v have the same width: one shared copy (ph_norm_in) */
+    const g4_mat *P = qkv_prep_w(m, L);
+    const char *act[3] = {shared_act(m, P, W[0]), shared_act(m, P, W[1]), shared_act(m, P, W[2])};
     for (long i = grab(m, ith, n); i >= 0; i = grab(m, ith, n)) {
         long c = i;
         int j = 0;
@@ -484,7 +514,8 @@ static void ph_rowpar(g4_rank_model *m, int ith, int nth) {
     const int64_t step = m->b->n == 1 && !rowpar_by_rows(m) ? 8 : per;
     const char *act = NULL;
     const size_t act_stride = prepared_dt(m, slice.dtype) ? act_bytes(m, slice.dtype, slice.cols, m->b->n) : 0;
-    for (int i = 0; i < m->rp_nslices && act_stride; i++) {
+    if (act_stride && m->b->n > 1) act = m->act_shared; /* ph_rowpar_prep */
+    for (int i = 0; i < m->rp_nslices && act_stride && m->b->n == 1; i++) {
         g4_mat Ws = rp_slice(m, i);
         const char *a = prepare(m, ith, &Ws, m->rp_x + (int64_t)i * m->rp_slice_cols, m->rp_ldx, (size_t)i * act_stride);
         if (!i) act = a;
@@ -496,12 +527,26 @@ static void ph_rowpar(g4_rank_model *m, int ith, int nth) {
             rowpar_rows(m, ith, s0, s0 + step < r1 ? s0 + step : r1, act, act_stride);
 }
 
+/* Several tokens: the slices' shared prepared copy, each thread its share of the tokens (one
+ * token, in decode: each thread prepares its own copy in ph_rowpar, which saves a phase). */
+static void ph_rowpar_prep(g4_rank_model *m, int ith, int nth) {
+    long t0, t1;
+    g4_split_range(m->b->n, ith, nth, &t0, &t1);
+    const g4_mat slice = rp_slice(m, 0);
+    const size_t stride = act_bytes(m, slice.dtype, slice.cols, m->b->n);
+    for (int i = 0; i < m->rp_nslices; i++) {
+        const g4_mat Ws = rp_slice(m, i);
+        prepare_shared_tokens(m, &Ws, m->rp_x + (int64_t)i * m->rp_slice_cols, m->rp_ldx, (size_t)i * stride, t0, t1);
+    }
+}
+
 static int rowpar(g4_rank_model *m, const g4_mat *W, const float *x, int64_t ldx, int64_t slice_cols, int nslices, float **result) {
     m->rp_w = W;
     m->rp_x = x;
     m->rp_ldx = ldx;
     m->rp_slice_cols = slice_cols;
     m->rp_nslices = nslices;
+    if (m->b->n > 1 && prepared_dt(m, W->dtype) && W->data) run(m, ph_rowpar_prep);
     run(m, ph_rowpar);
     int lvl = 0;
     while ((1 << lvl) < nslices) lvl++;
@@ -522,14 +567,15 @@ static void ph_post_attn(g4_rank_model *m, int ith, int nth) {
         m->K->add(h, h, x, H);
         m->K->rmsnorm(x, h, norm_w(m, L->ln_pre_ff, 2, m->layer), H, eps);
     }
+    prepare_shared_tokens(m, gate_up_prep_w(m, L), m->xn, H, 0, t0, t1);
 }
 
 static void ph_gate_up(g4_rank_model *m, int ith, int nth) {
     const g4_layer_weights *L = &m->w->layers[m->layer];
     const int T = m->b->n;
     const int64_t per = chunk_rows(m, &L->gate);
-    const char *ag = prepare(m, ith, &L->gate, m->xn, m->H, 0); /* gate and up: same width, one copy */
-    const char *au = !prepared_dt(m, L->up.dtype) ? NULL : !ag ? prepare(m, ith, &L->up, m->xn, m->H, 0) : L->up.dtype == L->gate.dtype ? ag : NULL;
+    const g4_mat *P = gate_up_prep_w(m, L); /* gate and up: same width, one shared copy (ph_post_attn) */
+    const char *ag = shared_act(m, P, &L->gate), *au = shared_act(m, P, &L->up);
     int64_t r0, r1;
     const long n = (long)((L->gate.rows + per - 1) / per);
     for (long i = grab(m, ith, n); i >= 0 && chunk_range(L->gate.rows, per, i, &r0, &r1); i = grab(m, ith, n)) {
@@ -704,11 +750,11 @@ static size_t max_scratch(const g4_rank_model *m) {
     return s;
 }
 
-/* act bytes per thread: the largest prepared copy a phase makes, at the largest batch: xn for
- * q8_0/q4_0 q/k/v/gate/up, or every local slice of a q8_0/q4_0 row-parallel matrix. */
-static size_t max_act(const g4_rank_model *m) {
+/* The largest prepared copy a phase makes for T tokens: xn for q/k/v/gate/up, or every local
+ * slice of a row-parallel matrix (matrices with a prepared form). The shared copy holds it at the
+ * largest batch, each thread's own at one token (decode's row-parallel phases). */
+static size_t max_act(const g4_rank_model *m, int T) {
     size_t s = 0;
-    const int T = m->o.max_batch;
     for (int l = 0; l < m->cfg->n_layers; l++) {
         const g4_layer_weights *L = &m->w->layers[l];
         const g4_mat *col[] = {&L->q, &L->k, &L->v, &L->gate, &L->up};
@@ -787,7 +833,10 @@ int g4_rank_model_create(const g4_config *cfg, const g4_tp_plan *plan, const g4_
          * thread, the 2-thread prefill of the 31B-width model ran 20-30 % slower
          * (88 vs 116 tok/s, bench/README.md). */
         m->alloc_scratch = max_scratch(m);
-        m->alloc_act = max_act(m);
+        m->alloc_act = max_act(m, 1);
+        const size_t shared = (max_act(m, m->o.max_batch) + 63) / 64 * 64;
+        if (shared && (m->act_shared = aligned_alloc(64, shared))) memset(m->act_shared, 0, shared);
+        ok = ok && (!shared || m->act_shared);
         m->alloc_hd = hd_max;
         phase_ctx pc = {m, ph_alloc_scratch};
         g4_pool_run_unpinned(m->pool, phase_tramp, &pc);
@@ -837,7 +886,7 @@ void g4_rank_model_free(g4_rank_model *m) {
         if (m->segs) free(m->segs[i]);
     }
     free(m->segs);
-    free(m->scores); free(m->trig); free(m->mm_scratch); free(m->act); free(m->cursor);
+    free(m->scores); free(m->trig); free(m->mm_scratch); free(m->act); free(m->act_shared); free(m->cursor);
     if (m->inv_freq)
         for (int l = 0; l < m->cfg->n_layers; l++) free(m->inv_freq[l]);
     free(m->inv_freq);

@@ -34,9 +34,10 @@ size_t g4__q8_act_bytes_plain(const g4_mat *W, int T) {
     return (size_t)T * (size_t)g4__q8_act_stride(W->cols);
 }
 
-void g4__q8_prepare_plain(const g4_mat *W, const float *x, int64_t ldx, int T, void *act) {
+void g4__q8_prepare_plain(const g4_mat *W, const float *x, int64_t ldx, int T, int t0, int t1, void *act) {
     const int64_t qstride = g4__q8_act_stride(W->cols);
-    for (int t = 0; t < T; t++) g4__q8_quantize_act(x + t * ldx, W->cols, (char *)act + t * qstride);
+    (void)T;
+    for (int t = t0; t < t1; t++) g4__q8_quantize_act(x + t * ldx, W->cols, (char *)act + t * qstride);
 }
 
 size_t g4__q4_act_bytes(const g4_mat *W, int T) {
@@ -53,9 +54,10 @@ void g4__q4_block_sums(void *rec, int64_t K) {
     }
 }
 
-void g4__q4_prepare_plain(const g4_mat *W, const float *x, int64_t ldx, int T, void *act) {
+void g4__q4_prepare_plain(const g4_mat *W, const float *x, int64_t ldx, int T, int t0, int t1, void *act) {
     const int64_t stride = g4__q4_act_stride(W->cols);
-    for (int t = 0; t < T; t++) {
+    (void)T;
+    for (int t = t0; t < t1; t++) {
         char *rec = (char *)act + t * stride;
         g4__q8_quantize_act(x + t * ldx, W->cols, rec);
         g4__q4_block_sums(rec, W->cols);

@@ -88,15 +88,21 @@ typedef struct g4_kernels {
                    float *y, int64_t ldy, int64_t r0, int64_t r1, void *scratch);
     size_t (*matmul_scratch_bytes)(const g4_mat *W, int T);
 
-    /* q8_0 and q4_0 only (W->dtype == G4_DT_Q8_0 or G4_DT_Q4_0): matmul's activations
-     * quantized once for many calls over row ranges of W, or of column slices of W's width
-     * (decode walks a matrix a few rows at a time; quantizing in every call cost as much as the
-     * rows). act: 64-byte aligned, matmul_act_bytes(W, T) bytes, laid out per ISA and per dtype:
-     * a copy prepared for a q4_0 matrix serves any q4_0 matrix of that width, never a q8_0 one
-     * (and the other way round). matmul_prepared(W, act, ..) gives the bits of
-     * matmul(W, x, ..); scratch: matmul_scratch_bytes(W, T) bytes, not NULL. */
+    /* matmul's activations prepared once for many calls over row ranges of W, or of column
+     * slices of W's width: q8_0 and q4_0 quantize them (decode walks a matrix a few rows at a
+     * time; quantizing in every call cost as much as the rows), a fast table rounds them for
+     * bf16. matmul_act_bytes is 0 where the set has no prepared form for W's dtype (exact float
+     * dtypes: call matmul). act: 64-byte aligned,
+     * matmul_act_bytes(W, T) bytes, laid out per ISA and per dtype: a copy prepared for a q4_0
+     * matrix serves any q4_0 matrix of that width, never a q8_0 one (and the other way round).
+     * matmul_prepared(W, act, ..) gives the bits of matmul(W, x, ..); scratch:
+     * matmul_scratch_bytes(W, T) bytes, not NULL. */
     size_t (*matmul_act_bytes)(const g4_mat *W, int T);
     void (*matmul_prepare)(const g4_mat *W, const float *x, int64_t ldx, int T, void *act);
+    /* matmul_prepare of tokens [t0, t1) of the T-token copy only (x still points at token 0,
+     * the copy's layout is that of T tokens): threads may prepare disjoint token ranges of one
+     * shared copy; matmul_prepare is t0 = 0, t1 = T. */
+    void (*matmul_prepare_tokens)(const g4_mat *W, const float *x, int64_t ldx, int T, int t0, int t1, void *act);
     void (*matmul_prepared)(const g4_mat *W, const void *act, int T, float *y, int64_t ldy,
                             int64_t r0, int64_t r1, void *scratch);
     /* Optional (NULL: call matmul_prepared per row and slice). One token through a q4_0

@@ -323,7 +323,7 @@ static void matmul_q8_prepared(const g4_mat *W, const void *act, int T, float *y
 static void matmul_q8(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy,
                       int64_t r0, int64_t r1, void *scratch) {
     char *xq = g4__align64(scratch);
-    g4__q8_prepare_plain(W, x, ldx, T, xq);
+    g4__q8_prepare_plain(W, x, ldx, T, 0, T, xq);
     matmul_q8_prepared(W, xq, T, y, ldy, r0, r1, NULL);
 }
 
@@ -415,7 +415,7 @@ static void matmul_q4(const g4_mat *W, const float *x, int64_t ldx, int T, float
                       int64_t r0, int64_t r1, void *scratch) {
     char *xq = g4__align64(scratch);
     const size_t ab = g4__q4_act_bytes(W, T);
-    g4__q4_prepare_plain(W, x, ldx, T, xq);
+    g4__q4_prepare_plain(W, x, ldx, T, 0, T, xq);
     matmul_q4_prepared(W, xq, T, y, ldy, r0, r1, xq + ab);
 }
 
@@ -685,6 +685,7 @@ const g4_kernels g4_kernels_avx2 = {
     .matmul_scratch_bytes = matmul_scratch_bytes,
     .matmul_act_bytes = act_bytes_any,
     .matmul_prepare = prepare_any,
+    .matmul_prepare_tokens = prepare_tokens_any,
     .matmul_prepared = prepared_any,
     .rmsnorm = rmsnorm,
     .rope = rope,

@@ -497,21 +497,21 @@ static size_t q8_act_bytes(const g4_mat *W, int T) {
  * T <= Q8_ROW_T, else class-major in blocks of RL_TB tokens, x + 128 as u8: dword q8_dw[j] of
  * block L of group g at x[L][g][j][token], d_x at d[L][g][token]). Quantizing a group of 512
  * values alone gives the bytes of quantizing the token (per-block scales, zero padding). */
-static void q8_prepare(const g4_mat *W, const float *x, int64_t ldx, int T, void *act) {
+static void q8_prepare(const g4_mat *W, const float *x, int64_t ldx, int T, int t0, int t1, void *act) {
     const int64_t K = W->cols, qstride = g4__q8_act_stride(K), ng = g4__q8_act_nb_pad(K) / 16;
     char *xq = act;
     if (!g4__avx512_vnni || T <= Q8_ROW_T) {
-        for (int t = 0; t < T; t++) {
+        for (int t = t0; t < t1; t++) {
             g4__q8_quantize_act_avx512(x + t * ldx, K, xq + t * qstride);
             if (g4__avx512_vnni) q8_prepare_pairs(xq + t * qstride, K);
         }
         return;
     }
     const __m512i lane8 = _mm512_slli_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), 3);
-    for (int t = 0; t < T; t++) {
-        const int t0 = t / RL_TB * RL_TB;
-        const int64_t n = T - t0 < RL_TB ? T - t0 : RL_TB, tt = t - t0;
-        const rl_block cb = rl_block_at(act, qstride, ng, t0, n);
+    for (int t = t0; t < t1; t++) {
+        const int b0 = t / RL_TB * RL_TB;
+        const int64_t n = T - b0 < RL_TB ? T - b0 : RL_TB, tt = t - b0;
+        const rl_block cb = rl_block_at(act, qstride, ng, b0, n);
         for (int64_t g = 0; g < ng; g++) {
             _Alignas(64) int8_t tmp[512 + 64];
             g4__q8_quantize_act_avx512(x + t * ldx + 512 * g, K - 512 * g < 512 ? K - 512 * g : 512, tmp);
@@ -551,7 +551,7 @@ static void matmul_q8_prepared(const g4_mat *W, const void *act, int T, float *y
 static void matmul_q8(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy,
                       int64_t r0, int64_t r1, void *scratch) {
     char *xq = g4__align64(scratch);
-    q8_prepare(W, x, ldx, T, xq);
+    q8_prepare(W, x, ldx, T, 0, T, xq);
     matmul_q8_prepared(W, xq, T, y, ldy, r0, r1, xq + q8_act_bytes(W, T)); /* 64-aligned */
 }
 
@@ -707,6 +707,7 @@ const g4_kernels g4_kernels_avx512 = {
     .matmul_scratch_bytes = matmul_scratch_bytes,
     .matmul_act_bytes = act_bytes_any,
     .matmul_prepare = prepare_any,
+    .matmul_prepare_tokens = prepare_tokens_any,
     .matmul_prepared = prepared_any,
     .q4_matmul_slices = g4__q4_matmul_slices_avx512,
     .rmsnorm = rmsnorm,

@@ -28,8 +28,12 @@ const char *g4_math_name(int math) { return math == G4_MATH_FAST ? "fast" : "exa
         return W->dtype == G4_DT_BF16 ? g4__fast_act_bytes(W, T) : g4_kernels_##set.matmul_act_bytes(W, T); \
     }                                                                                                    \
     static void prepare_##set(const g4_mat *W, const float *x, int64_t ldx, int T, void *act) {          \
-        if (W->dtype == G4_DT_BF16) prep(W, x, ldx, T, act);                                             \
+        if (W->dtype == G4_DT_BF16) prep(W, x, ldx, T, 0, T, act);                                             \
         else g4_kernels_##set.matmul_prepare(W, x, ldx, T, act);                                         \
+    }                                                                                                    \
+    static void prepare_tokens_##set(const g4_mat *W, const float *x, int64_t ldx, int T, int t0, int t1, void *act) { \
+        if (W->dtype == G4_DT_BF16) prep(W, x, ldx, T, t0, t1, act);                                     \
+        else g4_kernels_##set.matmul_prepare_tokens(W, x, ldx, T, t0, t1, act);                          \
     }                                                                                                    \
     static void prepared_##set(const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0, \
                                int64_t r1, void *scratch) {                                              \
@@ -49,6 +53,7 @@ static pthread_once_t fast_once = PTHREAD_ONCE_INIT;
     fast_tables[i].matmul_scratch_bytes = scratch_##set;      \
     fast_tables[i].matmul_act_bytes = act_bytes_##set;        \
     fast_tables[i].matmul_prepare = prepare_##set;            \
+    fast_tables[i].matmul_prepare_tokens = prepare_tokens_##set; \
     fast_tables[i].matmul_prepared = prepared_##set;
 static void fast_init(void) {
     FAST_TABLE(0, scalar)

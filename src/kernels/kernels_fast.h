@@ -43,14 +43,14 @@ void g4__fast_matmul_bf16_ref(const g4_mat *W, const float *x, int64_t ldx, int 
 size_t g4__fast_scratch_bytes(const g4_mat *W, int T);
 /* The prepared copy (T rows of (cols + 31) / 32 * 32 bf16): bytes, rounding, and the matmul on it. */
 size_t g4__fast_act_bytes(const g4_mat *W, int T);
-void g4__fast_prepare_ref(const g4_mat *W, const float *x, int64_t ldx, int T, void *act);
+void g4__fast_prepare_ref(const g4_mat *W, const float *x, int64_t ldx, int T, int t0, int t1, void *act);
 void g4__fast_prepared_ref(const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0, int64_t r1,
                            void *scratch);
 
 /* The avx512 version (kernels_fast_avx512.c); only after the set's cpuid check. */
 void g4__fast_matmul_bf16_avx512(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy,
                                  int64_t r0, int64_t r1, void *scratch);
-void g4__fast_prepare_avx512(const g4_mat *W, const float *x, int64_t ldx, int T, void *act);
+void g4__fast_prepare_avx512(const g4_mat *W, const float *x, int64_t ldx, int T, int t0, int t1, void *act);
 void g4__fast_prepared_avx512(const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0, int64_t r1,
                               void *scratch);
 

@@ -76,8 +76,9 @@ TILE(8, 1, 1) TILE(8, 2, 1)
 #define ROW(nr) {tile_##nr##_1, tile_##nr##_2, tile_##nr##_3, tile_##nr##_4, tile_##nr##_5, tile_##nr##_6}
 static const tile_fn tiles[4][6] = {ROW(1), ROW(2), ROW(3), ROW(4)};
 
-void g4__fast_prepare_avx512(const g4_mat *W, const float *x, int64_t ldx, int T, void *act) {
-    round_tokens(act, kpad(W->cols), x, ldx, W->cols, T);
+void g4__fast_prepare_avx512(const g4_mat *W, const float *x, int64_t ldx, int T, int t0, int t1, void *act) {
+    (void)T;
+    round_tokens((uint16_t *)act + (int64_t)t0 * kpad(W->cols), kpad(W->cols), x + (int64_t)t0 * ldx, ldx, W->cols, t1 - t0);
 }
 
 /* Row tiles over a block of nt <= G4_FAST_TB prepared tokens. */

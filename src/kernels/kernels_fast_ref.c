@@ -48,9 +48,10 @@ static float fast_dot(const uint16_t *w, int64_t K, const uint16_t *xb, int64_t 
 
 size_t g4__fast_act_bytes(const g4_mat *W, int T) { return (size_t)(T > 0 ? T : 0) * (size_t)kpad(W->cols) * 2; }
 
-void g4__fast_prepare_ref(const g4_mat *W, const float *x, int64_t ldx, int T, void *act) {
+void g4__fast_prepare_ref(const g4_mat *W, const float *x, int64_t ldx, int T, int t0, int t1, void *act) {
     const int64_t K = W->cols, kp = kpad(K);
-    for (int t = 0; t < T; t++) {
+    (void)T;
+    for (int t = t0; t < t1; t++) {
         uint16_t *d = (uint16_t *)act + (int64_t)t * kp;
         const float *s = x + (int64_t)t * ldx;
         for (int64_t k = 0; k < kp; k++) d[k] = k < K ? g4_f32_to_bf16(s[k]) : 0;
@@ -74,7 +75,7 @@ void g4__fast_matmul_bf16_ref(const g4_mat *W, const float *x, int64_t ldx, int 
     uint16_t *xb = g4__align64(scratch ? scratch : own);
     for (int t0 = 0; t0 < T; t0 += G4_FAST_TB) {
         int nt = T - t0 < G4_FAST_TB ? T - t0 : G4_FAST_TB;
-        g4__fast_prepare_ref(W, x + (int64_t)t0 * ldx, ldx, nt, xb);
+        g4__fast_prepare_ref(W, x + (int64_t)t0 * ldx, ldx, nt, 0, nt, xb);
         g4__fast_prepared_ref(W, xb, nt, y + (int64_t)t0 * ldy, ldy, r0, r1, NULL);
     }
     free(own);

@@ -25,7 +25,7 @@ void g4__q8_quantize_act(const float *x, int64_t K, void *dst);
 /* matmul_act_bytes / matmul_prepare of the sets that keep g4__q8_quantize_act's records as they
  * are (scalar, avx2): T records of g4__q8_act_stride(cols) bytes. */
 size_t g4__q8_act_bytes_plain(const g4_mat *W, int T);
-void g4__q8_prepare_plain(const g4_mat *W, const float *x, int64_t ldx, int T, void *act);
+void g4__q8_prepare_plain(const g4_mat *W, const float *x, int64_t ldx, int T, int t0, int t1, void *act);
 /* The same, vectorised (kernels_avx512.c; identical bytes — IEEE division, exact rounding). */
 void g4__q8_quantize_act_avx512(const float *x, int64_t K, void *dst);
 
@@ -50,11 +50,11 @@ size_t g4__q4_act_bytes(const g4_mat *W, int T);
 /* s[] of a quantized record (zero-padded blocks give 0). */
 void g4__q4_block_sums(void *rec, int64_t K);
 /* matmul_prepare of scalar and avx2 for q4_0: g4__q8_quantize_act, then the sums. */
-void g4__q4_prepare_plain(const g4_mat *W, const float *x, int64_t ldx, int T, void *act);
+void g4__q4_prepare_plain(const g4_mat *W, const float *x, int64_t ldx, int T, int t0, int t1, void *act);
 
 /* The avx512 q4_0 matmul (kernels_q4_avx512.c; its own record layout, same size). */
 size_t g4__q4_scratch_bytes_avx512(const g4_mat *W, int T);
-void g4__q4_prepare_avx512(const g4_mat *W, const float *x, int64_t ldx, int T, void *act);
+void g4__q4_prepare_avx512(const g4_mat *W, const float *x, int64_t ldx, int T, int t0, int t1, void *act);
 void g4__q4_matmul_prepared_avx512(const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0,
                                    int64_t r1, void *scratch);
 void g4__q4_matmul_avx512(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy, int64_t r0,
@@ -63,29 +63,35 @@ void g4__q4_matmul_slices_avx512(const g4_mat *W, int64_t slice_cols, int nslice
                                  size_t act_stride, float *y, int64_t ldy, int64_t r0, int64_t r1);
 
 /* A set's matmul entries for one quantized dtype: what its g4_kernels matmul, matmul_scratch_bytes,
- * matmul_act_bytes, matmul_prepare and matmul_prepared do for W of that dtype. Each set keeps a
- * table of them indexed by dtype (the float dtypes' rows empty), so a new format is a row there
- * and a row of dtype.c's table, not a branch in every dispatcher. */
+ * matmul_act_bytes, matmul_prepare(_tokens) and matmul_prepared do for W of that dtype. Each set
+ * keeps a table of them indexed by dtype (the float dtypes' rows empty), so a new format is a row
+ * there and a row of dtype.c's table, not a branch in every dispatcher. */
 typedef struct g4__qmm {
     void (*matmul)(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy, int64_t r0, int64_t r1,
                    void *scratch);
     size_t (*scratch_bytes)(const g4_mat *W, int T);
     size_t (*act_bytes)(const g4_mat *W, int T);
-    void (*prepare)(const g4_mat *W, const float *x, int64_t ldx, int T, void *act);
+    void (*prepare)(const g4_mat *W, const float *x, int64_t ldx, int T, int t0, int t1, void *act); /* tokens [t0, t1) */;
     void (*prepared)(const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0, int64_t r1,
                      void *scratch);
 } g4__qmm;
-/* A set's matmul_act_bytes / matmul_prepare / matmul_prepared from its table (quantized W only:
- * the caller asks g4_dtype_info(dtype)->quantized first, or a fast table takes bf16 itself). */
+/* A set's matmul_act_bytes / matmul_prepare(_tokens) / matmul_prepared from its table; a dtype
+ * without a row (the float dtypes: a fast table takes bf16 itself) has no prepared form, and
+ * matmul_act_bytes says 0. */
 static inline const g4__qmm *g4__qmm_entry(const g4__qmm *tab, const g4_mat *W) {
     G4_ASSERT(W->dtype >= 0 && W->dtype < G4_DT_COUNT && tab[W->dtype].prepare, "prepared matmul entry on a %s matrix",
               g4_dtype_name(W->dtype));
     return &tab[W->dtype];
 }
 #define G4__QMM_ENTRY_POINTS(tab)                                                                                        \
-    static size_t act_bytes_any(const g4_mat *W, int T) { return g4__qmm_entry(tab, W)->act_bytes(W, T); }             \
+    static size_t act_bytes_any(const g4_mat *W, int T) {                                                              \
+        return W->dtype >= 0 && W->dtype < G4_DT_COUNT && tab[W->dtype].act_bytes ? tab[W->dtype].act_bytes(W, T) : 0; \
+    }                                                                                                                   \
     static void prepare_any(const g4_mat *W, const float *x, int64_t ldx, int T, void *act) {                           \
-        g4__qmm_entry(tab, W)->prepare(W, x, ldx, T, act);                                                              \
+        g4__qmm_entry(tab, W)->prepare(W, x, ldx, T, 0, T, act);                                                        \
+    }                                                                                                                   \
+    static void prepare_tokens_any(const g4_mat *W, const float *x, int64_t ldx, int T, int t0, int t1, void *act) {     \
+        g4__qmm_entry(tab, W)->prepare(W, x, ldx, T, t0, t1, act);                                                      \
     }                                                                                                                   \
     static void prepared_any(const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0, int64_t r1,    \
                              void *scratch) {                                                                           \

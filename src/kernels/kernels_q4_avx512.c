@@ -320,15 +320,15 @@ size_t g4__q4_scratch_bytes_avx512(const g4_mat *W, int T) {
  * order), else class-major in blocks of RL_TB tokens (kernels_rowlanes_avx512.h). Quantizing a
  * group of 512 values alone gives the bytes of quantizing the token (per-block scales, zero
  * padding). */
-void g4__q4_prepare_avx512(const g4_mat *W, const float *x, int64_t ldx, int T, void *act) {
+void g4__q4_prepare_avx512(const g4_mat *W, const float *x, int64_t ldx, int T, int t0, int t1, void *act) {
     const int64_t K = W->cols, stride = g4__q4_act_stride(K), ng = g4__q8_act_nb_pad(K) / 16;
     const __m512i blk = _mm512_loadu_si512(q4_blk), ones = _mm512_set1_epi8(1);
     const int cm = T > Q4_ROW_T;
-    for (int t = 0; t < T; t++) {
-        const int t0 = cm ? t / RL_TB * RL_TB : t;
-        const int64_t n = cm ? (T - t0 < RL_TB ? T - t0 : RL_TB) : 1, tt = t - t0;
-        char *rec = (char *)act + t0 * stride;
-        const rl_block cb = rl_block_at(act, stride, ng, t0, n);
+    for (int t = t0; t < t1; t++) {
+        const int b0 = cm ? t / RL_TB * RL_TB : t;
+        const int64_t n = cm ? (T - b0 < RL_TB ? T - b0 : RL_TB) : 1, tt = t - b0;
+        char *rec = (char *)act + b0 * stride;
+        const rl_block cb = rl_block_at(act, stride, ng, b0, n);
         for (int64_t g = 0; g < ng; g++) {
             _Alignas(64) int8_t tmp[512 + 64];
             g4__q8_quantize_act_avx512(x + t * ldx + 512 * g, K - 512 * g < 512 ? K - 512 * g : 512, tmp);
@@ -438,6 +438,6 @@ void g4__q4_matmul_slices_avx512(const g4_mat *W, int64_t slice_cols, int nslice
 void g4__q4_matmul_avx512(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy, int64_t r0,
                           int64_t r1, void *scratch) {
     char *act = g4__align64(scratch);
-    g4__q4_prepare_avx512(W, x, ldx, T, act);
+    g4__q4_prepare_avx512(W, x, ldx, T, 0, T, act);
     g4__q4_matmul_prepared_avx512(W, act, T, y, ldy, r0, r1, act + g4__q4_act_bytes(W, T)); /* 64-aligned */
 }

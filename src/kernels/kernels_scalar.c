@@ -126,7 +126,7 @@ static void matmul_q(const g4_mat *W, const float *x, int64_t ldx, int T, float 
     if (!scratch) scratch = owned = malloc(q_scratch_bytes(W, T));
     if (!scratch) return; /* out of memory: nothing sensible to compute */
     char *xq = g4__align64(scratch);
-    qmm[W->dtype].prepare(W, x, ldx, T, xq);
+    qmm[W->dtype].prepare(W, x, ldx, T, 0, T, xq);
     qmm[W->dtype].prepared(W, xq, T, y, ldy, r0, r1, NULL);
     free(owned);
 }
@@ -268,6 +268,7 @@ const g4_kernels g4_kernels_scalar = {
     .matmul_scratch_bytes = matmul_scratch_bytes,
     .matmul_act_bytes = act_bytes_any,
     .matmul_prepare = prepare_any,
+    .matmul_prepare_tokens = prepare_tokens_any,
     .matmul_prepared = prepared_any,
     .rmsnorm = rmsnorm,
     .rope = rope,

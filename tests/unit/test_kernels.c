@@ -653,6 +653,54 @@ static void test_q8_prepared(void **state) {
         }
 }
 
+/* q8_0 / q4_0 activations prepared by several matmul_prepare_tokens calls over disjoint token
+ * ranges (as the forward pass's threads each prepare their share of one copy) give the bits of
+ * matmul_prepare and of the plain matmul, every set and path (T = 1, 3 and the class-major
+ * blocks of 48 tokens beyond 4, cut inside and across blocks). */
+static void test_prepare_tokens(void **state) {
+    (void)state;
+    const g4_kernels *ks[3];
+    const int nk = all_sets(ks);
+    const int dts[] = {G4_DT_Q8_0, G4_DT_Q4_0};
+    const int64_t Ks[] = {5, 37, 256, 544, 1344};
+    const int Ts[] = {1, 3, 33, 50, 101}; /* 50, 101: past one 48-token block */
+    for (int s = 0; s < nk; s++)
+        for (int di = 0; di < 2; di++)
+            for (int ki = 0; ki < 5; ki++)
+                for (int ti = 0; ti < 5; ti++) {
+                    const int dt = dts[di], T = Ts[ti];
+                    const int64_t K = (Ks[ki] + 31) / 32 * 32, R = 40;
+                    wmat m;
+                    wmat_make(&m, dt, R, K, 0);
+                    g4_mat W = wmat_view(&m);
+                    const size_t ab = ks[s]->matmul_act_bytes(&W, T);
+                    if (!ab) fail_msg("%s %s: no prepared form", ks[s]->name, g4_dtype_name(dt));
+                    const int64_t ldx = K + 3;
+                    float *x = malloc((size_t)(T * ldx) * 4), *y1 = malloc((size_t)(T * R) * 4), *y2 = malloc((size_t)(T * R) * 4);
+                    fill(x, T * ldx);
+                    run_mm(ks[s], &W, x, ldx, T, y1, R, 0, R);
+                    char *a1 = aligned_alloc(64, (ab + 63) / 64 * 64), *a2 = aligned_alloc(64, (ab + 63) / 64 * 64);
+                    memset(a1, 0x5a, ab), memset(a2, 0xa5, ab); /* what a range leaves alone stays different */
+                    ks[s]->matmul_prepare(&W, x, ldx, T, a1);
+                    const int cuts[4] = {0, T / 3, T / 3 + (T > 1), T};
+                    for (int c = 2; c >= 0; c--) ks[s]->matmul_prepare_tokens(&W, x, ldx, T, cuts[c], cuts[c + 1], a2);
+                    void *scratch = malloc(ks[s]->matmul_scratch_bytes(&W, T) + 64);
+                    for (int i = 0; i < T * R; i++) y2[i] = -7.0f;
+                    ks[s]->matmul_prepared(&W, a2, T, y2, R, 0, 17, scratch);
+                    ks[s]->matmul_prepared(&W, a2, T, y2, R, 17, R, scratch);
+                    if (memcmp(y1, y2, (size_t)(T * R) * 4) != 0)
+                        fail_msg("%s %s K=%ld T=%d: prepared in token ranges != plain matmul", ks[s]->name, g4_dtype_name(dt),
+                                 (long)K, T);
+                    for (int i = 0; i < T * R; i++) y2[i] = -7.0f;
+                    ks[s]->matmul_prepared(&W, a1, T, y2, R, 0, R, scratch);
+                    if (memcmp(y1, y2, (size_t)(T * R) * 4) != 0)
+                        fail_msg("%s %s K=%ld T=%d: prepared != plain matmul", ks[s]->name, g4_dtype_name(dt), (long)K, T);
+                    free(scratch);
+                    free(a1), free(a2), free(x), free(y1), free(y2);
+                    wmat_free(&m);
+                }
+}
+
 /* A column slice (a view into a wider matrix: data at the first column, the wide ld; for q8_0 /
  * q4_0 on 32-column boundaries, so q4_0 rows start at any 2-byte offset) gives the bits of the
  * same columns copied into a matrix of their own, every set, dtype and path. */
@@ -1070,6 +1118,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_empty),
         cmocka_unit_test(test_q8_vnni_paths),
         cmocka_unit_test(test_q8_prepared),
+        cmocka_unit_test(test_prepare_tokens),
         cmocka_unit_test(test_matmul_col_slices),
         cmocka_unit_test(test_matmul_vs_scalar),
         cmocka_unit_test(test_matmul_invariance),
