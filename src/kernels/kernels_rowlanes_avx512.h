@@ -35,6 +35,9 @@
 #ifndef RL_TB
 #define RL_TB 48
 #endif
+#ifndef RL_NEXT_CALL
+#define RL_NEXT_CALL 1 /* after a call's last row block, prefetch the rows that follow it */
+#endif
 #ifndef RL_WHOLE_NG
 #define RL_WHOLE_NG 2
 #endif
@@ -257,7 +260,10 @@ AI void rl_prefill(const int q8, const int vnni, const g4_mat *W, rl_panel_fn pa
         const int64_t re = r + RL_ROWS < r1 ? r + RL_ROWS : r1;
         const int mr = re - r > 16 ? 2 : 1;
         panel_of(W, r, re, panel);
-        rl_next_rows pf = rl_next_rows_of((const char *)W->data, W->ld_bytes, row_bytes, re, r1, tiles);
+        /* the next row block: this call's, or after its last the rows that follow r1 (the
+         * thread's next chunk usually starts there; the engine's q8_0 chunks are 2 row blocks) */
+        const int64_t nxt_end = re < r1 || !RL_NEXT_CALL ? r1 : r1 + RL_ROWS < W->rows ? r1 + RL_ROWS : W->rows;
+        rl_next_rows pf = rl_next_rows_of((const char *)W->data, W->ld_bytes, row_bytes, re, nxt_end, tiles);
         for (int t0 = 0; t0 < T; t0 += RL_TB) {
             const int64_t n = T - t0 < RL_TB ? T - t0 : RL_TB;
             const rl_job jb = {panel, cls, nb, ng, n, rl_block_at(act, stride, ng, t0, n)};
