@@ -514,7 +514,7 @@ static void ph_rowpar(g4_rank_model *m, int ith, int nth) {
     const int64_t step = m->b->n == 1 && !rowpar_by_rows(m) ? 8 : per;
     const char *act = NULL;
     const size_t act_stride = prepared_dt(m, slice.dtype) ? act_bytes(m, slice.dtype, slice.cols, m->b->n) : 0;
-    if (act_stride && m->b->n > 1) act = m->act_shared; /* ph_rowpar_prep */
+    if (act_stride && m->b->n > 1 && m->rp_w->data) act = m->act_shared; /* ph_rowpar_prep */
     for (int i = 0; i < m->rp_nslices && act_stride && m->b->n == 1; i++) {
         g4_mat Ws = rp_slice(m, i);
         const char *a = prepare(m, ith, &Ws, m->rp_x + (int64_t)i * m->rp_slice_cols, m->rp_ldx, (size_t)i * act_stride);
