@@ -164,8 +164,9 @@ static size_t act_bytes(const g4_rank_model *m, int dt, int64_t cols, int T) {
 }
 
 /* A q8_0/q4_0 matmul quantizes its activations; in a phase of many calls (chunks, and in decode
- * 8-row steps) each thread prepares them once, into its own act buffer at offset `off`, and
- * the calls reuse them. Returns the prepared copy, or NULL when W has none (plain matmul).
+ * 8-row steps) they are prepared once: here, for one token's row-parallel slices, by each thread
+ * into its own act buffer at offset `off` (several tokens: one shared copy, prepare_shared_tokens).
+ * Returns the prepared copy, or NULL when W has none (plain matmul).
  * Quantizing in every call cost as much as streaming a 64-row chunk at T = 1 and 0.9 ms per
  * call at T = 512 (5376 columns). */
 static const char *prepare(g4_rank_model *m, int ith, const g4_mat *W, const float *x, int64_t ldx, size_t off) {
