@@ -473,6 +473,12 @@ static int rowpar_by_rows(const g4_rank_model *m) {
     return m->b->n == 1 && m->rp_w->dtype == G4_DT_Q4_0 && m->rp_nslices <= m->o.max_batch;
 }
 
+/* Whether the row-parallel matrix's slices read one shared prepared copy (ph_rowpar_prep):
+ * several tokens and a prepared form; one token prepares per thread in ph_rowpar. */
+static int rowpar_shared(const g4_rank_model *m) {
+    return m->b->n > 1 && m->rp_w->data && prepared_dt(m, m->rp_w->dtype);
+}
+
 /* act: the slices' prepared activations, act_stride bytes apart (NULL: matmul from rp_x). */
 static void rowpar_rows(g4_rank_model *m, int ith, int64_t r0, int64_t r1, const char *act, size_t act_stride) {
     const int64_t H = m->H;
@@ -515,7 +521,7 @@ static void ph_rowpar(g4_rank_model *m, int ith, int nth) {
     const int64_t step = m->b->n == 1 && !rowpar_by_rows(m) ? 8 : per;
     const char *act = NULL;
     const size_t act_stride = prepared_dt(m, slice.dtype) ? act_bytes(m, slice.dtype, slice.cols, m->b->n) : 0;
-    if (act_stride && m->b->n > 1 && m->rp_w->data) act = m->act_shared; /* ph_rowpar_prep */
+    if (rowpar_shared(m)) act = m->act_shared;
     for (int i = 0; i < m->rp_nslices && act_stride && m->b->n == 1; i++) {
         g4_mat Ws = rp_slice(m, i);
         const char *a = prepare(m, ith, &Ws, m->rp_x + (int64_t)i * m->rp_slice_cols, m->rp_ldx, (size_t)i * act_stride);
@@ -547,7 +553,7 @@ static int rowpar(g4_rank_model *m, const g4_mat *W, const float *x, int64_t ldx
     m->rp_ldx = ldx;
     m->rp_slice_cols = slice_cols;
     m->rp_nslices = nslices;
-    if (m->b->n > 1 && prepared_dt(m, W->dtype) && W->data) run(m, ph_rowpar_prep);
+    if (rowpar_shared(m)) run(m, ph_rowpar_prep);
     run(m, ph_rowpar);
     int lvl = 0;
     while ((1 << lvl) < nslices) lvl++;
