@@ -87,21 +87,27 @@ static int prefill(const g4_kernels *k, int64_t R, int64_t K, int T, int q8) {
         W.q4_tail = q4_tail;
         W.layout_cols = K;
     }
-    void *act = aligned_alloc(64, q8 == 2 ? 64 : (k->matmul_act_bytes(&W, T) + 63) / 64 * 64),
+    /* bf16: the prepared form where the set has one (avx512), the plain matmul with
+     * G4_BENCH_BF16_PLAIN=1 or without it (same bits) */
+    const int plain = q8 == 2 && (k->matmul_act_bytes(&W, T) == 0 || getenv("G4_BENCH_BF16_PLAIN"));
+    void *act = aligned_alloc(64, plain ? 64 : (k->matmul_act_bytes(&W, T) + 63) / 64 * 64),
          *scratch = aligned_alloc(64, (k->matmul_scratch_bytes(&W, T) + 127) / 64 * 64);
     if (!act || !scratch) return 1;
-    if (q8 != 2) k->matmul_prepare(&W, x, K, T, act);
+    if (!plain) k->matmul_prepare(&W, x, K, T, act);
     /* rows per call: the engine's chunks (forward.c chunk_rows: ~256 KiB of weights, a multiple
-     * of 32 rows), or the whole matrix with G4_BENCH_CHUNK=0 */
+     * of 32 rows, or what the kernel asks for: matmul_call_rows), or the whole matrix with
+     * G4_BENCH_CHUNK=0 */
     const char *ce = getenv("G4_BENCH_CHUNK");
     int64_t chunk = ce ? atoll(ce) : (((int64_t)256 << 10) / (int64_t)rb + 31) / 32 * 32;
+    const int64_t want = !ce && !plain && k->matmul_call_rows ? k->matmul_call_rows(&W, T) : 0;
+    if (want > chunk) chunk = (want + 31) / 32 * 32;
     if (chunk <= 0) chunk = R;
     double best = 1e30;
     for (int it = 0; it < 25; it++) {
         const double t0 = cpu_s();
         for (int64_t r0 = 0; r0 < R; r0 += chunk) {
             const int64_t r1 = r0 + chunk < R ? r0 + chunk : R;
-            if (q8 == 2) k->matmul(&W, x, K, T, y, R, r0, r1, scratch);
+            if (plain) k->matmul(&W, x, K, T, y, R, r0, r1, scratch);
             else k->matmul_prepared(&W, act, T, y, R, r0, r1, scratch);
         }
         const double t = cpu_s() - t0;

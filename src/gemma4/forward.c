@@ -142,6 +142,9 @@ static int64_t chunk_rows(const g4_rank_model *m, const g4_mat *W) {
     int64_t rb = (int64_t)g4_dtype_row_bytes(W->dtype, W->cols);
     const int64_t target = m->b->n <= 3 ? (int64_t)2 << 20 : (int64_t)256 << 10; /* decode: long streams */
     int64_t c = (target / (rb > 0 ? rb : 1) + 31) / 32 * 32;
+    /* a kernel that reuses its activations across more rows asks for them */
+    const int64_t want = m->K->matmul_call_rows && m->b->n > 3 ? m->K->matmul_call_rows(W, m->b->n) : 0;
+    if (want > c) c = (want + 31) / 32 * 32;
     int64_t most = (W->rows / (8 * (int64_t)m->nth) + 31) / 32 * 32;
     if (c > most) c = most;
     return c < 32 ? 32 : c;

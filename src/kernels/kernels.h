@@ -91,8 +91,8 @@ typedef struct g4_kernels {
     /* matmul's activations prepared once for many calls over row ranges of W, or of column
      * slices of W's width: q8_0 and q4_0 quantize them (decode walks a matrix a few rows at a
      * time; quantizing in every call cost as much as the rows), a fast table rounds them for
-     * bf16. matmul_act_bytes is 0 where the set has no prepared form for W's dtype (exact float
-     * dtypes: call matmul). act: 64-byte aligned,
+     * bf16, and avx512 rearranges them for its exact bf16 prefill. matmul_act_bytes is 0 where
+     * the set has no prepared form for W's dtype (then call matmul). act: 64-byte aligned,
      * matmul_act_bytes(W, T) bytes, laid out per ISA and per dtype: a copy prepared for a q4_0
      * matrix serves any q4_0 matrix of that width, never a q8_0 one (and the other way round).
      * matmul_prepared(W, act, ..) gives the bits of matmul(W, x, ..); scratch:
@@ -105,6 +105,10 @@ typedef struct g4_kernels {
     void (*matmul_prepare_tokens)(const g4_mat *W, const float *x, int64_t ldx, int T, int t0, int t1, void *act);
     void (*matmul_prepared)(const g4_mat *W, const void *act, int T, float *y, int64_t ldy,
                             int64_t r0, int64_t r1, void *scratch);
+    /* Optional (NULL or 0: the caller's choice). Rows a matmul_prepared call of T tokens over W
+     * should cover at least, where the kernel reuses the activations across that many rows
+     * (avx512's exact bf16 prefill: a group of row panels per pass over the activations). */
+    int64_t (*matmul_call_rows)(const g4_mat *W, int T);
     /* Optional (NULL: call matmul_prepared per row and slice). One token through a q4_0
      * matrix cut into nslices column slices of slice_cols (a row-parallel matrix's reduction
      * slices; grouped W: grouped per slice, layout_cols == slice_cols): for rows [r0, r1) and

@@ -560,16 +560,54 @@ static size_t q8_scratch_bytes(const g4_mat *W, int T) {
     return q8_act_bytes(W, T) + 64 + (T > Q8_ROW_T ? rl_scratch_bytes((W->cols / G4_Q8_BLOCK + 15) / 16, 1) : 0);
 }
 
-/* the quantized dtypes' matmuls (kernels_internal.h g4__qmm): q8_0 here, q4_0 in kernels_q4_avx512.c */
+/* ---- matmul: bf16 prepared ---- */
+
+/* Beyond this many tokens a prepared bf16 matmul takes the rows-in-lanes prefill
+ * (kernels_bf16_rl_avx512.c); up to it the prepared copy is x as it is (row-major, ldx = K) and
+ * the plain paths run on it. */
+#ifndef BF16_RL_T
+#define BF16_RL_T 32
+#endif
+
+static size_t bf16_act_bytes(const g4_mat *W, int T) {
+    return T > BF16_RL_T ? g4__bf16_rl_act_bytes(W->cols, T) : (size_t)T * (size_t)W->cols * sizeof(float);
+}
+
+static void bf16_prepare(const g4_mat *W, const float *x, int64_t ldx, int T, int t0, int t1, void *act) {
+    if (T > BF16_RL_T) g4__bf16_rl_prepare(x, ldx, W->cols, T, t0, t1, act);
+    else
+        for (int t = t0; t < t1; t++) memcpy((float *)act + t * W->cols, x + t * ldx, sizeof(float) * (size_t)W->cols);
+}
+
+static void matmul(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy, int64_t r0, int64_t r1,
+                   void *scratch);
+
+static void matmul_bf16_prepared(const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0,
+                                 int64_t r1, void *scratch) {
+    if (T > BF16_RL_T) {
+        if (r1 > r0) g4__bf16_rl_matmul(W, act, T, y, ldy, r0, r1, scratch);
+    } else matmul(W, act, W->cols, T, y, ldy, r0, r1, scratch);
+}
+
+/* the matmuls with their own entries (kernels_internal.h g4__qmm): q8_0 here, q4_0 in
+ * kernels_q4_avx512.c; bf16's prepared form (its plain matmul is the float path below) */
 static const g4__qmm qmm[G4_DT_COUNT] = {
     [G4_DT_Q8_0] = {matmul_q8, q8_scratch_bytes, q8_act_bytes, q8_prepare, matmul_q8_prepared},
     [G4_DT_Q4_0] = {g4__q4_matmul_avx512, g4__q4_scratch_bytes_avx512, g4__q4_act_bytes, g4__q4_prepare_avx512,
                     g4__q4_matmul_prepared_avx512},
+    [G4_DT_BF16] = {NULL, NULL, bf16_act_bytes, bf16_prepare, matmul_bf16_prepared},
 };
 
 static size_t matmul_scratch_bytes(const g4_mat *W, int T) {
     if (qmm[W->dtype].matmul) return qmm[W->dtype].scratch_bytes(W, T);
-    return T > SMALL_T ? f_scratch_bytes() : 0;
+    size_t s = T > SMALL_T ? f_scratch_bytes() : 0;
+    if (W->dtype == G4_DT_BF16 && T > BF16_RL_T && g4__bf16_rl_scratch_bytes(W->cols) > s) s = g4__bf16_rl_scratch_bytes(W->cols);
+    return s;
+}
+
+/* rows per call: the exact bf16 prefill's groups of panels; else 0 (the caller's default) */
+static int64_t matmul_call_rows(const g4_mat *W, int T) {
+    return W->dtype == G4_DT_BF16 && T > BF16_RL_T ? g4__bf16_rl_call_rows(W->cols) : 0;
 }
 
 static void matmul(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy,
@@ -709,6 +747,7 @@ const g4_kernels g4_kernels_avx512 = {
     .matmul_prepare = prepare_any,
     .matmul_prepare_tokens = prepare_tokens_any,
     .matmul_prepared = prepared_any,
+    .matmul_call_rows = matmul_call_rows,
     .q4_matmul_slices = g4__q4_matmul_slices_avx512,
     .rmsnorm = rmsnorm,
     .rope = rope,

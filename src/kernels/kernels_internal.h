@@ -62,6 +62,17 @@ void g4__q4_matmul_avx512(const g4_mat *W, const float *x, int64_t ldx, int T, f
 void g4__q4_matmul_slices_avx512(const g4_mat *W, int64_t slice_cols, int nslices, const void *act,
                                  size_t act_stride, float *y, int64_t ldy, int64_t r0, int64_t r1);
 
+/* The avx512 exact bf16 prefill with rows in the lanes (kernels_bf16_rl_avx512.c): T tokens of
+ * width K prepared class-major (act: g4__bf16_rl_act_bytes, 64-byte aligned), then rows [r0, r1)
+ * of a bf16 W, bitwise the set's matmul; scratch: g4__bf16_rl_scratch_bytes(K). Calls of
+ * g4__bf16_rl_call_rows(K) rows reuse the activations best. */
+size_t g4__bf16_rl_act_bytes(int64_t K, int T);
+size_t g4__bf16_rl_scratch_bytes(int64_t K);
+int64_t g4__bf16_rl_call_rows(int64_t K);
+void g4__bf16_rl_prepare(const float *x, int64_t ldx, int64_t K, int T, int t0, int t1, float *act);
+void g4__bf16_rl_matmul(const g4_mat *W, const float *act, int T, float *y, int64_t ldy, int64_t r0, int64_t r1,
+                        void *scratch);
+
 /* A set's matmul entries for one quantized dtype: what its g4_kernels matmul, matmul_scratch_bytes,
  * matmul_act_bytes, matmul_prepare(_tokens) and matmul_prepared do for W of that dtype. Each set
  * keeps a table of them indexed by dtype (the float dtypes' rows empty), so a new format is a row

@@ -214,17 +214,18 @@ AI __m512i rl_d_index(int64_t ng, int64_t n, int64_t g, int64_t tt) {
     return _mm512_add_epi32(_mm512_mullo_epi32(lane, _mm512_set1_epi32((int)(ng * n))), _mm512_set1_epi32((int)(g * n + tt)));
 }
 
-/* The lines of the next row block, prefetched a few per tile while this block's tiles run
- * (unprefetched, the panel's unpack waited on memory for ~1/3 of its time). */
+/* The lines of rows [r, r1) (the next row block), prefetched a few per tile while this block's
+ * tiles run (unprefetched, the panel's unpack waited on memory for ~1/3 of its time), spread
+ * over `tiles` calls of rl_prefetch_rows. */
 typedef struct {
     const char *row; /* the row being prefetched, its next line, the rows left after it */
     int64_t ld, lines, line, rows_left, per;
 } rl_next_rows;
 
 AI rl_next_rows rl_next_rows_of(const char *data, int64_t ld, int64_t row_bytes, int64_t r, int64_t r1, int64_t tiles) {
-    const int64_t rows = r >= r1 ? 0 : r1 - r < RL_ROWS ? r1 - r : RL_ROWS;
+    const int64_t rows = r >= r1 ? 0 : r1 - r;
     rl_next_rows nr = {data + r * ld, ld, (row_bytes + 63) / 64, 0, rows, 0};
-    nr.per = (rows * nr.lines + tiles - 1) / tiles;
+    nr.per = tiles > 0 ? (rows * nr.lines + tiles - 1) / tiles : 0;
     return nr;
 }
 
@@ -262,7 +263,8 @@ AI void rl_prefill(const int q8, const int vnni, const g4_mat *W, rl_panel_fn pa
         panel_of(W, r, re, panel);
         /* the next row block: this call's, or after its last the rows that follow r1 (the
          * thread's next chunk usually starts there; the engine's q8_0 chunks are 2 row blocks) */
-        const int64_t nxt_end = re < r1 || !RL_NEXT_CALL ? r1 : r1 + RL_ROWS < W->rows ? r1 + RL_ROWS : W->rows;
+        const int64_t nxt_end = re < r1 || !RL_NEXT_CALL ? (re + RL_ROWS < r1 ? re + RL_ROWS : r1)
+                                                        : (r1 + RL_ROWS < W->rows ? r1 + RL_ROWS : W->rows);
         rl_next_rows pf = rl_next_rows_of((const char *)W->data, W->ld_bytes, row_bytes, re, nxt_end, tiles);
         for (int t0 = 0; t0 < T; t0 += RL_TB) {
             const int64_t n = T - t0 < RL_TB ? T - t0 : RL_TB;

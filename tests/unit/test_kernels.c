@@ -653,28 +653,45 @@ static void test_q8_prepared(void **state) {
         }
 }
 
-/* q8_0 / q4_0 activations prepared by several matmul_prepare_tokens calls over disjoint token
- * ranges (as the forward pass's threads each prepare their share of one copy) give the bits of
- * matmul_prepare and of the plain matmul, every set and path (T = 1, 3 and the class-major
- * blocks of 48 tokens beyond 4, cut inside and across blocks). */
+/* The canonical order of the avx512 float dot product (kernels_avx512.c): lane l sums
+ * fmaf(w[k], x[k], acc) for k = l, l + 16, .. from +0, then ((lo256 + hi256) -> (lo128 + hi128)
+ * -> (0 + 2, 1 + 3) -> sum). Written out in scalar code, independently of every kernel. */
+static float canonical_dot16(const float *w, const float *x, int64_t K) {
+    float acc[16] = {0};
+    for (int64_t k = 0; k < K; k++) acc[k % 16] = fmaf(w[k], x[k], acc[k % 16]);
+    float a[8], b[4];
+    for (int l = 0; l < 8; l++) a[l] = acc[l] + acc[l + 8];
+    for (int l = 0; l < 4; l++) b[l] = a[l] + a[l + 4];
+    return (b[0] + b[2]) + (b[1] + b[3]);
+}
+
+/* Activations prepared by several matmul_prepare_tokens calls over disjoint token ranges (as the
+ * forward pass's threads share one copy) give matmul_prepare's bits, and both the plain matmul's;
+ * avx512's prepared bf16 (x as it is up to 32 tokens, the rows-in-lanes prefill beyond) also the
+ * canonical order's, for widths that end in a partial 16-step and rows that end in a partial
+ * 16-row half. */
 static void test_prepare_tokens(void **state) {
     (void)state;
     const g4_kernels *ks[3];
     const int nk = all_sets(ks);
-    const int dts[] = {G4_DT_Q8_0, G4_DT_Q4_0};
+    const int dts[] = {G4_DT_Q8_0, G4_DT_Q4_0, G4_DT_BF16};
     const int64_t Ks[] = {5, 37, 256, 544, 1344};
     const int Ts[] = {1, 3, 33, 50, 101}; /* 50, 101: past one 48-token block */
     for (int s = 0; s < nk; s++)
-        for (int di = 0; di < 2; di++)
+        for (int di = 0; di < 3; di++)
             for (int ki = 0; ki < 5; ki++)
                 for (int ti = 0; ti < 5; ti++) {
                     const int dt = dts[di], T = Ts[ti];
-                    const int64_t K = (Ks[ki] + 31) / 32 * 32, R = 40;
+                    const int64_t K = is_q(dt) ? (Ks[ki] + 31) / 32 * 32 : Ks[ki], R = 40;
                     wmat m;
                     wmat_make(&m, dt, R, K, 0);
                     g4_mat W = wmat_view(&m);
                     const size_t ab = ks[s]->matmul_act_bytes(&W, T);
-                    if (!ab) fail_msg("%s %s: no prepared form", ks[s]->name, g4_dtype_name(dt));
+                    if (!ab) { /* no prepared form: only bf16 on scalar and avx2 */
+                        if (is_q(dt) || !strcmp(ks[s]->name, "avx512")) fail_msg("%s %s: no prepared form", ks[s]->name, g4_dtype_name(dt));
+                        wmat_free(&m);
+                        continue;
+                    }
                     const int64_t ldx = K + 3;
                     float *x = malloc((size_t)(T * ldx) * 4), *y1 = malloc((size_t)(T * R) * 4), *y2 = malloc((size_t)(T * R) * 4);
                     fill(x, T * ldx);
@@ -686,7 +703,7 @@ static void test_prepare_tokens(void **state) {
                     for (int c = 2; c >= 0; c--) ks[s]->matmul_prepare_tokens(&W, x, ldx, T, cuts[c], cuts[c + 1], a2);
                     void *scratch = malloc(ks[s]->matmul_scratch_bytes(&W, T) + 64);
                     for (int i = 0; i < T * R; i++) y2[i] = -7.0f;
-                    ks[s]->matmul_prepared(&W, a2, T, y2, R, 0, 17, scratch);
+                    ks[s]->matmul_prepared(&W, a2, T, y2, R, 0, 17, scratch); /* 17: a partial 16-row half */
                     ks[s]->matmul_prepared(&W, a2, T, y2, R, 17, R, scratch);
                     if (memcmp(y1, y2, (size_t)(T * R) * 4) != 0)
                         fail_msg("%s %s K=%ld T=%d: prepared in token ranges != plain matmul", ks[s]->name, g4_dtype_name(dt),
@@ -695,10 +712,59 @@ static void test_prepare_tokens(void **state) {
                     ks[s]->matmul_prepared(&W, a1, T, y2, R, 0, R, scratch);
                     if (memcmp(y1, y2, (size_t)(T * R) * 4) != 0)
                         fail_msg("%s %s K=%ld T=%d: prepared != plain matmul", ks[s]->name, g4_dtype_name(dt), (long)K, T);
+                    if (dt == G4_DT_BF16 && !strcmp(ks[s]->name, "avx512"))
+                        for (int t = 0; t < T; t++)
+                            for (int64_t r = 0; r < R; r++) {
+                                const float want = canonical_dot16(m.deq + r * K, x + t * ldx, K);
+                                if (memcmp(&want, &y2[t * R + r], 4) != 0)
+                                    fail_msg("avx512 bf16 K=%ld T=%d row %ld token %d: %a, canonical %a", (long)K, T, (long)r, t,
+                                             (double)y2[t * R + r], (double)want);
+                            }
                     free(scratch);
                     free(a1), free(a2), free(x), free(y1), free(y2);
                     wmat_free(&m);
                 }
+}
+
+/* avx512's exact bf16 prefill over calls of several row panels (matmul_call_rows: groups of
+ * 32-row panels, one pass over the activations per group): calls that start and end inside a group, a panel or a 16-row half, several groups in
+ * one call, short rows (all 16 classes per tile) and long ones, token counts past a block: the
+ * plain matmul's bits. */
+static void test_bf16_prefill_groups(void **state) {
+    (void)state;
+    const g4_kernels *ks[3];
+    const int nk = all_sets(ks);
+    for (int s = 0; s < nk; s++) {
+        if (strcmp(ks[s]->name, "avx512") || !ks[s]->matmul_call_rows) continue;
+        const int64_t Ks[] = {37, 1000, 5376};
+        const int Ts[] = {33, 101};
+        for (int ki = 0; ki < 3; ki++)
+            for (int ti = 0; ti < 2; ti++) {
+                const int64_t K = Ks[ki];
+                const int T = Ts[ti];
+                const int64_t R = 1100;
+                wmat m;
+                wmat_make(&m, G4_DT_BF16, R, K, 0);
+                g4_mat W = wmat_view(&m);
+                const int64_t cr = ks[s]->matmul_call_rows(&W, T);
+                assert_true(cr >= 32 && cr % 32 == 0);
+                float *x = malloc((size_t)(T * K) * 4), *y1 = malloc((size_t)(T * R) * 4), *y2 = malloc((size_t)(T * R) * 4);
+                fill(x, T * K);
+                run_mm(ks[s], &W, x, K, T, y1, R, 0, R);
+                const size_t ab = ks[s]->matmul_act_bytes(&W, T);
+                char *a = aligned_alloc(64, (ab + 63) / 64 * 64);
+                ks[s]->matmul_prepare(&W, x, K, T, a);
+                void *scratch = malloc(ks[s]->matmul_scratch_bytes(&W, T) + 64);
+                const int64_t cuts[] = {0, 17, 40, cr + 8, 3 * cr + 1, R}; /* the last call: several groups */
+                for (int i = 0; i < T * R; i++) y2[i] = -7.0f;
+                for (int c = 0; c < 5; c++)
+                    if (cuts[c] < cuts[c + 1]) ks[s]->matmul_prepared(&W, a, T, y2, R, cuts[c], cuts[c + 1] < R ? cuts[c + 1] : R, scratch);
+                if (memcmp(y1, y2, (size_t)(T * R) * 4) != 0)
+                    fail_msg("avx512 bf16 K=%ld T=%d (%ld rows a call): grouped prefill != plain matmul", (long)K, T, (long)cr);
+                free(scratch), free(a), free(x), free(y1), free(y2);
+                wmat_free(&m);
+            }
+    }
 }
 
 /* A column slice (a view into a wider matrix: data at the first column, the wide ld; for q8_0 /
@@ -1119,6 +1185,7 @@ int main(void) {
         cmocka_unit_test(test_q8_vnni_paths),
         cmocka_unit_test(test_q8_prepared),
         cmocka_unit_test(test_prepare_tokens),
+        cmocka_unit_test(test_bf16_prefill_groups),
         cmocka_unit_test(test_matmul_col_slices),
         cmocka_unit_test(test_matmul_vs_scalar),
         cmocka_unit_test(test_matmul_invariance),
