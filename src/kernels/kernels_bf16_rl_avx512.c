@@ -188,14 +188,19 @@ void g4__bf16_rl_matmul(const g4_mat *W, const float *act, int T, float *y, int6
             const int64_t r = g + p * RL_ROWS;
             br_panel(W, r, r + RL_ROWS < ge ? r + RL_ROWS : ge, S, panels + p * S * 256);
         }
-        const int64_t nx_end = ge < r1 ? (ge + P * RL_ROWS < r1 ? ge + P * RL_ROWS : r1)
-                                       : (r1 + P * RL_ROWS < W->rows ? r1 + P * RL_ROWS : W->rows);
+        /* the next group's rows, a few lines per tile call over the whole group, so that its
+         * unpack need not wait on memory (as L2 evicts them they wait in L3). After a call's last
+         * group, the next call's first: of a column view of a wider matrix (ld past the row: a
+         * row-parallel slice, whose next call is the next slice of the same rows) the same rows
+         * K columns on, else the rows that follow the call (a thread's next chunk usually starts
+         * there). A prefetch past the matrix is harmless: it never faults. */
+        const int64_t grp = P * RL_ROWS;
+        const char *nx_base = (const char *)W->data;
+        int64_t nx_r = ge, nx_e = ge + grp < r1 ? ge + grp : r1;
+        if (ge >= r1 && W->ld_bytes >= 4 * K) nx_base += 2 * K, nx_r = r0, nx_e = r0 + grp < r1 ? r0 + grp : r1;
+        else if (ge >= r1) nx_r = r1, nx_e = r1 + grp < W->rows ? r1 + grp : W->rows;
         const int64_t calls = whole ? np * ((T + BR_NT - 1) / BR_NT) : ((T + BR_TB - 1) / BR_TB) * 16 * np * ((BR_TB + BR_NT - 1) / BR_NT);
-        /* the next group's rows (after a call's last group, the rows that follow the call: a
-         * thread's next chunk usually starts there), a few lines per tile call over the whole
-         * group, so that its unpack need not wait on memory (as L2 evicts them they wait in L3);
-         * a prefetch past the matrix is harmless: it never faults */
-        rl_next_rows nx = rl_next_rows_of((const char *)W->data, W->ld_bytes, K * 2, ge, BR_NEXT ? nx_end : ge, calls);
+        rl_next_rows nx = rl_next_rows_of(nx_base, W->ld_bytes, K * 2, nx_r, BR_NEXT ? nx_e : nx_r, calls);
         if (whole) { /* all 16 classes a tile call: each tile's tree right after it, its park in L1 */
             for (int64_t p = 0; p < np; p++) {
                 const int64_t r = g + p * RL_ROWS, re = r + RL_ROWS < ge ? r + RL_ROWS : ge;
