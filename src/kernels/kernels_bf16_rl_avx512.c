@@ -22,7 +22,8 @@
  *
  * Loop (GEMM-style, the point of this file beside the tile): a call's rows in groups of P panels
  * (g4__bf16_rl_call_rows: the forward pass makes its chunks that large), each group unpacked
- * once, then token block -> class -> panel -> token tile -> step. One class of every panel of the
+ * once, then token block -> class -> panel -> token tile -> step (short rows, S <= BR_WHOLE_S:
+ * panel -> token tile with all 16 classes -> that tile's tree). One class of every panel of the
  * group (P x S x 64 bytes, ~256 KiB) stays in L2 while the token block's activations of that class
  * pass by, so the activations stream from L3 once per group, not once per 32 rows: with one panel
  * a call (the first try, 2026-12-07) every call read T x K x 4 bytes (2.75 MB at T = 128) for
