@@ -75,8 +75,9 @@ void g4__bf16_rl_matmul(const g4_mat *W, const float *act, int T, float *y, int6
 
 /* A set's matmul entries for one quantized dtype: what its g4_kernels matmul, matmul_scratch_bytes,
  * matmul_act_bytes, matmul_prepare(_tokens) and matmul_prepared do for W of that dtype. Each set
- * keeps a table of them indexed by dtype (the float dtypes' rows empty), so a new format is a row
- * there and a row of dtype.c's table, not a branch in every dispatcher. */
+ * keeps a table of them indexed by dtype, so a new format is a row there and a row of dtype.c's
+ * table, not a branch in every dispatcher. A float dtype's row is empty, or holds only the
+ * prepared entries (avx512's bf16: its plain matmul and scratch stay the set's float path). */
 typedef struct g4__qmm {
     void (*matmul)(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy, int64_t r0, int64_t r1,
                    void *scratch);
@@ -87,8 +88,8 @@ typedef struct g4__qmm {
                      void *scratch);
 } g4__qmm;
 /* A set's matmul_act_bytes / matmul_prepare(_tokens) / matmul_prepared from its table; a dtype
- * without a row (the float dtypes: a fast table takes bf16 itself) has no prepared form, and
- * matmul_act_bytes says 0. */
+ * without prepared entries (f32, f16; bf16 outside avx512, where a fast table takes it itself) has
+ * no prepared form, and matmul_act_bytes says 0. */
 static inline const g4__qmm *g4__qmm_entry(const g4__qmm *tab, const g4_mat *W) {
     G4_ASSERT(W->dtype >= 0 && W->dtype < G4_DT_COUNT && tab[W->dtype].prepare, "prepared matmul entry on a %s matrix",
               g4_dtype_name(W->dtype));
