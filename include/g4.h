@@ -225,11 +225,14 @@ double g4_engine_weight_read_gbs(const g4_engine *e, int threads, int passes);
  * through the file map (0 for artifacts made for this machine's kernels). */
 size_t g4_engine_copied_weight_bytes(const g4_engine *e);
 
-/* Where decode time goes: for one-token forward passes only, wall seconds per phase on one rank
- * of this process since the engine opened or the last reset, and the weight bytes that phase
- * read per step (so bytes * steps / seconds is its streaming speed). G4_PHASE_ALLREDUCE is the
- * time in the tensor-parallel all-reduces, most of it waiting for the slowest rank. For
- * benchmarks (g4tp bench); read it while no forward pass runs. */
+/* Where decode and prefill time go: wall seconds per phase on one rank of this process since the
+ * engine opened or the last reset, one-token forward passes (decode steps) and passes of several
+ * tokens (prefill chunks, batches) apart; the weight bytes each phase reads per step (so bytes *
+ * steps / seconds is its streaming speed) and its multiply-adds per token (so 2 * madds *
+ * prefill_tokens / prefill_seconds is a prefill phase's arithmetic rate; the head's logits are
+ * computed only for the tokens that ask for them). G4_PHASE_ALLREDUCE is the time in the
+ * tensor-parallel all-reduces, most of it waiting for the slowest rank. For benchmarks (g4tp
+ * bench); read it while no forward pass runs. */
 enum {
     G4_PHASE_QKV, G4_PHASE_ATTENTION, G4_PHASE_O_PROJ, G4_PHASE_GATE_UP, G4_PHASE_DOWN_PROJ, G4_PHASE_HEAD,
     G4_PHASE_ALLREDUCE, G4_PHASE_OTHER, G4_PHASE_COUNT
@@ -238,6 +241,9 @@ typedef struct g4_phase_times {
     int64_t steps;                           /* one-token forward passes counted */
     double seconds[G4_PHASE_COUNT];          /* wall time per phase, summed over the steps */
     double step_bytes[G4_PHASE_COUNT];       /* weight bytes per step (the head's when logits are asked) */
+    int64_t prefill_tokens;                  /* tokens of the several-token passes counted */
+    double prefill_seconds[G4_PHASE_COUNT];  /* their wall time per phase */
+    double token_madds[G4_PHASE_COUNT];      /* a phase's weight multiply-adds per token (this rank's) */
 } g4_phase_times;
 /* Rank `rank`'s figures (a rank of this process: 0..tp-1 with threaded ranks, this process's
  * own rank with MPI); G4_EINVAL for another. */

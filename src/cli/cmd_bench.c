@@ -28,7 +28,8 @@ static const char *help =
     "after it: on a shared host the bandwidth left to this machine changes from second to second.\n"
     "Each rank's decode time is split into its phases (q/k/v, attention, o_proj, gate/up,\n"
     "down_proj, the head, the all-reduces — mostly waiting for the slowest rank — and the rest),\n"
-    "with the speed at which each matrix phase streamed its weights.\n"
+    "with the speed at which each matrix phase streamed its weights; and the prefill's time the\n"
+    "same way, each matrix phase as a fraction of the prefill's peak (its rank's share of it).\n"
     "  --json        one JSON object with prefill_tok_s, decode_tok_s, ttft_ms, load_s, peak_rss_mb,\n"
     "                weight_bytes_per_token, bandwidth_gb_s, decode_bound_fraction,\n"
     "                fma_peak_gflops, prefill_bound_fraction, decode_median_tok_s,\n"
@@ -37,7 +38,8 @@ static const char *help =
     "                int8_peak_gops, bf16_peak_gflops, prefill_peak_kind, prefill_peak_fraction,\n"
     "                weights_read_gb_s (a bare read of the weight pages themselves, threaded ranks),\n"
     "                decode_weights_read_fraction, decode_median_weights_read_fraction,\n"
-    "                decode_phases (per rank: ms per token and weight GB/s of each phase) and more\n"
+    "                decode_phases (per rank: ms per token and weight GB/s of each phase),\n"
+    "                prefill_phases (per rank: ms in all and GFLOP/s of each phase) and more\n"
     "  --prompt-kind random|repeat  the prompt: random ids (default), or a random passage given twice\n"
     "                (an input-grounded task: a model that repeats it is predictable from the prompt)\n"
     "  --step-curve N  also the median time of one forward step over t = 1..N tokens of one sequence\n"
@@ -46,6 +48,13 @@ static const char *help =
     "                1,4), without and (with --speculative) with drafts: aggregate tok/s, tokens per\n"
     "                forward step, drafts verified and accepted\n"
     "%s";
+
+/* A prefill phase's arithmetic rate on its rank, GFLOP/s (2 per weight multiply-add); 0 where it
+ * has no weights or no time, and for the head (its logits are only the asking tokens'). */
+static double prefill_phase_gflops(const g4_phase_times *t, int i) {
+    if (i == G4_PHASE_HEAD || t->token_madds[i] <= 0 || t->prefill_seconds[i] <= 0) return 0;
+    return 2 * t->token_madds[i] * (double)t->prefill_tokens / t->prefill_seconds[i] * 1e-9;
+}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -170,6 +179,7 @@ int cmd_bench(int argc, char **argv) {
     }
     double warm_s = now_s() - tw;
     if (g4_engine_seq_open(e, plen + gen, &seq, &err)) { cli_error("bench", &err); rc = 1; goto out; }
+    g4_engine_phase_times_reset(e); /* the prefill's and the decode steps' own, not the warm-up's */
     double t1 = now_s();
     for (long long s = 0; s < plen; s += mb) {
         int n = (int)(plen - s < mb ? plen - s : mb);
@@ -198,7 +208,6 @@ int cmd_bench(int argc, char **argv) {
     pair = !is_mpi && wbytes >= 256e6 ? g4_bw_probe_new(threads, probe_bytes) : NULL;
     pair_frac = pair ? calloc((size_t)gen, sizeof(double)) : NULL;
     double t_pairs = 0;
-    g4_engine_phase_times_reset(e); /* the decode steps' own, not the warm-up's */
     double t2 = now_s();
     for (long long g = 0; g < gen; g++) {
         int32_t p = (int32_t)(plen + g);
@@ -221,7 +230,7 @@ int cmd_bench(int argc, char **argv) {
     int ph_rank[MAX_PH], n_ph = 0;
     for (int r = 0; r < (is_mpi ? 1 : tp) && n_ph < MAX_PH; r++) {
         g4_err perr = {0};
-        if (g4_engine_phase_times(e, r, &ph[n_ph], &perr) == G4_OK && ph[n_ph].steps > 0) ph_rank[n_ph++] = r;
+        if (g4_engine_phase_times(e, r, &ph[n_ph], &perr) == G4_OK && (ph[n_ph].steps > 0 || ph[n_ph].prefill_tokens > 0)) ph_rank[n_ph++] = r;
     }
     const double paired = pair && pair_frac ? median(pair_frac, gen) : -1;
     /* the engine's peak: before the paired probe, and (the probe freed, the mark reset) after */
@@ -310,6 +319,18 @@ int cmd_bench(int argc, char **argv) {
                                                    "weights_gb_s", gbs));
             }
             json_object_set_new(j, "decode_phases", a);
+            a = json_array();
+            for (int k = 0; k < n_ph; k++) {
+                json_t *ms = json_object(), *gf = json_object();
+                for (int i = 0; i < G4_PHASE_COUNT; i++) {
+                    const double sec = ph[k].prefill_seconds[i], g = prefill_phase_gflops(&ph[k], i);
+                    json_object_set_new(ms, g4_phase_name(i), json_real(sec * 1e3));
+                    if (g > 0) json_object_set_new(gf, g4_phase_name(i), json_real(g));
+                }
+                json_array_append_new(a, json_pack("{s:i,s:I,s:o,s:o}", "rank", ph_rank[k], "tokens", (json_int_t)ph[k].prefill_tokens, "ms", ms,
+                                                   "gflops", gf));
+            }
+            json_object_set_new(j, "prefill_phases", a);
         }
         if (curve) {
             json_t *c = json_array();
@@ -362,6 +383,19 @@ int cmd_bench(int argc, char **argv) {
                 printf(" %s %.3g", g4_phase_name(i), sec * 1e3);
                 if (ph[k].step_bytes[i] > 0 && sec > 0) printf(" (%.1f)", ph[k].step_bytes[i] / sec * 1e-9);
                 else if (i == G4_PHASE_ALLREDUCE && tot > 0) printf(" (%.0f %%)", 100 * ph[k].seconds[i] / tot);
+                printf(i + 1 < G4_PHASE_COUNT ? "," : "\n");
+            }
+        }
+        for (int k = 0; k < n_ph; k++) {
+            double tot = 0;
+            for (int i = 0; i < G4_PHASE_COUNT; i++) tot += ph[k].prefill_seconds[i];
+            if (!ph[k].prefill_tokens || tot <= 0) continue;
+            printf("%s rank %d, ms in all (%% of the %s peak):", k ? "            " : "prefill by  ", ph_rank[k], pk_kind);
+            for (int i = 0; i < G4_PHASE_COUNT; i++) {
+                const double g = prefill_phase_gflops(&ph[k], i) * tp; /* against its share of the peak */
+                printf(" %s %.4g", g4_phase_name(i), ph[k].prefill_seconds[i] * 1e3);
+                if (g > 0) printf(" (%.0f %%)", 100 * g / pk);
+                else if (i == G4_PHASE_ALLREDUCE) printf(" (%.0f %%)", 100 * ph[k].prefill_seconds[i] / tot);
                 printf(i + 1 < G4_PHASE_COUNT ? "," : "\n");
             }
         }

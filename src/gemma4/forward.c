@@ -65,10 +65,11 @@ struct g4_rank_model {
     void *act_shared;       /* the prepared copy of a phase's activations, one for all threads
                              * (each prepares its share of the tokens in the phase before) */
     int alloc_hd;           /* setup: largest head_dim */
-    /* decode phase times (g4_rank_phase_times): nanoseconds, written by the rank's calling
-     * thread, read by a benchmark's (atomics: no torn or racy reads) */
-    atomic_llong phase_ns[G4_PHASE_COUNT], phase_steps;
+    /* phase times (g4_rank_phase_times): nanoseconds, [0] one-token passes, [1] several, written
+     * by the rank's calling thread, read by a benchmark's (atomics: no torn or racy reads) */
+    atomic_llong phase_ns[2][G4_PHASE_COUNT], phase_steps, prefill_tokens;
     double phase_bytes[G4_PHASE_COUNT]; /* weight bytes per decode step, from the matrices */
+    double phase_madds[G4_PHASE_COUNT]; /* weight multiply-adds per token */
 };
 
 /* ---- helpers ---------------------------------------------------------------------------- */
@@ -91,10 +92,10 @@ static long long now_ns(void) {
     return (long long)ts.tv_sec * 1000000000ll + ts.tv_nsec;
 }
 
-/* Adds the time since t0 to a decode phase (one-token batches only; two clock reads per phase:
- * ~11 per layer, microseconds per token against the milliseconds of its weights). */
+/* Adds the time since t0 to a phase, of decode (one-token batches) or of prefill (two clock
+ * reads per phase: ~11 per layer, microseconds per token against the milliseconds of its weights). */
 static void phase_add(g4_rank_model *m, int phase, long long t0) {
-    if (m->b->n == 1) atomic_fetch_add_explicit(&m->phase_ns[phase], now_ns() - t0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->phase_ns[m->b->n > 1][phase], now_ns() - t0, memory_order_relaxed);
 }
 
 static int phase_of(const g4_rank_model *m, phase_fn fn);
@@ -693,10 +694,11 @@ int g4_rank_forward(g4_rank_model *m, const g4_batch *b, float *logits_local, g4
         run(m, ph_head);
     }
     if (b->n == 1) atomic_fetch_add_explicit(&m->phase_steps, 1, memory_order_relaxed);
+    else atomic_fetch_add_explicit(&m->prefill_tokens, b->n, memory_order_relaxed);
     return G4_OK;
 }
 
-/* ---- decode phase times ----------------------------------------------------------------- */
+/* ---- phase times ------------------------------------------------------------------------ */
 
 static int phase_of(const g4_rank_model *m, phase_fn fn) {
     if (fn == ph_qkv) return G4_PHASE_QKV;
@@ -708,19 +710,27 @@ static int phase_of(const g4_rank_model *m, phase_fn fn) {
 }
 
 static double mat_bytes(const g4_mat *W) { return W->data ? (double)g4_dtype_row_bytes(W->dtype, W->cols) * (double)W->rows : 0; }
+static double mat_madds(const g4_mat *W) { return W->data ? (double)W->cols * (double)W->rows : 0; }
 
 void g4_rank_phase_times(const g4_rank_model *m, g4_phase_times *out) {
     memset(out, 0, sizeof *out);
     out->steps = atomic_load_explicit(&m->phase_steps, memory_order_relaxed);
+    out->prefill_tokens = atomic_load_explicit(&m->prefill_tokens, memory_order_relaxed);
     for (int i = 0; i < G4_PHASE_COUNT; i++) {
-        out->seconds[i] = 1e-9 * (double)atomic_load_explicit(&m->phase_ns[i], memory_order_relaxed);
+        out->seconds[i] = 1e-9 * (double)atomic_load_explicit(&m->phase_ns[0][i], memory_order_relaxed);
+        out->prefill_seconds[i] = 1e-9 * (double)atomic_load_explicit(&m->phase_ns[1][i], memory_order_relaxed);
         out->step_bytes[i] = m->phase_bytes[i];
+        out->token_madds[i] = m->phase_madds[i];
     }
 }
 
 void g4_rank_phase_times_reset(g4_rank_model *m) {
-    for (int i = 0; i < G4_PHASE_COUNT; i++) atomic_store_explicit(&m->phase_ns[i], 0, memory_order_relaxed);
+    for (int i = 0; i < G4_PHASE_COUNT; i++) {
+        atomic_store_explicit(&m->phase_ns[0][i], 0, memory_order_relaxed);
+        atomic_store_explicit(&m->phase_ns[1][i], 0, memory_order_relaxed);
+    }
     atomic_store_explicit(&m->phase_steps, 0, memory_order_relaxed);
+    atomic_store_explicit(&m->prefill_tokens, 0, memory_order_relaxed);
 }
 
 static void phase_bytes_init(g4_rank_model *m) {
@@ -730,8 +740,13 @@ static void phase_bytes_init(g4_rank_model *m) {
         m->phase_bytes[G4_PHASE_O_PROJ] += mat_bytes(&L->o);
         m->phase_bytes[G4_PHASE_GATE_UP] += mat_bytes(&L->gate) + mat_bytes(&L->up);
         m->phase_bytes[G4_PHASE_DOWN_PROJ] += mat_bytes(&L->down);
+        m->phase_madds[G4_PHASE_QKV] += mat_madds(&L->q) + mat_madds(&L->k) + mat_madds(&L->v);
+        m->phase_madds[G4_PHASE_O_PROJ] += mat_madds(&L->o);
+        m->phase_madds[G4_PHASE_GATE_UP] += mat_madds(&L->gate) + mat_madds(&L->up);
+        m->phase_madds[G4_PHASE_DOWN_PROJ] += mat_madds(&L->down);
     }
     m->phase_bytes[G4_PHASE_HEAD] = mat_bytes(&m->w->embed);
+    m->phase_madds[G4_PHASE_HEAD] = mat_madds(&m->w->embed);
 }
 
 /* ---- setup ------------------------------------------------------------------------------ */

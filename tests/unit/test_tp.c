@@ -221,11 +221,15 @@ static void test_phase_times(void **state) {
     want[7] = 1;
     g4_batch pre = {.n = 8, .ids = ids, .pos = pos, .seq = sq, .logits = want};
     assert_int_equal(g4_engine_forward(e, &pre, logits, &err), 0);
-    g4_phase_times t;
-    for (int r = 0; r < 2; r++) { /* a prefill is not a decode step */
-        assert_int_equal(g4_engine_phase_times(e, r, &t, &err), 0);
-        assert_int_equal(t.steps, 0);
-        for (int i = 0; i < G4_PHASE_COUNT; i++) assert_true(t.seconds[i] == 0);
+    g4_phase_times t, pre_t[2];
+    const int timed[] = {G4_PHASE_QKV, G4_PHASE_ATTENTION, G4_PHASE_O_PROJ, G4_PHASE_GATE_UP, G4_PHASE_DOWN_PROJ, G4_PHASE_HEAD,
+                         G4_PHASE_ALLREDUCE, G4_PHASE_OTHER};
+    for (int r = 0; r < 2; r++) { /* a prefill is not a decode step: counted apart */
+        assert_int_equal(g4_engine_phase_times(e, r, &pre_t[r], &err), 0);
+        assert_int_equal(pre_t[r].steps, 0);
+        assert_int_equal(pre_t[r].prefill_tokens, 8);
+        for (int i = 0; i < G4_PHASE_COUNT; i++) assert_true(pre_t[r].seconds[i] == 0);
+        for (int i = 0; i < 8; i++) assert_true(pre_t[r].prefill_seconds[timed[i]] > 0);
     }
     for (int s = 0; s < 3; s++) {
         int32_t p = 8 + s;
@@ -233,25 +237,36 @@ static void test_phase_times(void **state) {
         g4_batch b = {.n = 1, .ids = &ids[s], .pos = &p, .seq = &seq, .logits = &one};
         assert_int_equal(g4_engine_forward(e, &b, logits, &err), 0);
     }
-    double bytes = 0;
+    double bytes = 0, madds = 0;
+    const char *wdt = g4_engine_weight_dtype(e);
+    const double elem = !strcmp(wdt, "f32") ? 4 : 2;
+    assert_true(!strcmp(wdt, "f32") || !strcmp(wdt, "bf16") || !strcmp(wdt, "f16"));
     for (int r = 0; r < 2; r++) {
         assert_int_equal(g4_engine_phase_times(e, r, &t, &err), 0);
         assert_int_equal(t.steps, 3);
-        const int timed[] = {G4_PHASE_QKV, G4_PHASE_ATTENTION, G4_PHASE_O_PROJ, G4_PHASE_GATE_UP, G4_PHASE_DOWN_PROJ, G4_PHASE_HEAD,
-                             G4_PHASE_ALLREDUCE, G4_PHASE_OTHER};
+        assert_int_equal(t.prefill_tokens, 8); /* decode steps leave the prefill's figures alone */
+        for (int i = 0; i < G4_PHASE_COUNT; i++) assert_true(t.prefill_seconds[i] == pre_t[r].prefill_seconds[i]);
         for (int i = 0; i < 8; i++) assert_true(t.seconds[timed[i]] > 0);
         const int mats[] = {G4_PHASE_QKV, G4_PHASE_O_PROJ, G4_PHASE_GATE_UP, G4_PHASE_DOWN_PROJ, G4_PHASE_HEAD};
         for (int i = 0; i < 5; i++) assert_true(t.step_bytes[mats[i]] > 0);
-        for (int i = 0; i < G4_PHASE_COUNT; i++) bytes += t.step_bytes[i];
+        for (int i = 0; i < G4_PHASE_COUNT; i++) {
+            bytes += t.step_bytes[i];
+            madds += t.token_madds[i];
+            /* one multiply-add per weight: the bytes of an element each (a float model) */
+            assert_true(t.step_bytes[i] == t.token_madds[i] * elem);
+        }
     }
     assert_true(bytes == (double)g4_engine_weight_bytes(e)); /* every matrix once, the tied head included */
+    assert_true(madds * elem == bytes);
     assert_int_equal(g4_engine_phase_times(e, 2, &t, &err), G4_EINVAL);
     assert_non_null(strstr(err.msg, "rank 2"));
     assert_int_equal(g4_engine_phase_times(e, -1, &t, &err), G4_EINVAL);
     g4_engine_phase_times_reset(e);
     assert_int_equal(g4_engine_phase_times(e, 1, &t, &err), 0);
     assert_int_equal(t.steps, 0);
+    assert_int_equal(t.prefill_tokens, 0);
     assert_true(t.seconds[G4_PHASE_GATE_UP] == 0);
+    assert_true(t.prefill_seconds[G4_PHASE_GATE_UP] == 0);
     assert_string_equal(g4_phase_name(G4_PHASE_DOWN_PROJ), "down_proj");
     assert_string_equal(g4_phase_name(G4_PHASE_COUNT), "?");
     g4_engine_seq_close(e, seq);
