@@ -42,6 +42,9 @@ struct g4_rank_model {
     float *h, *xn, *tmp, *q, *kb, *vb, *attn, *gate, *up;
     float *stack[6];        /* slice-tree partial sums, [max_batch][H] each */
     int n_stack;
+    float **rp_local;       /* [nth] several tokens: a chunk's slice products and tree levels, n_stack
+                             * + 1 buffers of [max_batch][rp_local_rows] (ph_rowpar) */
+    int64_t rp_local_rows;
     float **scores;         /* [nth][max_ctx] */
     float **trig;           /* [nth][head_dim_max] cos then sin */
     void **mm_scratch;      /* [nth] */
@@ -136,9 +139,16 @@ static long grab(g4_rank_model *m, int ith, long n) {
     return -1;
 }
 
+/* The most rows a chunk of a matrix of `rows` rows may have: at least 8 chunks per thread where
+ * the matrix allows it (a multiple of 32). */
+static int64_t chunk_rows_most(int64_t rows, int nth) {
+    const int64_t most = (rows / (8 * (int64_t)nth) + 31) / 32 * 32;
+    return most < 32 ? 32 : most;
+}
+
 /* Rows per chunk of a matrix phase: about 256 KiB of weights (L2-sized, so a prefill re-reads a
  * chunk's rows from cache for each block of tokens), a multiple of 32 rows (the kernels' row
- * blocks), and at least 8 chunks per thread where the matrix allows it. */
+ * blocks), at most chunk_rows_most. */
 static int64_t chunk_rows(const g4_rank_model *m, const g4_mat *W) {
     int64_t rb = (int64_t)g4_dtype_row_bytes(W->dtype, W->cols);
     const int64_t target = m->b->n <= 3 ? (int64_t)2 << 20 : (int64_t)256 << 10; /* decode: long streams */
@@ -146,7 +156,7 @@ static int64_t chunk_rows(const g4_rank_model *m, const g4_mat *W) {
     /* a kernel that reuses its activations across more rows asks for them */
     const int64_t want = m->K->matmul_call_rows && m->b->n > 3 ? m->K->matmul_call_rows(W, m->b->n) : 0;
     if (want > c) c = (want + 31) / 32 * 32;
-    int64_t most = (W->rows / (8 * (int64_t)m->nth) + 31) / 32 * 32;
+    const int64_t most = chunk_rows_most(W->rows, m->nth);
     if (c > most) c = most;
     return c < 32 ? 32 : c;
 }
@@ -258,6 +268,10 @@ static void ph_alloc_scratch(g4_rank_model *m, int ith, int nth) {
     if ((m->mm_scratch[ith] = aligned_alloc(64, bytes))) memset(m->mm_scratch[ith], 0, bytes);
     bytes = (m->alloc_act + 63) / 64 * 64;
     if (bytes && (m->act[ith] = aligned_alloc(64, bytes))) memset(m->act[ith], 0, bytes);
+    if (m->o.max_batch > 1) { /* several tokens' row-parallel chunks (rowpar_rows_local) */
+        const size_t n = (size_t)(m->n_stack + 1) * (size_t)m->o.max_batch * (size_t)m->rp_local_rows;
+        if ((m->rp_local[ith] = falloc(n))) memset(m->rp_local[ith], 0, n * sizeof(float));
+    }
 }
 
 static void ph_embed(g4_rank_model *m, int ith, int nth) {
@@ -454,19 +468,28 @@ static g4_mat rp_slice(const g4_rank_model *m, int i) {
     return Ws;
 }
 
-/* Slice i's products (rows [r0, r1) of src) into the tree: added to the finished subtrees it
- * completes, in the pairwise order, and parked on the stack. */
-static void merge_slice(g4_rank_model *m, int i, float *src, int64_t r0, int64_t r1) {
+/* Slice i's products (elements [r0, r1) of each token's row of src, rows ld floats apart) into
+ * the tree whose levels are lv[]: added to the finished subtrees it completes, in the pairwise
+ * order, and parked on the stack. */
+static void tree_add(const g4_rank_model *m, float *const *lv, int64_t ld, int i, float *src, int64_t r0, int64_t r1) {
     const int T = m->b->n;
-    const int64_t H = m->H;
     int lvl = 0;
     for (int j = i; j & 1; j >>= 1, lvl++) {
-        float *dst = m->stack[lvl];
-        for (int t = 0; t < T; t++) m->K->add(dst + t * H + r0, dst + t * H + r0, src + t * H + r0, r1 - r0);
+        float *dst = lv[lvl];
+        for (int t = 0; t < T; t++) m->K->add(dst + t * ld + r0, dst + t * ld + r0, src + t * ld + r0, r1 - r0);
         src = dst;
     }
-    if (src != m->stack[lvl])
-        for (int t = 0; t < T; t++) memcpy(m->stack[lvl] + t * H + r0, src + t * H + r0, sizeof(float) * (size_t)(r1 - r0));
+    if (src != lv[lvl])
+        for (int t = 0; t < T; t++) memcpy(lv[lvl] + t * ld + r0, src + t * ld + r0, sizeof(float) * (size_t)(r1 - r0));
+}
+
+static void merge_slice(g4_rank_model *m, int i, float *src, int64_t r0, int64_t r1) { tree_add(m, m->stack, m->H, i, src, r0, r1); }
+
+/* The tree's top level: where the finished sum of nslices slices ends up. */
+static int tree_top(int nslices) {
+    int lvl = 0;
+    while ((1 << lvl) < nslices) lvl++;
+    return lvl;
 }
 
 /* Decode of a q4_0 matrix (whose kernel takes rows one at a time): each row through all its
@@ -481,6 +504,29 @@ static int rowpar_by_rows(const g4_rank_model *m) {
  * several tokens and a prepared form; one token prepares per thread in ph_rowpar. */
 static int rowpar_shared(const g4_rank_model *m) {
     return m->b->n > 1 && m->rp_w->data && prepared_dt(m, m->rp_w->dtype);
+}
+
+/* Several tokens, rows [r0, r1): each slice's products and the tree's levels in this thread's
+ * own buffers, the chunk's rows side by side (ld of 16-float multiples; L2-sized), and only the
+ * finished sum stored into the stack's top level. In the [T][H] arrays each token's few hundred
+ * rows lie H floats apart: the kernels' stores and the merges' passes missed L2 there, ~10 % of the
+ * int8 o_proj prefill (docs/kernels.md "Why the row-parallel prefill lags"). Same adds, same bits. */
+static void rowpar_rows_local(g4_rank_model *m, int ith, int64_t r0, int64_t r1, const char *act, size_t act_stride) {
+    const int T = m->b->n;
+    const int64_t nr = r1 - r0, ld = (nr + 15) / 16 * 16;
+    float *lv[8];
+    for (int k = 0; k <= m->n_stack; k++) lv[k] = m->rp_local[ith] + (size_t)k * (size_t)m->o.max_batch * (size_t)m->rp_local_rows;
+    for (int i = 0; i < m->rp_nslices; i++) {
+        g4_mat Ws = rp_slice(m, i); /* its rows [r0, r1), so that the products land at row 0 */
+        Ws.data = (const uint8_t *)Ws.data + (size_t)r0 * (size_t)Ws.ld_bytes;
+        Ws.rows = nr;
+        /* an even slice's products wait at level 0 as they are: written there directly */
+        float *prod = i & 1 ? lv[m->n_stack] : lv[0];
+        mm(m, ith, &Ws, m->rp_x + (int64_t)i * m->rp_slice_cols, m->rp_ldx, act ? act + (size_t)i * act_stride : NULL, prod, ld, 0, nr);
+        tree_add(m, lv, ld, i, prod, 0, nr);
+    }
+    const int top = tree_top(m->rp_nslices);
+    for (int t = 0; t < T; t++) memcpy(m->stack[top] + t * m->H + r0, lv[top] + t * ld, sizeof(float) * (size_t)nr);
 }
 
 /* act: the slices' prepared activations, act_stride bytes apart (NULL: matmul from rp_x). */
@@ -504,6 +550,10 @@ static void rowpar_rows(g4_rank_model *m, int ith, int64_t r0, int64_t r1, const
                        act ? act + (size_t)i * act_stride : NULL, m->tmp + (int64_t)i * H, H, r, r + 1);
                 }
         for (int i = 0; i < m->rp_nslices; i++) merge_slice(m, i, m->tmp + (int64_t)i * H, r0, r1);
+        return;
+    }
+    if (m->b->n > 1 && r1 - r0 <= m->rp_local_rows) {
+        rowpar_rows_local(m, ith, r0, r1, act, act_stride);
         return;
     }
     for (int i = 0; i < m->rp_nslices; i++) {
@@ -559,9 +609,7 @@ static int rowpar(g4_rank_model *m, const g4_mat *W, const float *x, int64_t ldx
     m->rp_nslices = nslices;
     if (rowpar_shared(m)) run(m, ph_rowpar_prep);
     run(m, ph_rowpar);
-    int lvl = 0;
-    while ((1 << lvl) < nslices) lvl++;
-    *result = m->stack[lvl];
+    *result = m->stack[tree_top(nslices)];
     return allreduce(m, *result, (size_t)m->b->n * (size_t)m->H);
 }
 
@@ -841,10 +889,13 @@ int g4_rank_model_create(const g4_config *cfg, const g4_tp_plan *plan, const g4_
     m->trig = calloc((size_t)m->nth, sizeof *m->trig);
     m->mm_scratch = calloc((size_t)m->nth, sizeof *m->mm_scratch);
     m->act = calloc((size_t)m->nth, sizeof *m->act);
+    m->rp_local = calloc((size_t)m->nth, sizeof *m->rp_local);
+    /* the row-parallel matrices' rows are H; their several-token chunks at most this many */
+    m->rp_local_rows = (chunk_rows_most(m->H, m->nth) + 15) / 16 * 16;
     m->cursor = aligned_alloc(64, sizeof(g4_cursor) * (size_t)m->nth);
     m->inv_freq = calloc((size_t)cfg->n_layers, sizeof *m->inv_freq);
     m->segs = calloc((size_t)m->nth, sizeof *m->segs);
-    ok = ok && m->scores && m->trig && m->mm_scratch && m->act && m->cursor && m->inv_freq && m->segs;
+    ok = ok && m->scores && m->trig && m->mm_scratch && m->act && m->rp_local && m->cursor && m->inv_freq && m->segs;
     if (ok) {
         int rc = g4_kvstore_create(&m->kv, cfg, plan, opts->kv_dtype, opts->kv_pages, opts->max_seqs, opts->max_ctx, err);
         if (rc) {
@@ -866,7 +917,8 @@ int g4_rank_model_create(const g4_config *cfg, const g4_tp_plan *plan, const g4_
         phase_ctx pc = {m, ph_alloc_scratch};
         g4_pool_run_unpinned(m->pool, phase_tramp, &pc);
         for (int i = 0; i < m->nth; i++)
-            ok = ok && m->scores[i] && m->trig[i] && m->segs[i] && m->mm_scratch[i] && (!m->alloc_act || m->act[i]);
+            ok = ok && m->scores[i] && m->trig[i] && m->segs[i] && m->mm_scratch[i] && (!m->alloc_act || m->act[i]) &&
+                 (m->o.max_batch <= 1 || m->rp_local[i]);
     }
     for (int l = 0; ok && l < cfg->n_layers; l++) {
         ok = (m->inv_freq[l] = falloc((size_t)cfg->layers[l].head_dim / 2 + 1)) != NULL;
@@ -908,9 +960,11 @@ void g4_rank_model_free(g4_rank_model *m) {
         if (m->trig) free(m->trig[i]);
         if (m->mm_scratch) free(m->mm_scratch[i]);
         if (m->act) free(m->act[i]);
+        if (m->rp_local) free(m->rp_local[i]);
         if (m->segs) free(m->segs[i]);
     }
     free(m->segs);
+    free(m->rp_local);
     free(m->scores); free(m->trig); free(m->mm_scratch); free(m->act); free(m->act_shared); free(m->cursor);
     if (m->inv_freq)
         for (int l = 0; l < m->cfg->n_layers; l++) free(m->inv_freq[l]);
