@@ -179,7 +179,7 @@ int cmd_bench(int argc, char **argv) {
     }
     double warm_s = now_s() - tw;
     if (g4_engine_seq_open(e, plen + gen, &seq, &err)) { cli_error("bench", &err); rc = 1; goto out; }
-    g4_engine_phase_times_reset(e); /* the prefill's and the decode steps' own, not the warm-up's */
+    g4_engine_phase_times_reset(e); /* the prefill's own, not the warm-up's */
     double t1 = now_s();
     for (long long s = 0; s < plen; s += mb) {
         int n = (int)(plen - s < mb ? plen - s : mb);
@@ -190,6 +190,16 @@ int cmd_bench(int argc, char **argv) {
     double t_prefill = now_s() - t1;
     int32_t id = g4_sample_greedy(logits, (int)V);
     double ttft = now_s() - t1;
+    /* each rank's prefill phases, read before the decode's reset (a last prefill chunk of one
+     * token is a one-token pass: it counts there, not here) */
+    enum { MAX_PH = 16 };
+    g4_phase_times pre[MAX_PH];
+    memset(pre, 0, sizeof pre);
+    for (int r = 0; r < g4_engine_tp(e) && r < MAX_PH; r++) {
+        g4_err perr = {0};
+        if (g4_engine_phase_times(e, r, &pre[r], &perr)) memset(&pre[r], 0, sizeof pre[r]);
+    }
+    g4_engine_phase_times_reset(e); /* the decode steps' own */
     /* Paired probe: right after each decode step, a short bandwidth probe (3 triad passes
      * over probe_bytes) on the same threads, so each step's speed is set against the bandwidth this
      * machine gave at that moment (neighbours on a shared host take a varying share). Only for
@@ -225,12 +235,14 @@ int cmd_bench(int argc, char **argv) {
     }
     double t_decode = now_s() - t2 - t_pairs;
     /* where each rank's decode time went (threaded ranks: all of them; MPI: this one) */
-    enum { MAX_PH = 16 };
     g4_phase_times ph[MAX_PH];
     int ph_rank[MAX_PH], n_ph = 0;
     for (int r = 0; r < (is_mpi ? 1 : tp) && n_ph < MAX_PH; r++) {
         g4_err perr = {0};
-        if (g4_engine_phase_times(e, r, &ph[n_ph], &perr) == G4_OK && (ph[n_ph].steps > 0 || ph[n_ph].prefill_tokens > 0)) ph_rank[n_ph++] = r;
+        if (g4_engine_phase_times(e, r, &ph[n_ph], &perr) != G4_OK) continue;
+        ph[n_ph].prefill_tokens = pre[r].prefill_tokens;
+        memcpy(ph[n_ph].prefill_seconds, pre[r].prefill_seconds, sizeof pre[r].prefill_seconds);
+        if (ph[n_ph].steps > 0 || ph[n_ph].prefill_tokens > 0) ph_rank[n_ph++] = r;
     }
     const double paired = pair && pair_frac ? median(pair_frac, gen) : -1;
     /* the engine's peak: before the paired probe, and (the probe freed, the mark reset) after */
@@ -309,6 +321,7 @@ int cmd_bench(int argc, char **argv) {
         if (n_ph) {
             json_t *a = json_array();
             for (int k = 0; k < n_ph; k++) {
+                if (!ph[k].steps) continue;
                 json_t *ms = json_object(), *gbs = json_object();
                 for (int i = 0; i < G4_PHASE_COUNT; i++) {
                     const double sec = ph[k].seconds[i] / (double)ph[k].steps;
@@ -376,6 +389,7 @@ int cmd_bench(int argc, char **argv) {
                    100 * decode_tok_s * wbytes / (wread * 1e9), 100 * wbytes / median_step / (wread * 1e9));
         for (int k = 0; k < n_ph; k++) {
             double tot = 0;
+            if (!ph[k].steps) continue;
             for (int i = 0; i < G4_PHASE_COUNT; i++) tot += ph[k].seconds[i];
             printf("%s rank %d, ms per token (GB/s of its weights):", k ? "            " : "phases      ", ph_rank[k]);
             for (int i = 0; i < G4_PHASE_COUNT; i++) {

@@ -37,6 +37,34 @@ assert d["weight_dtype"] == "bf16" and d["prefill_peak_kind"] == "fp32 FMA"
 assert abs(d["prefill_peak_fraction"] - d["prefill_bound_fraction"]) < 1e-9
 PY
 
+# where the time went: the decode's steps alone, the prefill's 8 tokens (one pass of 8) by phase
+python3 - "$j" <<'PY' && ok "bench --json: decode_phases and prefill_phases" || bad "bench phases: $j"
+import json, sys
+d = json.loads(sys.argv[1])
+names = ["qkv", "attention", "o_proj", "gate_up", "down_proj", "head", "allreduce", "other"]
+(dp,) = d["decode_phases"]
+assert dp["rank"] == 0 and dp["steps"] == 4, dp                 # not the prefill's pass
+(pp,) = d["prefill_phases"]
+assert pp["rank"] == 0 and pp["tokens"] == 8, pp
+assert sorted(pp["ms"]) == sorted(names), pp
+for k in ["qkv", "attention", "o_proj", "gate_up", "down_proj", "head"]:
+    assert pp["ms"][k] > 0, (k, pp)
+# GFLOP/s for the matrix phases only (the head's logits are the last token's), within the peak
+assert sorted(pp["gflops"]) == ["down_proj", "gate_up", "o_proj", "qkv"], pp
+assert all(0 < g < 1.05 * d["fma_peak_gflops"] for g in pp["gflops"].values()), pp
+# the phases are parts of the prefill's wall time
+assert sum(pp["ms"].values()) <= d["ttft_ms"] * 1.001 + 0.01, (pp, d["ttft_ms"])
+PY
+
+# a prompt whose last chunk is one token (9 at --max-batch 8): that pass is a one-token pass, not
+# one of the decode's steps, and the prefill's phases count the 8-token pass
+j9=$($G4TP bench --model $M --prompt-len 9 --max-batch 8 --gen 3 --json 2>/dev/null | tail -1)
+python3 - "$j9" <<'PY' && ok "bench --json: a one-token prefill chunk is not a decode step" || bad "bench phases, 9 tokens: $j9"
+import json, sys
+d = json.loads(sys.argv[1])
+assert d["decode_phases"][0]["steps"] == 3 and d["prefill_phases"][0]["tokens"] == 8, d
+PY
+
 # q8_0 weights: against the int8 dot-product peak where the CPU has AVX512-VNNI
 j=$($G4TP bench --model $M --dtype q8_0 --prompt-len 8 --gen 2 --json 2>/dev/null | tail -1)
 vnni=0; grep -qw avx512_vnni /proc/cpuinfo && [ "${G4_ISA:-}" = "" ] && vnni=1
@@ -95,7 +123,8 @@ PY
 done
 
 out=$($G4TP bench --model $M --prompt-len 8 --gen 4 --tp 2 --threads 1 2>&1)
-for line in "^load " "^prefill .* tok/s" "^decode .* of the bandwidth bound" "median step" "against a read-only stream"; do
+for line in "^load " "^prefill .* tok/s" "^decode .* of the bandwidth bound" "median step" "against a read-only stream" \
+  "^phases +rank 0" "^ +rank 1, ms per token" "^prefill by +rank 0, ms in all .*o_proj [0-9.]+ \([0-9]+ %\)" "^ +rank 1, ms in all"; do
   if echo "$out" | grep -qE "$line"; then ok "bench text: $line"; else bad "bench text lacks $line: $out"; fi
 done
 if echo "$out" | grep -q "TP 2 x 1 threads"; then ok "bench text names TP 2 x 1"; else bad "bench text: $out"; fi
