@@ -108,7 +108,7 @@ typedef struct {
 } rl_job;
 
 /* MR (1, 2) x 16 rows x NT tokens (from token t of the block) for classes [l0, l1), each over
- * its groups; the 16-row sums to park + (t + tt) * 512 + L * 32 + rv * 16. */
+ * its groups; the 16-row sums to park + tt * 512 + L * 32 + rv * 16. */
 AI void rl_tile(const int q8, const int vnni, const int MR, const int NT, const rl_job *jb, int l0, int l1, int64_t t,
                 float *park) {
     const int pg = q8 ? RL_PG_Q8 : RL_PG_Q4;
@@ -167,7 +167,7 @@ AI void rl_tile(const int q8, const int vnni, const int MR, const int NT, const 
 #pragma GCC unroll 2
         for (int i = 0; i < MR; i++)
 #pragma GCC unroll 6
-            for (int tt = 0; tt < NT; tt++) _mm512_store_ps(park + (t + tt) * 512 + L * 32 + i * 16, f[i][tt]);
+            for (int tt = 0; tt < NT; tt++) _mm512_store_ps(park + tt * 512 + L * 32 + i * 16, f[i][tt]);
     }
 }
 
@@ -196,6 +196,16 @@ AI __m512 rl_tree(const float *park) {
 #pragma GCC unroll 4
     for (int L = 0; L < 4; L++) b[L] = _mm512_add_ps(a[L], a[L + 4]);
     return _mm512_add_ps(_mm512_add_ps(b[0], b[2]), _mm512_add_ps(b[1], b[3]));
+}
+
+/* The sums of n tokens' parked classes (token t at park + t * 512) into rows [r, re) of y (token
+ * t at y + t * ldy). */
+AI void rl_store_sums(const float *park, float *y, int64_t ldy, int64_t n, int64_t r, int64_t re) {
+    for (int64_t t = 0; t < n; t++)
+        for (int rv = 0; rv < 2 && r + 16 * rv < re; rv++) {
+            const int64_t row = r + 16 * rv, nr = re - row < 16 ? re - row : 16;
+            _mm512_mask_storeu_ps(y + t * ldy + row, tailmask(nr), rl_tree(park + t * 512 + rv * 16));
+        }
 }
 
 /* Scratch: the panel of RL_ROWS rows for ng groups, the parked class sums of a token block. */
@@ -253,7 +263,8 @@ AI void rl_prefill(const int q8, const int vnni, const g4_mat *W, rl_panel_fn pa
     float *park = (float *)(panel + 16 * ng * pg);
     /* classes outside token tiles: a class's panel slice (ng * pg bytes) stays in L1 for all the
      * block's tiles; when the whole panel is small (o_proj's 512-column slices, down_proj's 1344),
-     * one call per tile takes all 16 classes */
+     * one call per tile takes all 16 classes, and the tile's tokens are summed and stored at once
+     * (their parked sums, 12 KB, still in L1: a token block's 96 KB were read back from L2) */
     const int whole = ng <= RL_WHOLE_NG;
     const int64_t tiles = (whole ? 1 : 16) * (T / RL_TB * (RL_TB / RL_NT) + (T % RL_TB + RL_NT - 1) / RL_NT);
     const int64_t row_bytes = (int64_t)g4_dtype_row_bytes(W->dtype, W->cols);
@@ -276,13 +287,10 @@ AI void rl_prefill(const int q8, const int vnni, const g4_mat *W, rl_panel_fn pa
                     if (L + (whole ? 15 : 0) == 15) /* the output lines, for writing, a class sweep before the stores */
                         for (int tt = 0; tt < nt; tt++)
                             for (int rv = 0; rv < mr; rv++) _mm_prefetch((const char *)(y + (t0 + t + tt) * ldy + r + 16 * rv), _MM_HINT_ET0);
-                    rl_tile_any(q8, vnni, mr, nt, &jb, L, whole ? 16 : L + 1, t, park);
+                    rl_tile_any(q8, vnni, mr, nt, &jb, L, whole ? 16 : L + 1, t, whole ? park : park + t * 512);
+                    if (whole) rl_store_sums(park, y + (t0 + t) * ldy, ldy, nt, r, re);
                 }
-            for (int64_t t = 0; t < n; t++)
-                for (int rv = 0; rv < mr; rv++) {
-                    const int64_t row = r + 16 * rv, nr = re - row < 16 ? re - row : 16;
-                    _mm512_mask_storeu_ps(y + (t0 + t) * ldy + row, tailmask(nr), rl_tree(park + t * 512 + rv * 16));
-                }
+            if (!whole) rl_store_sums(park, y + t0 * ldy, ldy, n, r, re);
         }
     }
 }
