@@ -12,6 +12,7 @@
 
 /* Set by kernels_dispatch.c when the CPU has AVX512-VNNI (kernels_internal.h). */
 int g4__avx512_vnni = 0;
+int g4__prefetch_l2 = 0;
 
 /* roundf (half away from zero) of each lane; NaN -> 0; then clamped to [-127, 127]. */
 AI __m512 round_q8(__m512 v) {

@@ -76,7 +76,7 @@ AI __m512 tanh16(__m512 x) {
 #define G4_MV_PREFETCH 1024
 #endif
 /* T = 1: NRW rows at a time against one x. */
-AI void mv_rows_s(const int dt, const int NRW, const char *w, int64_t ldw_b, const float *x,
+AI void mv_rows_s(const int dt, const int l2, const int NRW, const char *w, int64_t ldw_b, const float *x,
                   int64_t K, float *y, int64_t ys) {
     __m512 acc[8];
 #pragma GCC unroll 8
@@ -87,7 +87,10 @@ AI void mv_rows_s(const int dt, const int NRW, const char *w, int64_t ldw_b, con
         __m512 xv = _mm512_loadu_ps(x + k);
         if (((k * esz) & 63) == 0) /* once per 64-byte line of each row */
 #pragma GCC unroll 8
-            for (int i = 0; i < NRW; i++) _mm_prefetch(w + i * ldw_b + k * esz + G4_MV_PREFETCH, G4_MV_PF_HINT);
+            for (int i = 0; i < NRW; i++) {
+                if (l2) _mm_prefetch(w + i * ldw_b + k * esz + G4_MV_PREFETCH, _MM_HINT_T1);
+                else _mm_prefetch(w + i * ldw_b + k * esz + G4_MV_PREFETCH, G4_MV_PF_HINT);
+            }
 #pragma GCC unroll 8
         for (int i = 0; i < NRW; i++) acc[i] = _mm512_fmadd_ps(ldw(dt, w + i * ldw_b, k), xv, acc[i]);
     }
@@ -102,7 +105,7 @@ AI void mv_rows_s(const int dt, const int NRW, const char *w, int64_t ldw_b, con
     for (int i = 0; i < NRW; i++) y[i * ys] = hsum16(acc[i]);
 }
 AI void mv_rows(const int dt, const int NRW, const char *w, int64_t ldw_b, const float *x, int64_t K, float *y) {
-    mv_rows_s(dt, NRW, w, ldw_b, x, K, y, 1);
+    mv_rows_s(dt, 0, NRW, w, ldw_b, x, K, y, 1);
 }
 
 /* Rows [r0, r1) as 8 runs of S consecutive rows, one row of each run per pass: every run is
@@ -112,7 +115,10 @@ AI void matvec_dt(const int dt, const g4_mat *W, const float *x, float *y, int64
     const char *base = W->data;
     const int64_t K = W->cols, ld = W->ld_bytes;
     const int64_t S = (r1 - r0) / 8; /* S = 1: plain 8-row passes */
-    for (int64_t p = 0; p < S; p++) mv_rows_s(dt, 8, base + (r0 + p) * ld, S * ld, x, K, y + r0 + p, S);
+    if (g4__prefetch_l2)
+        for (int64_t p = 0; p < S; p++) mv_rows_s(dt, 1, 8, base + (r0 + p) * ld, S * ld, x, K, y + r0 + p, S);
+    else
+        for (int64_t p = 0; p < S; p++) mv_rows_s(dt, 0, 8, base + (r0 + p) * ld, S * ld, x, K, y + r0 + p, S);
     int64_t r = r0 + 8 * S;
     if (r + 4 <= r1) { mv_rows(dt, 4, base + r * ld, ld, x, K, y + r); r += 4; }
     if (r + 2 <= r1) { mv_rows(dt, 2, base + r * ld, ld, x, K, y + r); r += 2; }

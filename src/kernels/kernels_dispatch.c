@@ -23,12 +23,23 @@ static int has_f16c(void) {
     return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
 }
 
+/* AMD's family (base + extended, cpuid leaf 1), or 0 on other vendors. */
+static unsigned amd_family(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d) || b != 0x68747541u /* "Auth" enticAMD */) return 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    const unsigned fam = (a >> 8) & 0xf;
+    return fam == 0xf ? fam + ((a >> 20) & 0xff) : fam;
+}
+
 static void detect(void) {
     __builtin_cpu_init();
     has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
     has_avx512 = has_avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
     g4__avx512_vnni = has_avx512 && __builtin_cpu_supports("avx512vnni");
+    const char *pf = getenv("G4_PREFETCH_L2");
+    g4__prefetch_l2 = pf && *pf ? strcmp(pf, "0") != 0 : amd_family() == 0x19;
 }
 
 const g4_kernels *g4_kernels_by_name(const char *name) {

@@ -55,7 +55,8 @@ AI void tile(const int NR, const int NT, const int PF, const char *w, int64_t ld
         __m512i wv[8];
         UNROLL for (int i = 0; i < NR; i++) {
             wv[i] = k < kf ? _mm512_loadu_si512(w + i * ldw + k * 2) : _mm512_maskz_loadu_epi16(m, w + i * ldw + k * 2);
-            if (PF) _mm_prefetch(w + i * ldw + k * 2 + 1024, G4_FAST_PF_HINT);
+            if (PF == 2) _mm_prefetch(w + i * ldw + k * 2 + 1024, _MM_HINT_T1); /* g4__prefetch_l2 */
+            else if (PF) _mm_prefetch(w + i * ldw + k * 2 + 1024, G4_FAST_PF_HINT);
         }
         UNROLL for (int j = 0; j < NT; j++) {
             const __m512i xv = _mm512_load_si512(xb + j * kp + k);
@@ -73,6 +74,12 @@ typedef void (*tile_fn)(const char *, int64_t, const uint16_t *, int64_t, int64_
 #define TILES(nr) TILE(nr, 1, 0) TILE(nr, 2, 0) TILE(nr, 3, 0) TILE(nr, 4, 0) TILE(nr, 5, 0) TILE(nr, 6, 0)
 TILES(1) TILES(2) TILES(3) TILES(4)
 TILE(8, 1, 1) TILE(8, 2, 1)
+static void tile_8_1_l2(const char *w, int64_t ldw, const uint16_t *xb, int64_t kp, int64_t K, float *y, int64_t ldy) {
+    tile(8, 1, 2, w, ldw, xb, kp, K, y, ldy);
+}
+static void tile_8_2_l2(const char *w, int64_t ldw, const uint16_t *xb, int64_t kp, int64_t K, float *y, int64_t ldy) {
+    tile(8, 2, 2, w, ldw, xb, kp, K, y, ldy);
+}
 #define ROW(nr) {tile_##nr##_1, tile_##nr##_2, tile_##nr##_3, tile_##nr##_4, tile_##nr##_5, tile_##nr##_6}
 static const tile_fn tiles[4][6] = {ROW(1), ROW(2), ROW(3), ROW(4)};
 
@@ -86,8 +93,10 @@ static void rows_block(const g4_mat *W, const uint16_t *xb, int nt, float *yb, i
     const int64_t K = W->cols, kp = kpad(K), ldw = W->ld_bytes;
     const char *base = (const char *)W->data;
     int64_t r = r0;
-    if (nt <= 2)
-        for (; r + 8 <= r1; r += 8) (nt == 1 ? tile_8_1 : tile_8_2)(base + r * ldw, ldw, xb, kp, K, yb + r, ldy);
+    if (nt <= 2) {
+        const tile_fn t8 = g4__prefetch_l2 ? (nt == 1 ? tile_8_1_l2 : tile_8_2_l2) : (nt == 1 ? tile_8_1 : tile_8_2);
+        for (; r + 8 <= r1; r += 8) t8(base + r * ldw, ldw, xb, kp, K, yb + r, ldy);
+    }
     /* token tiles outside row tiles: a token tile stays in L1 while the rows pass (from L2);
      * 2-layer 31B widths, 512 tokens, TP 1 x 2: 208-218 -> 221-230 tok/s, alternating */
     const int64_t rs = r;

@@ -119,6 +119,14 @@ static inline void *g4__align64(void *p) {
  * clear it to exercise the AVX512-BW path, which gives the same bits). */
 extern int g4__avx512_vnni;
 
+/* 1 when the one-token matvecs of the float sets (exact bf16/f16/f32, and bf16 --math fast)
+ * prefetch their 8 row streams into L2 (hint T1) instead of L1 (T0): set by kernels_dispatch.c
+ * from the CPU (AMD family 19h, Zen 3/4) or $G4_PREFETCH_L2 (0|1). On a Zen 4 EPYC T1 decoded
+ * 8 layers of the 31B widths in bf16 30-35 % faster (8 streams x 1 KiB ahead in L1's miss
+ * buffers); on the Zen 5 and Intel hosts T0 was the faster (docs/kernels.md "Prefetch hint by
+ * CPU"). Either hint reads the same bytes: the results are the same bits. */
+extern int g4__prefetch_l2;
+
 /* FMA burn loops for g4_probe_fma_gflops: `iters` rounds of 16 independent FMA chains of the
  * set's vector width; return the flops done (2 per lane per FMA). *sink defeats dead-code
  * elimination. Only call after the cpuid check for that set. */

@@ -7,6 +7,7 @@
 #include "testutil.h"
 #include "kernels/kernels.h"
 #include "kernels/kernels_fast.h"
+#include "kernels/kernels_internal.h"
 
 #include <float.h>
 #include <math.h>
@@ -78,6 +79,10 @@ static void test_sets_equal_emulation(void **state) {
     static const int64_t Ks[] = {1, 2, 7, 31, 32, 33, 63, 100, 257, 1000, 4099};
     static const int Ts[] = {1, 2, 3, 5, 7, 13, 50, 101};
     static const int64_t Rs[] = {1, 3, 9, 17};
+    const int saved_l2 = g4__prefetch_l2;
+    /* both prefetch hints of the 8-row one- and two-token tiles (g4__prefetch_l2) */
+    for (int l2 = 0; l2 < 2; l2++) {
+    g4__prefetch_l2 = l2;
     for (int range = 0; range <= 127; range += 127) /* values in [-1, 1), then every exponent */
         for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++)
             for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++)
@@ -101,6 +106,8 @@ static void test_sets_equal_emulation(void **state) {
                     }
                     free(w), free(x), free(ref), free(got);
                 }
+    }
+    g4__prefetch_l2 = saved_l2;
 }
 
 /* Per set: T tokens in one call = each token alone; row ranges split anywhere; across token

@@ -495,7 +495,11 @@ static void test_matmul_invariance(void **state) {
     (void)state;
     const g4_kernels *ks[3];
     int nk = all_sets(ks);
-    for (int s = 0; s < nk; s++)
+    const int saved_l2 = g4__prefetch_l2;
+    /* both prefetch hints of the one-token matvec (g4__prefetch_l2): separate instantiations */
+    for (int l2 = 0; l2 < 2; l2++) {
+        g4__prefetch_l2 = l2;
+        for (int s = 0; s < nk; s++)
         for (int dt = 0; dt < G4_DT_COUNT; dt++) {
             int q = is_q(dt);
             check_invariance(ks[s], dt, 17, q ? 96 : 33, 13);   /* direct tiles */
@@ -508,6 +512,8 @@ static void test_matmul_invariance(void **state) {
             if (q) check_invariance(ks[s], dt, 9, 7200, 140); /* 15 groups a row: q8_0's K chunks; two token blocks */
             else check_invariance(ks[s], dt, 9, 8213, 150); /* the tiled path's 8192-wide K blocks; 4 token blocks */
         }
+    }
+    g4__prefetch_l2 = saved_l2;
 }
 
 /* T > 128 takes the tiled (K-blocked) path in the SIMD sets: against scalar. */
