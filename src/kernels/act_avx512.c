@@ -10,7 +10,8 @@
 #include <immintrin.h>
 #include <string.h>
 
-/* Set by kernels_dispatch.c when the CPU has AVX512-VNNI (kernels_internal.h). */
+/* Set by kernels_dispatch.c from cpuid (kernels_internal.h): AVX512-VNNI; float matvecs'
+ * prefetch into L2. */
 int g4__avx512_vnni = 0;
 int g4__prefetch_l2 = 0;
 
