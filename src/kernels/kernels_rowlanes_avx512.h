@@ -262,8 +262,8 @@ AI void rl_prefill(const int q8, const int vnni, const g4_mat *W, rl_panel_fn pa
     char *panel = g4__align64(scratch);
     float *park = (float *)(panel + 16 * ng * pg);
     /* classes outside token tiles: a class's panel slice (ng * pg bytes) stays in L1 for all the
-     * block's tiles; when the whole panel is small (o_proj's 512-column slices, down_proj's 1344),
-     * one call per tile takes all 16 classes, and the tile's tokens are summed and stored at once
+     * block's tiles; when the whole panel is small (at most RL_WHOLE_NG groups a class: o_proj's
+     * 512-column int8 slices; down_proj's 1344 have 3), one call per tile takes all 16 classes, and the tile's tokens are summed and stored at once
      * (their parked sums, 12 KB, still in L1: a token block's 96 KB were read back from L2) */
     const int whole = ng <= RL_WHOLE_NG;
     const int64_t tiles = (whole ? 1 : 16) * (T / RL_TB * (RL_TB / RL_NT) + (T % RL_TB + RL_NT - 1) / RL_NT);
