@@ -120,12 +120,14 @@ static inline void *g4__align64(void *p) {
 extern int g4__avx512_vnni;
 
 /* 1 when the one-token matvecs of the float sets (exact bf16/f16/f32, and bf16 --math fast)
- * prefetch their 8 row streams into L2 (hint T1) instead of L1 (T0): set by kernels_dispatch.c
- * from the CPU (AMD family 19h, Zen 3/4) or $G4_PREFETCH_L2 (0|1). On a Zen 4 EPYC T1 decoded
- * 8 layers of the 31B widths in bf16 30-35 % faster (8 streams x 1 KiB ahead in L1's miss
- * buffers). Elsewhere T0 stays: T1 was slower for q4_0 on the Zen 5 host, T0 beat NTA on the
- * Intel one, and T1 for these matvecs was not measured on either (docs/kernels.md "Prefetch hint
- * by CPU"). Either hint reads the same bytes: the results are the same bits. */
+ * prefetch their 8 row streams into L2 (hint T1) instead of L1 (T0), and the avx512 q4_0 decode
+ * its row stream into L2 three times as far ahead (6912 bytes instead of 2304): set by
+ * kernels_dispatch.c from the CPU (AMD family 19h, Zen 3/4) or $G4_PREFETCH_L2 (0|1). On a Zen 4
+ * EPYC T1 decoded 8 layers of the 31B widths in bf16 30-35 % faster (8 streams x 1 KiB ahead in
+ * L1's miss buffers), and the q4_0 slices of down_proj streamed at 0.84-0.97 of a bare read
+ * instead of 0.59-0.87. Elsewhere T0 stays: T1 was slower for q4_0 on the Zen 5 host, T0 beat NTA
+ * on the Intel one, and T1 for the float matvecs was not measured on either (docs/kernels.md
+ * "Prefetch hint by CPU"). Either hint reads the same bytes: the results are the same bits. */
 extern int g4__prefetch_l2;
 
 /* FMA burn loops for g4_probe_fma_gflops: `iters` rounds of 16 independent FMA chains of the

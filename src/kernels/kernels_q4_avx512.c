@@ -157,26 +157,37 @@ AI __m512 q4_token(const int vnni, const __m512i *W, __m512 dw, const q4_rec *r,
 /* Decode (T <= Q4_ROW_T): one row straight from memory, its weights unpacked once per group for
  * the NT tokens. A prefetch G4_Q4_PREFETCH bytes ahead keeps the row's single stream (and, past
  * its end, the next row's) in flight, as the q8_0 T = 1 dot does; hint T0, as there (NTA: the
- * 60-layer 31B decoded at 0.37-0.39 tok/s, T0 0.48-0.50, alternating runs, 2026-12-04). */
+ * 60-layer 31B decoded at 0.37-0.39 tok/s, T0 0.48-0.50, alternating runs, 2026-12-04). With
+ * g4__prefetch_l2 (l2: AMD family 19h) hint T1 G4_Q4_PREFETCH_L2 bytes ahead instead: on a Zen 4
+ * EPYC in the minutes memory ran fast the T0 stream held ~80 % of the bare read, T1 at 6912 ~90 %
+ * (T1 at 2304 no better than T0; docs/kernels.md "Prefetch hint by CPU"). */
 #ifndef G4_Q4_PREFETCH
 #define G4_Q4_PREFETCH 2304
+#endif
+#ifndef G4_Q4_PREFETCH_L2
+#define G4_Q4_PREFETCH_L2 6912
 #endif
 #ifndef G4_Q4_PF_HINT
 #define G4_Q4_PF_HINT _MM_HINT_T0
 #endif
+/* The line at p, l2 ? G4_Q4_PREFETCH_L2 bytes ahead into L2 : G4_Q4_PREFETCH into L1. */
+AI void q4_prefetch(const int l2, const char *p) {
+    if (l2) _mm_prefetch(p + G4_Q4_PREFETCH_L2, _MM_HINT_T1);
+    else _mm_prefetch(p + G4_Q4_PREFETCH, G4_Q4_PF_HINT);
+}
 #ifndef Q4_ROW_T
 #define Q4_ROW_T 4
 #endif
-/* The lines of a row's partial last group [w, e), G4_Q4_PREFETCH ahead like the full groups'
+/* The lines of a row's partial last group [w, e), as far ahead as the full groups'
  * (a row-parallel slice of down_proj, 42 blocks, ends in 10: a fifth of its bytes, which only
  * the hardware prefetcher fetched ahead before). */
-AI void q4_prefetch_tail(const g4_block_q4_0 *w, const g4_block_q4_0 *e) {
-    const char *p = (const char *)w + G4_Q4_PREFETCH, *pe = (const char *)e + G4_Q4_PREFETCH;
-    for (; p < pe + 63; p += 64) _mm_prefetch(p, G4_Q4_PF_HINT);
+AI void q4_prefetch_tail(const int l2, const g4_block_q4_0 *w, const g4_block_q4_0 *e) {
+    const char *p = (const char *)w, *pe = (const char *)e;
+    for (; p < pe + 63; p += 64) q4_prefetch(l2, p);
 }
 
-AI void q4_row_direct(const int vnni, const int grouped, const int tail, const int NT, const g4_block_q4_0 *w, int64_t nb,
-                      const q4_rec *r, float *const *out) {
+AI void q4_row_direct(const int vnni, const int grouped, const int tail, const int l2, const int NT, const g4_block_q4_0 *w,
+                      int64_t nb, const q4_rec *r, float *const *out) {
     __m512 acc[Q4_ROW_T];
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
@@ -184,16 +195,16 @@ AI void q4_row_direct(const int vnni, const int grouped, const int tail, const i
     __m512i V[4], W[8];
     __m512 dw;
     for (; g < nb / 16; g++) {
-        const char *pf = (const char *)(w + 16 * g) + G4_Q4_PREFETCH;
+        const char *pf = (const char *)(w + 16 * g);
 #pragma GCC unroll 5
-        for (int l = 0; l < 5; l++) _mm_prefetch(pf + 64 * l, G4_Q4_PF_HINT);
+        for (int l = 0; l < 5; l++) q4_prefetch(l2, pf + 64 * l);
         q4_load_full(grouped, w + 16 * g, V, &dw);
         q4_levels(vnni, V, W);
 #pragma GCC unroll 4
         for (int t = 0; t < NT; t++) acc[t] = q4_token(vnni, W, dw, r + t, g, acc[t]);
     }
     if (16 * g < nb) {
-        q4_prefetch_tail(w + 16 * g, w + nb);
+        q4_prefetch_tail(l2, w + 16 * g, w + nb);
         q4_load_partial(tail, w + 16 * g, (int)(nb - 16 * g), V, &dw);
         q4_levels(vnni, V, W);
 #pragma GCC unroll 4
@@ -224,8 +235,8 @@ AI void q4_token2(const int vnni, const __m512i *W0, const __m512i *W1, __m512 d
 
 /* Two rows of a grouped matrix for NT (2..4) tokens: the full groups two rows at a time, a
  * partial last group row by row (its tail layout or blocks). */
-AI void q4_rows2_grouped(const int vnni, const int tail, const int NT, const g4_block_q4_0 *w0, const g4_block_q4_0 *w1, int64_t nb,
-                         const q4_rec *r, float *const *out0, float *const *out1) {
+AI void q4_rows2_grouped(const int vnni, const int tail, const int l2, const int NT, const g4_block_q4_0 *w0,
+                         const g4_block_q4_0 *w1, int64_t nb, const q4_rec *r, float *const *out0, float *const *out1) {
     __m512 acc0[Q4_ROW_T], acc1[Q4_ROW_T];
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++) acc0[t] = acc1[t] = _mm512_setzero_ps();
@@ -233,11 +244,11 @@ AI void q4_rows2_grouped(const int vnni, const int tail, const int NT, const g4_
     __m512i V[4], W0[8], W1[8];
     __m512 dw0, dw1;
     for (; g < nb / 16; g++) {
-        const char *p0 = (const char *)(w0 + 16 * g) + G4_Q4_PREFETCH, *p1 = (const char *)(w1 + 16 * g) + G4_Q4_PREFETCH;
+        const char *p0 = (const char *)(w0 + 16 * g), *p1 = (const char *)(w1 + 16 * g);
 #pragma GCC unroll 5
         for (int l = 0; l < 5; l++) {
-            _mm_prefetch(p0 + 64 * l, G4_Q4_PF_HINT);
-            _mm_prefetch(p1 + 64 * l, G4_Q4_PF_HINT);
+            q4_prefetch(l2, p0 + 64 * l);
+            q4_prefetch(l2, p1 + 64 * l);
         }
         q4_load_grouped(w0 + 16 * g, V, &dw0);
         q4_levels(0, V, W0);
@@ -247,8 +258,8 @@ AI void q4_rows2_grouped(const int vnni, const int tail, const int NT, const g4_
         for (int t = 0; t < NT; t++) q4_token2(vnni, W0, W1, dw0, dw1, r + t, g, &acc0[t], &acc1[t]);
     }
     if (16 * g < nb) {
-        q4_prefetch_tail(w0 + 16 * g, w0 + nb);
-        q4_prefetch_tail(w1 + 16 * g, w1 + nb);
+        q4_prefetch_tail(l2, w0 + 16 * g, w0 + nb);
+        q4_prefetch_tail(l2, w1 + 16 * g, w1 + nb);
         q4_load_partial(tail, w0 + 16 * g, (int)(nb - 16 * g), V, &dw0);
         q4_levels(vnni, V, W0);
 #pragma GCC unroll 4
@@ -353,13 +364,14 @@ void g4__q4_prepare_avx512(const g4_mat *W, const float *x, int64_t ldx, int T, 
     }
 }
 
-AI void q4_prepared_dt(const int vnni, const int grouped, const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0,
-                       int64_t r1, void *scratch) {
+/* Decode, T <= Q4_ROW_T tokens. */
+AI void q4_decode_dt(const int vnni, const int grouped, const int l2, const g4_mat *W, const void *act, int T, float *y,
+                     int64_t ldy, int64_t r0, int64_t r1) {
     const int64_t K = W->cols, nb = K / G4_Q4_BLOCK, stride = g4__q4_act_stride(K);
     const int tail = grouped && W->q4_tail;
     q4_rec rec[Q4_ROW_T > 4 ? Q4_ROW_T : 4];
     float *out[Q4_ROW_T > 4 ? Q4_ROW_T : 4];
-    if (T <= Q4_ROW_T) {
+    {
         for (int t = 0; t < T; t++) rec[t] = q4_record(act, stride, t, K);
         int64_t r = r0;
 #ifndef G4_Q4_NO_ROWS2
@@ -372,9 +384,9 @@ AI void q4_prepared_dt(const int vnni, const int grouped, const g4_mat *W, const
                 out1[t] = out[t] + 1;
             }
             switch (T) {
-            case 4: q4_rows2_grouped(vnni, tail, 4, w0, w1, nb, rec, out, out1); break;
-            case 3: q4_rows2_grouped(vnni, tail, 3, w0, w1, nb, rec, out, out1); break;
-            default: q4_rows2_grouped(vnni, tail, 2, w0, w1, nb, rec, out, out1); break;
+            case 4: q4_rows2_grouped(vnni, tail, l2, 4, w0, w1, nb, rec, out, out1); break;
+            case 3: q4_rows2_grouped(vnni, tail, l2, 3, w0, w1, nb, rec, out, out1); break;
+            default: q4_rows2_grouped(vnni, tail, l2, 2, w0, w1, nb, rec, out, out1); break;
             }
         }
 #endif
@@ -382,31 +394,33 @@ AI void q4_prepared_dt(const int vnni, const int grouped, const g4_mat *W, const
             const g4_block_q4_0 *row = (const void *)((const char *)W->data + r * W->ld_bytes);
             for (int t = 0; t < T; t++) out[t] = y + t * ldy + r;
             switch (T) {
-            case 4: q4_row_direct(vnni, grouped, tail, 4, row, nb, rec, out); break;
-            case 3: q4_row_direct(vnni, grouped, tail, 3, row, nb, rec, out); break;
-            case 2: q4_row_direct(vnni, grouped, tail, 2, row, nb, rec, out); break;
-            default: q4_row_direct(vnni, grouped, tail, 1, row, nb, rec, out); break;
+            case 4: q4_row_direct(vnni, grouped, tail, l2, 4, row, nb, rec, out); break;
+            case 3: q4_row_direct(vnni, grouped, tail, l2, 3, row, nb, rec, out); break;
+            case 2: q4_row_direct(vnni, grouped, tail, l2, 2, row, nb, rec, out); break;
+            default: q4_row_direct(vnni, grouped, tail, l2, 1, row, nb, rec, out); break;
             }
         }
-        return;
     }
-    q4_prefill(vnni, W, act, T, y, ldy, r0, r1, scratch);
 }
 
 void g4__q4_matmul_prepared_avx512(const g4_mat *W, const void *act, int T, float *y, int64_t ldy, int64_t r0,
                                    int64_t r1, void *scratch) {
     if (r1 <= r0 || T <= 0) return;
     const int grouped = W->layout == G4_Q4_GROUPED;
-    if (g4__avx512_vnni && grouped) q4_prepared_dt(1, 1, W, act, T, y, ldy, r0, r1, scratch);
-    else if (g4__avx512_vnni) q4_prepared_dt(1, 0, W, act, T, y, ldy, r0, r1, scratch);
-    else if (grouped) q4_prepared_dt(0, 1, W, act, T, y, ldy, r0, r1, scratch);
-    else q4_prepared_dt(0, 0, W, act, T, y, ldy, r0, r1, scratch);
+    if (T > Q4_ROW_T) {
+        if (g4__avx512_vnni) q4_prefill(1, W, act, T, y, ldy, r0, r1, scratch);
+        else q4_prefill(0, W, act, T, y, ldy, r0, r1, scratch);
+    } else if (g4__prefetch_l2 && g4__avx512_vnni && grouped) q4_decode_dt(1, 1, 1, W, act, T, y, ldy, r0, r1);
+    else if (g4__avx512_vnni && grouped) q4_decode_dt(1, 1, 0, W, act, T, y, ldy, r0, r1);
+    else if (g4__avx512_vnni) q4_decode_dt(1, 0, g4__prefetch_l2, W, act, T, y, ldy, r0, r1);
+    else if (grouped) q4_decode_dt(0, 1, g4__prefetch_l2, W, act, T, y, ldy, r0, r1);
+    else q4_decode_dt(0, 0, g4__prefetch_l2, W, act, T, y, ldy, r0, r1);
 }
 
 /* Rows [r0, r1) through all their slices: slice s of row r is the nb blocks at byte
  * s * nb * 18 of the row (grouped per slice), its activation record at act + s*act_stride. */
-AI void q4_slices_dt(const int vnni, const int grouped, const g4_mat *W, int64_t nb, int nslices, const void *act,
-                     size_t act_stride, float *y, int64_t ldy, int64_t r0, int64_t r1) {
+AI void q4_slices_dt(const int vnni, const int grouped, const int l2, const g4_mat *W, int64_t nb, int nslices,
+                     const void *act, size_t act_stride, float *y, int64_t ldy, int64_t r0, int64_t r1) {
     const int64_t cols = nb * G4_Q4_BLOCK, stride = g4__q4_act_stride(cols);
     const int tail = grouped && W->q4_tail;
     for (int64_t r = r0; r < r1; r++) {
@@ -414,7 +428,7 @@ AI void q4_slices_dt(const int vnni, const int grouped, const g4_mat *W, int64_t
         for (int s = 0; s < nslices; s++) {
             const q4_rec rec = q4_record((const char *)act + (size_t)s * act_stride, stride, 0, cols);
             float *out = y + s * ldy + r;
-            q4_row_direct(vnni, grouped, tail, 1, row + s * nb, nb, &rec, &out);
+            q4_row_direct(vnni, grouped, tail, l2, 1, row + s * nb, nb, &rec, &out);
         }
     }
 }
@@ -429,10 +443,11 @@ void g4__q4_matmul_slices_avx512(const g4_mat *W, int64_t slice_cols, int nslice
               (long long)slice_cols, g4_dtype_name(W->dtype), (long long)W->cols, (long long)W->layout_cols);
     if (r1 <= r0) return;
     const int64_t nb = slice_cols / G4_Q4_BLOCK;
-    if (g4__avx512_vnni && grouped) q4_slices_dt(1, 1, W, nb, nslices, act, act_stride, y, ldy, r0, r1);
-    else if (g4__avx512_vnni) q4_slices_dt(1, 0, W, nb, nslices, act, act_stride, y, ldy, r0, r1);
-    else if (grouped) q4_slices_dt(0, 1, W, nb, nslices, act, act_stride, y, ldy, r0, r1);
-    else q4_slices_dt(0, 0, W, nb, nslices, act, act_stride, y, ldy, r0, r1);
+    if (g4__prefetch_l2 && g4__avx512_vnni && grouped) q4_slices_dt(1, 1, 1, W, nb, nslices, act, act_stride, y, ldy, r0, r1);
+    else if (g4__avx512_vnni && grouped) q4_slices_dt(1, 1, 0, W, nb, nslices, act, act_stride, y, ldy, r0, r1);
+    else if (g4__avx512_vnni) q4_slices_dt(1, 0, g4__prefetch_l2, W, nb, nslices, act, act_stride, y, ldy, r0, r1);
+    else if (grouped) q4_slices_dt(0, 1, g4__prefetch_l2, W, nb, nslices, act, act_stride, y, ldy, r0, r1);
+    else q4_slices_dt(0, 0, g4__prefetch_l2, W, nb, nslices, act, act_stride, y, ldy, r0, r1);
 }
 
 void g4__q4_matmul_avx512(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy, int64_t r0,

@@ -338,8 +338,8 @@ static void test_q4_prefill_blocking(void **state) {
  * a row's partial last group as blocks or (tail) puts its n blocks' scales as words 0..n-1 and
  * level bytes 4j..4j+3 of block b at 2n + 4nj + 4b, and g4_q4_0_ungroup_row gives the row back;
  * the avx512 matmul on the grouped matrix gives the bits of the plain one for every T (decode
- * and the prefill path), row range, VNNI on and off, and on column slices grouped as their own
- * rows, with and without tails. */
+ * and the prefill path), row range, VNNI on and off, both decode prefetch hints (g4__prefetch_l2:
+ * separate instantiations), and on column slices grouped as their own rows, with and without tails. */
 static void test_q4_grouped(void **state) {
     (void)state;
     assert_int_equal(g4_q4_0_layout_for(&g4_kernels_scalar), 0);
@@ -391,20 +391,25 @@ static void test_q4_grouped(void **state) {
             Wg.data = wg;
             Wg.layout = G4_Q4_GROUPED;
             Wg.q4_tail = tail;
-            const int saved = g4__avx512_vnni;
-            for (int vnni = 0; vnni <= saved; vnni++) {
+            const int saved = g4__avx512_vnni, saved_l2 = g4__prefetch_l2;
+            for (int vl = 0; vl < 2 * (saved + 1); vl++) { /* VNNI off / on x both prefetch hints */
+                const int vnni = vl / 2;
                 g4__avx512_vnni = vnni;
                 for (int t = 1; t <= T; t += (t < 5 ? 1 : 4)) {
                     memset(yg, 0, (size_t)(T * R) * 4);
+                    g4__prefetch_l2 = 0; /* the reference: blocks, hint T0 */
                     k->matmul(&W, x, K, t, y, R, 0, R, NULL);
+                    g4__prefetch_l2 = vl % 2;
                     k->matmul(&Wg, x, K, t, yg, R, 1, R, NULL);
                     k->matmul(&Wg, x, K, t, yg, R, 0, 1, NULL);
                     for (int i = 0; i < t; i++)
                         if (memcmp(y + i * R, yg + i * R, (size_t)R * 4))
-                            fail_msg("grouped K=%ld tail %d T=%d vnni=%d token %d: bits differ from the blocks", (long)K, tail, t, vnni, i);
+                            fail_msg("grouped K=%ld tail %d T=%d vnni=%d l2=%d token %d: bits differ from the blocks", (long)K, tail,
+                                     t, vnni, g4__prefetch_l2, i);
                 }
             }
             g4__avx512_vnni = saved;
+            g4__prefetch_l2 = saved_l2;
             if (nb >= 2) { /* two column slices [0, c) and [c, K), each grouped as a row */
                 const int64_t c = (nb / 2) * 32, cb = c / 32 * 18;
                 memcpy(wg, w, (size_t)(R * rb));
@@ -445,7 +450,7 @@ static void test_q4_grouped(void **state) {
 
 /* q4_matmul_slices (the row-parallel decode's walk): bitwise matmul_prepared of each slice alone,
  * grouped per slice (partial groups as blocks or in the tail layout) or in llama.cpp's blocks,
- * VNNI on and off, on a row range. */
+ * VNNI on and off, both prefetch hints (g4__prefetch_l2), on a row range. */
 static void test_q4_slices(void **state) {
     (void)state;
     const g4_kernels *k = g4_kernels_by_name("avx512");
@@ -480,9 +485,11 @@ static void test_q4_slices(void **state) {
             char *act = aligned_alloc(64, (stride * (size_t)ns + 63) / 64 * 64);
             void *scratch = malloc(k->matmul_scratch_bytes(&S0, 1));
             for (int s = 0; s < ns; s++) k->matmul_prepare(&S0, x + s * sc, sc, 1, act + (size_t)s * stride);
-            const int saved = g4__avx512_vnni;
-            for (int vnni = 0; vnni <= saved; vnni++) {
+            const int saved = g4__avx512_vnni, saved_l2 = g4__prefetch_l2;
+            for (int vl = 0; vl < 2 * (saved + 1); vl++) { /* VNNI off / on x both prefetch hints */
+                const int vnni = vl / 2;
                 g4__avx512_vnni = vnni;
+                g4__prefetch_l2 = 0;
                 memset(y, 0, (size_t)(ns * R) * 4);
                 memset(ys, 0xff, (size_t)(ns * R) * 4);
                 for (int s = 0; s < ns; s++) {
@@ -490,13 +497,15 @@ static void test_q4_slices(void **state) {
                     S.data = w + s * snb * 18;
                     k->matmul_prepared(&S, act + (size_t)s * stride, 1, y + s * R, R, 0, R, scratch);
                 }
+                g4__prefetch_l2 = vl % 2;
                 k->q4_matmul_slices(&W, sc, ns, act, stride, ys, R, 0, 4);
                 k->q4_matmul_slices(&W, sc, ns, act, stride, ys, R, 4, R);
                 if (memcmp(y, ys, (size_t)(ns * R) * 4))
-                    fail_msg("slices of %ld x %d, grouped %d tail %d, vnni %d: bits differ from each slice alone", (long)sc, ns,
-                             grouped, tail, vnni);
+                    fail_msg("slices of %ld x %d, grouped %d tail %d, vnni %d, l2 %d: bits differ from each slice alone", (long)sc,
+                             ns, grouped, tail, vnni, vl % 2);
             }
             g4__avx512_vnni = saved;
+            g4__prefetch_l2 = saved_l2;
             free(act);
             free(scratch);
         }
