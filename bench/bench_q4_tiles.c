@@ -7,12 +7,12 @@
  *                          probe (bf16: the exact float matmul, against the FMA probe),
  *                          called on the engine's row chunks (~256 KiB of weights each, as
  *                          forward.c's chunk_rows; G4_BENCH_CHUNK=N rows per call, 0 = all);
- *   slices R SC NS         q4_matmul_slices over R rows of NS column slices of SC columns each
+ *   slices R SC NS         matmul_slices over R rows of NS column slices of SC columns each
  *                          (grouped per slice, as the row-parallel decode reads o_proj/down_proj),
  *                          weight GB/s per thread and cycles per slice at 3.37 GHz.
  *   stream NS              from memory, not cache: two threads (pinned to CPUs 0 and 1) each
  *                          stream their own 1.5 GB of q4_0 weights, one matrix shape after another,
- *                          4 rounds: q4_matmul_slices over rows of NS slices of 1344 columns
+ *                          4 rounds: matmul_slices over rows of NS slices of 1344 columns
  *                          (down_proj's at TP 16/NS), the T = 1 matvec over the same bytes as rows
  *                          of NS x 1344 and of 5376 columns, and a bare read (XOR of 64-byte
  *                          loads); wall-clock GB/s per thread over the 4 rounds. What the decode
@@ -122,7 +122,7 @@ static int prefill(const g4_kernels *k, int64_t R, int64_t K, int T, int q8) {
 }
 
 static int slices(const g4_kernels *k, int64_t R, int64_t SC, int NS) {
-    if (!k->q4_matmul_slices) return fprintf(stderr, "bench_q4_tiles: set %s has no q4_matmul_slices\n", k->name), 2;
+    if (!k->matmul_slices) return fprintf(stderr, "bench_q4_tiles: set %s has no matmul_slices\n", k->name), 2;
     const int64_t K = SC * NS, snb = SC / 32;
     const size_t rb = g4_dtype_row_bytes(G4_DT_Q4_0, K);
     char *w = malloc((size_t)R * rb);
@@ -143,7 +143,7 @@ static int slices(const g4_kernels *k, int64_t R, int64_t SC, int NS) {
     double best = 1e30;
     for (int rep = 0; rep < 5; rep++) {
         const double t0 = cpu_s();
-        for (int it = 0; it < 200; it++) k->q4_matmul_slices(&W, SC, NS, act, ab, y, R, 0, R);
+        for (int it = 0; it < 200; it++) k->matmul_slices(&W, SC, NS, act, ab, y, R, 0, R);
         const double t = (cpu_s() - t0) / 200;
         if (t < best) best = t;
     }
@@ -227,7 +227,7 @@ static void *st_run(void *arg) {
                 const int64_t per = 352; /* about the engine's 2 MiB decode chunks */
                 if (!t->ok) {
                 } else if (m == 0) {
-                    for (int64_t r = 0; r < Rd; r += per) k->q4_matmul_slices(&S, ST_SC, NS, act, ab, y, Rd, r, r + per < Rd ? r + per : Rd);
+                    for (int64_t r = 0; r < Rd; r += per) k->matmul_slices(&S, ST_SC, NS, act, ab, y, Rd, r, r + per < Rd ? r + per : Rd);
                 } else if (m == 1) {
                     for (int64_t r = 0; r < Rd; r += per) k->matmul_prepared(&P, actp, 1, y, Rd, r, r + per < Rd ? r + per : Rd, scr);
                 } else if (m == 2) {
@@ -247,7 +247,7 @@ static void *st_run(void *arg) {
 }
 
 static int stream(const g4_kernels *k, int ns) {
-    if (!k->q4_matmul_slices) return fprintf(stderr, "bench_q4_tiles: set %s has no q4_matmul_slices\n", k->name), 2;
+    if (!k->matmul_slices) return fprintf(stderr, "bench_q4_tiles: set %s has no matmul_slices\n", k->name), 2;
     pthread_barrier_t bar;
     pthread_barrier_init(&bar, NULL, 2);
     st_thread t[2] = {{.k = k, .cpu = 0, .ns = ns, .bar = &bar}, {.k = k, .cpu = 1, .ns = ns, .bar = &bar}};

@@ -299,7 +299,7 @@ static int rank_init(g4_engine *e, rank_state *rs, int rank, g4_comm *comm, g4_d
      * column parts, where the set walks rows through their slices (same bits) */
     const char *pc = getenv("G4_ROWPAR_PART_COLS");
     const int64_t part_cols = pc ? atoll(pc) : G4_ROWPAR_PART_COLS;
-    if (e->K->q4_matmul_slices && (rc = g4_weights_split_rowpar(&rs->w, e->cfg, &rs->plan, part_cols, err))) return rc;
+    if (e->K->matmul_slices && (rc = g4_weights_split_rowpar(&rs->w, e->cfg, &rs->plan, part_cols, err))) return rc;
     if ((rc = g4_pool_create(e->o.threads, pin ? cpus : NULL, &rs->pool, err))) return rc;
     g4_rank_model_opts mo = {e->o.max_batch, e->o.max_ctx, e->o.max_seqs, e->o.mutation, e->kv_pages, e->kv_dtype};
     if ((rc = g4_rank_model_create(e->cfg, &rs->plan, &rs->w, g4_kernels_math(e->K, e->math), rs->pool, comm, &mo, &rs->m, err))) return rc;

@@ -492,12 +492,15 @@ static int tree_top(int nslices) {
     return lvl;
 }
 
-/* Decode of a q4_0 matrix (whose kernel takes rows one at a time): each row through all its
- * slices in turn, so the rows are read as one stream, the slices' products side by side in tmp
- * until the tree takes them. A slice at a time over 8 rows read 576-byte pieces 2.3 KB apart,
- * past the reach of the kernel's prefetch: o_proj streamed at half the speed. */
+/* Decode of a q4_0 matrix (whose kernel takes rows one at a time), or of a q8_0 one where the
+ * set walks slices: each row through all its slices in turn, so the rows are read as one stream,
+ * the slices' products side by side in tmp until the tree takes them. A slice at a time over 8
+ * rows read 576-byte pieces 2.3 KB apart, past the reach of the kernel's prefetch: q4_0's o_proj
+ * streamed at half the speed, and q8_0's o_proj / down_proj at half gate/up's on a Zen 4 host. */
 static int rowpar_by_rows(const g4_rank_model *m) {
-    return m->b->n == 1 && m->rp_w->dtype == G4_DT_Q4_0 && m->rp_nslices <= m->o.max_batch;
+    const int dt = m->rp_w->dtype;
+    return m->b->n == 1 && (dt == G4_DT_Q4_0 || (dt == G4_DT_Q8_0 && m->K->matmul_slices)) &&
+           m->rp_nslices <= m->o.max_batch;
 }
 
 /* Whether the row-parallel matrix's slices read one shared prepared copy (ph_rowpar_prep):
@@ -535,11 +538,11 @@ static void rowpar_rows(g4_rank_model *m, int ith, int64_t r0, int64_t r1, const
     if (rowpar_by_rows(m)) {
         /* the set's slice walk in one call (a call per row and slice cost as much as the
          * slice's weights: the 60-layer decode's row-parallel phase ran at 70 % of the others' speed) */
-        if (act && m->K->q4_matmul_slices) {
+        if (act && m->K->matmul_slices) {
             const int np = rp_parts(m), spp = m->rp_nslices / np; /* each part's rows: one stream */
             for (int p = 0; p < np; p++) {
                 const g4_mat Wp = rp_part(m, p);
-                m->K->q4_matmul_slices(&Wp, m->rp_slice_cols, spp, act + (size_t)p * spp * act_stride, act_stride,
+                m->K->matmul_slices(&Wp, m->rp_slice_cols, spp, act + (size_t)p * spp * act_stride, act_stride,
                                        m->tmp + (int64_t)p * spp * H, H, r0, r1);
             }
         } else

@@ -109,15 +109,16 @@ typedef struct g4_kernels {
      * should cover at least, where the kernel reuses the activations across that many rows
      * (avx512's exact bf16 prefill: a group of row panels per pass over the activations). */
     int64_t (*matmul_call_rows)(const g4_mat *W, int T);
-    /* Optional (NULL: call matmul_prepared per row and slice). One token through a q4_0
-     * matrix cut into nslices column slices of slice_cols (a row-parallel matrix's reduction
-     * slices; grouped W: grouped per slice, layout_cols == slice_cols): for rows [r0, r1) and
+    /* Optional (NULL: call matmul_prepared per row and slice). One token through a q4_0 or
+     * q8_0 matrix cut into nslices column slices of slice_cols (a row-parallel matrix's reduction
+     * slices; grouped q4_0 W: grouped per slice, layout_cols == slice_cols): for rows [r0, r1) and
      * slices s, y[s*ldy + r] = W[r, s*slice_cols .. +slice_cols) . x_s, x_s prepared for that
      * slice at act + s*act_stride. Bitwise matmul_prepared of each slice alone; the point is one
      * call per row range, each row read through all its slices as one stream (a call per row and
-     * slice cost as much as the slice's ~600 bytes of weights). */
-    void (*q4_matmul_slices)(const g4_mat *W, int64_t slice_cols, int nslices, const void *act, size_t act_stride,
-                             float *y, int64_t ldy, int64_t r0, int64_t r1);
+     * slice cost as much as the slice's ~600 bytes of q4_0 weights; q8_0 walked in calls of 8 rows
+     * a slice streamed at half the column-parallel matrices' rate on a Zen 4 host). */
+    void (*matmul_slices)(const g4_mat *W, int64_t slice_cols, int nslices, const void *act, size_t act_stride,
+                          float *y, int64_t ldy, int64_t r0, int64_t r1);
 
     /* y = x * (mean(x^2) + eps)^-1/2 * w (w may be NULL: no weight). In-place allowed. */
     void (*rmsnorm)(float *y, const float *x, const float *w, int64_t n, float eps);

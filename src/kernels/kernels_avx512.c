@@ -554,6 +554,34 @@ static void matmul_q8_prepared(const g4_mat *W, const void *act, int T, float *y
     }
 }
 
+/* kernels.h matmul_slices for q8_0: each row through all its slices (one stream; the T = 1 dot's
+ * prefetch runs on into the row's next slice), each slice's dot as matmul_q8_prepared's T = 1. */
+static void q8_matmul_slices(const g4_mat *W, int64_t slice_cols, int nslices, const void *act, size_t act_stride, float *y,
+                             int64_t ldy, int64_t r0, int64_t r1) {
+    const int64_t nb = slice_cols / G4_Q8_BLOCK, qsb = g4__q8_act_qs_bytes(slice_cols);
+    for (int64_t r = r0; r < r1; r++) {
+        const g4_block_q8_0 *row = (const void *)((const char *)W->data + r * W->ld_bytes);
+        for (int s = 0; s < nslices; s++) {
+            const char *rec = (const char *)act + (size_t)s * act_stride;
+            y[s * ldy + r] = g4__avx512_vnni ? dot_q8_t1(row + s * nb, rec, qsb, nb)
+                                             : dot_q8_bw(row + s * nb, (const int8_t *)rec, (const float *)(rec + qsb), nb);
+        }
+    }
+}
+
+static void matmul_slices(const g4_mat *W, int64_t slice_cols, int nslices, const void *act, size_t act_stride, float *y,
+                          int64_t ldy, int64_t r0, int64_t r1) {
+    if (W->dtype == G4_DT_Q4_0) {
+        g4__q4_matmul_slices_avx512(W, slice_cols, nslices, act, act_stride, y, ldy, r0, r1);
+        return;
+    }
+    G4_ASSERT(W->dtype == G4_DT_Q8_0 && slice_cols > 0 && slice_cols % G4_Q8_BLOCK == 0 && nslices >= 1 &&
+                  slice_cols * nslices <= W->cols,
+              "matmul slices: %d slices of %lld columns of a %s matrix of %lld", nslices, (long long)slice_cols,
+              g4_dtype_name(W->dtype), (long long)W->cols);
+    q8_matmul_slices(W, slice_cols, nslices, act, act_stride, y, ldy, r0, r1);
+}
+
 static void matmul_q8(const g4_mat *W, const float *x, int64_t ldx, int T, float *y, int64_t ldy,
                       int64_t r0, int64_t r1, void *scratch) {
     char *xq = g4__align64(scratch);
@@ -754,7 +782,7 @@ const g4_kernels g4_kernels_avx512 = {
     .matmul_prepare_tokens = prepare_tokens_any,
     .matmul_prepared = prepared_any,
     .matmul_call_rows = matmul_call_rows,
-    .q4_matmul_slices = g4__q4_matmul_slices_avx512,
+    .matmul_slices = matmul_slices,
     .rmsnorm = rmsnorm,
     .rope = rope,
     .gelu_mul = gelu_mul,

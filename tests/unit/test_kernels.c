@@ -659,6 +659,57 @@ static void test_q8_prepared(void **state) {
         }
 }
 
+/* matmul_slices of q8_0 (the row-parallel decode's walk, avx512): bitwise matmul_prepared of
+ * each column slice alone, on row ranges, VNNI on and off, slices of a whole group, less than a
+ * group and a partial last group; rows outside the range untouched. */
+static void test_q8_slices(void **state) {
+    (void)state;
+    const g4_kernels *k = g4_kernels_by_name("avx512");
+    if (!k) skip();
+    assert_non_null(k->matmul_slices);
+    const int64_t slice_cols[] = {32, 512, 544, 1344}, R = 11;
+    const int nslices[] = {3, 1, 8, 2};
+    for (int ci = 0; ci < 4; ci++) {
+        const int64_t sc = slice_cols[ci], K = sc * nslices[ci];
+        const int ns = nslices[ci];
+        wmat m;
+        wmat_make(&m, G4_DT_Q8_0, R, K, 0);
+        const g4_mat W = wmat_view(&m);
+        g4_mat S0 = W;
+        S0.cols = sc;
+        float *x = malloc((size_t)K * 4), *y = malloc((size_t)(ns * R) * 4), *ys = malloc((size_t)(ns * R) * 4);
+        fill(x, K);
+        const size_t stride = (k->matmul_act_bytes(&S0, 1) + 63) / 64 * 64;
+        char *act = aligned_alloc(64, stride * (size_t)ns);
+        void *scratch = malloc(k->matmul_scratch_bytes(&S0, 1));
+        const int saved = g4__avx512_vnni;
+        for (int vnni = 0; vnni <= saved; vnni++) {
+            g4__avx512_vnni = vnni; /* the records' layout depends on the path: prepared under it */
+            for (int s = 0; s < ns; s++) k->matmul_prepare(&S0, x + s * sc, sc, 1, act + (size_t)s * stride);
+            for (int s = 0; s < ns; s++) {
+                g4_mat S = S0;
+                S.data = (const uint8_t *)W.data + g4_dtype_row_bytes(G4_DT_Q8_0, s * sc);
+                k->matmul_prepared(&S, act + (size_t)s * stride, 1, y + s * R, R, 0, R, scratch);
+            }
+            for (int i = 0; i < ns * R; i++) ys[i] = -7.0f;
+            k->matmul_slices(&W, sc, ns, act, stride, ys, R, 2, 5);
+            for (int i = 0; i < ns * R; i++)
+                if ((i % R < 2 || i % R >= 5) && ys[i] != -7.0f) fail_msg("q8_0 slices of %ld: rows [2,5) wrote row %d", (long)sc, i % R);
+            k->matmul_slices(&W, sc, ns, act, stride, ys, R, 0, 2);
+            k->matmul_slices(&W, sc, ns, act, stride, ys, R, 5, R);
+            if (memcmp(y, ys, (size_t)(ns * R) * 4))
+                fail_msg("q8_0 slices of %ld x %d, vnni %d: bits differ from each slice alone", (long)sc, ns, vnni);
+        }
+        g4__avx512_vnni = saved;
+        free(act);
+        free(scratch);
+        free(x);
+        free(y);
+        free(ys);
+        wmat_free(&m);
+    }
+}
+
 /* The canonical order of the avx512 float dot product (kernels_avx512.c): lane l sums
  * fmaf(w[k], x[k], acc) for k = l, l + 16, .. from +0, then ((lo256 + hi256) -> (lo128 + hi128)
  * -> (0 + 2, 1 + 3) -> sum). Written out in scalar code, independently of every kernel. */
@@ -1190,6 +1241,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_empty),
         cmocka_unit_test(test_q8_vnni_paths),
         cmocka_unit_test(test_q8_prepared),
+        cmocka_unit_test(test_q8_slices),
         cmocka_unit_test(test_prepare_tokens),
         cmocka_unit_test(test_bf16_prefill_groups),
         cmocka_unit_test(test_matmul_col_slices),

@@ -448,14 +448,14 @@ static void test_q4_grouped(void **state) {
     }
 }
 
-/* q4_matmul_slices (the row-parallel decode's walk): bitwise matmul_prepared of each slice alone,
+/* matmul_slices of q4_0 (the row-parallel decode's walk): bitwise matmul_prepared of each slice alone,
  * grouped per slice (partial groups as blocks or in the tail layout) or in llama.cpp's blocks,
  * VNNI on and off, both prefetch hints (g4__prefetch_l2), on a row range. */
 static void test_q4_slices(void **state) {
     (void)state;
     const g4_kernels *k = g4_kernels_by_name("avx512");
     if (!k) skip();
-    assert_non_null(k->q4_matmul_slices);
+    assert_non_null(k->matmul_slices);
     const int64_t slice_cols[] = {32, 544, 1024, 1344}, R = 11;
     const int nslices[] = {1, 3, 8, 2};
     for (int ci = 0; ci < 4; ci++) {
@@ -498,8 +498,8 @@ static void test_q4_slices(void **state) {
                     k->matmul_prepared(&S, act + (size_t)s * stride, 1, y + s * R, R, 0, R, scratch);
                 }
                 g4__prefetch_l2 = vl % 2;
-                k->q4_matmul_slices(&W, sc, ns, act, stride, ys, R, 0, 4);
-                k->q4_matmul_slices(&W, sc, ns, act, stride, ys, R, 4, R);
+                k->matmul_slices(&W, sc, ns, act, stride, ys, R, 0, 4);
+                k->matmul_slices(&W, sc, ns, act, stride, ys, R, 4, R);
                 if (memcmp(y, ys, (size_t)(ns * R) * 4))
                     fail_msg("slices of %ld x %d, grouped %d tail %d, vnni %d, l2 %d: bits differ from each slice alone", (long)sc,
                              ns, grouped, tail, vnni, vl % 2);
