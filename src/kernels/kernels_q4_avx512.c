@@ -371,34 +371,32 @@ AI void q4_decode_dt(const int vnni, const int grouped, const int l2, const g4_m
     const int tail = grouped && W->q4_tail;
     q4_rec rec[Q4_ROW_T > 4 ? Q4_ROW_T : 4];
     float *out[Q4_ROW_T > 4 ? Q4_ROW_T : 4];
-    {
-        for (int t = 0; t < T; t++) rec[t] = q4_record(act, stride, t, K);
-        int64_t r = r0;
+    for (int t = 0; t < T; t++) rec[t] = q4_record(act, stride, t, K);
+    int64_t r = r0;
 #ifndef G4_Q4_NO_ROWS2
-        for (; grouped && T >= 2 && r + 1 < r1; r += 2) {
-            const g4_block_q4_0 *w0 = (const void *)((const char *)W->data + r * W->ld_bytes),
-                                *w1 = (const void *)((const char *)W->data + (r + 1) * W->ld_bytes);
-            float *out1[4];
-            for (int t = 0; t < T; t++) {
-                out[t] = y + t * ldy + r;
-                out1[t] = out[t] + 1;
-            }
-            switch (T) {
-            case 4: q4_rows2_grouped(vnni, tail, l2, 4, w0, w1, nb, rec, out, out1); break;
-            case 3: q4_rows2_grouped(vnni, tail, l2, 3, w0, w1, nb, rec, out, out1); break;
-            default: q4_rows2_grouped(vnni, tail, l2, 2, w0, w1, nb, rec, out, out1); break;
-            }
+    for (; grouped && T >= 2 && r + 1 < r1; r += 2) {
+        const g4_block_q4_0 *w0 = (const void *)((const char *)W->data + r * W->ld_bytes),
+                            *w1 = (const void *)((const char *)W->data + (r + 1) * W->ld_bytes);
+        float *out1[4];
+        for (int t = 0; t < T; t++) {
+            out[t] = y + t * ldy + r;
+            out1[t] = out[t] + 1;
         }
+        switch (T) {
+        case 4: q4_rows2_grouped(vnni, tail, l2, 4, w0, w1, nb, rec, out, out1); break;
+        case 3: q4_rows2_grouped(vnni, tail, l2, 3, w0, w1, nb, rec, out, out1); break;
+        default: q4_rows2_grouped(vnni, tail, l2, 2, w0, w1, nb, rec, out, out1); break;
+        }
+    }
 #endif
-        for (; r < r1; r++) {
-            const g4_block_q4_0 *row = (const void *)((const char *)W->data + r * W->ld_bytes);
-            for (int t = 0; t < T; t++) out[t] = y + t * ldy + r;
-            switch (T) {
-            case 4: q4_row_direct(vnni, grouped, tail, l2, 4, row, nb, rec, out); break;
-            case 3: q4_row_direct(vnni, grouped, tail, l2, 3, row, nb, rec, out); break;
-            case 2: q4_row_direct(vnni, grouped, tail, l2, 2, row, nb, rec, out); break;
-            default: q4_row_direct(vnni, grouped, tail, l2, 1, row, nb, rec, out); break;
-            }
+    for (; r < r1; r++) {
+        const g4_block_q4_0 *row = (const void *)((const char *)W->data + r * W->ld_bytes);
+        for (int t = 0; t < T; t++) out[t] = y + t * ldy + r;
+        switch (T) {
+        case 4: q4_row_direct(vnni, grouped, tail, l2, 4, row, nb, rec, out); break;
+        case 3: q4_row_direct(vnni, grouped, tail, l2, 3, row, nb, rec, out); break;
+        case 2: q4_row_direct(vnni, grouped, tail, l2, 2, row, nb, rec, out); break;
+        default: q4_row_direct(vnni, grouped, tail, l2, 1, row, nb, rec, out); break;
         }
     }
 }
