@@ -21,7 +21,9 @@ static const char *help =
     "  --tp N           tensor-parallel degree the artifacts are for\n"
     "  --out DIR        output folder (written atomically: DIR.tmp-PID, then renamed)\n"
     "  --dtype D        f32, bf16, f16, q8_0 or q4_0 for the matrices (default: as stored;\n"
-    "                   compressed-tensors W4A16 weights become q4_0, exactly)\n"
+    "                   compressed-tensors W4A16 weights become q4_0, exactly); q8_0 o_proj /\n"
+    "                   down_proj wider than 5376 columns on a rank are stored in column parts\n"
+    "                   (format version 6), which the avx512 decode streams faster\n"
     "  --head-dtype D   the tied embedding/head (default: follows --dtype; as stored without it)\n"
     "  --q4-layout L    q4_0 matrices as llama.cpp's blocks (every kernel set reads them) or in\n"
     "                   the grouped layout the avx512 set reads (loaded elsewhere: ungrouped\n"
@@ -37,7 +39,8 @@ static const char *help =
     "  --quiet          no progress bar even on a terminal\n"
     "  --verbose        list every quantized tensor, also those converted exactly\n\n"
     "Each block-quantized tensor whose conversion is not exact is printed with its normalised\n"
-    "squared error (nmse), then a summary line.\n";
+    "squared error (nmse), then a summary line. G4_ROWPAR_PART_COLS=N: column parts of at most\n"
+    "N columns for both dtypes (0: none, every row whole).\n";
 
 static volatile sig_atomic_t interrupted;
 static void on_signal(int sig) { (void)sig; interrupted = 1; }

@@ -295,10 +295,10 @@ static int rank_init(g4_engine *e, rank_state *rs, int rank, g4_comm *comm, g4_d
     const char *q4l = getenv("G4_Q4_LAYOUT");
     const int q4_layout = q4l && !strcmp(q4l, "blocks") ? 0 : g4_q4_0_layout_for(e->K);
     if ((rc = g4_weights_set_q4_layout(&rs->w, e->cfg, &rs->plan, q4_layout, g4_q4_0_tail_default(), err))) return rc;
-    /* q4_0 row-parallel matrices wider than G4_ROWPAR_PART_COLS (default 10752, 0 = never) in
-     * column parts, where the set walks rows through their slices (same bits) */
+    /* q4_0 / q8_0 row-parallel matrices wider than G4_ROWPAR_PART_COLS=N (default: matconv.h,
+     * by dtype; 0 = never) in column parts, where the set walks rows through their slices (same bits) */
     const char *pc = getenv("G4_ROWPAR_PART_COLS");
-    const int64_t part_cols = pc ? atoll(pc) : G4_ROWPAR_PART_COLS;
+    const int64_t part_cols = pc ? (atoll(pc) > 0 ? atoll(pc) : -1) : 0;
     if (e->K->matmul_slices && (rc = g4_weights_split_rowpar(&rs->w, e->cfg, &rs->plan, part_cols, err))) return rc;
     if ((rc = g4_pool_create(e->o.threads, pin ? cpus : NULL, &rs->pool, err))) return rc;
     g4_rank_model_opts mo = {e->o.max_batch, e->o.max_ctx, e->o.max_seqs, e->o.mutation, e->kv_pages, e->kv_dtype};

@@ -199,7 +199,7 @@ int g4_weights_set_q4_layout(g4_rank_weights *w, const g4_config *cfg, const g4_
     return rc;
 }
 
-/* m (q4_0, row-parallel, slices of slice_cols) as `parts` column parts (kernels.h col_parts):
+/* m (q4_0 or q8_0, row-parallel) as `parts` column parts (kernels.h col_parts):
  * part p of every row copied into its own rows x cols/parts matrix, all parts in one new
  * allocation; the old one freed if owned here, else its map pages released. */
 static int split_cols(g4_rank_weights *w, g4_mat *m, int parts, g4_err *err) {
@@ -233,8 +233,8 @@ int g4_weights_split_rowpar(g4_rank_weights *w, const g4_config *cfg, const g4_t
         g4_mat *ms[2] = {&L->o, &L->down};
         const int kinds[2] = {G4_T_O, G4_T_DOWN};
         for (int i = 0; i < 2 && rc == G4_OK; i++) {
-            if (!ms[i]->data || ms[i]->dtype != G4_DT_Q4_0 || ms[i]->col_parts > 1) continue; /* as stored */
-            const int p = g4_q4_0_col_parts(cfg, plan, kinds[i], l, ms[i]->cols, part_cols);
+            if (!ms[i]->data || ms[i]->col_parts > 1) continue; /* as stored */
+            const int p = g4_rowpar_col_parts(cfg, plan, ms[i]->dtype, kinds[i], l, ms[i]->cols, part_cols);
             if (p > 1) rc = split_cols(w, ms[i], p, err);
         }
     }

@@ -54,12 +54,13 @@ void g4_weights_free(g4_rank_weights *w);
  * in the map; one read through the file map in the other layout is copied into owned memory
  * first. The embedding's lookups read either layout (g4_mat_lookup_row). */
 int g4_weights_set_q4_layout(g4_rank_weights *w, const g4_config *cfg, const g4_tp_plan *plan, int layout, int tail, g4_err *err);
-/* Stores each q4_0 row-parallel matrix (o_proj, down_proj) wider than part_cols in column parts
- * (kernels.h col_parts; the rule: model/matconv.h g4_q4_0_col_parts), so that a thread's decode
- * walks one part's rows as one stream against that part's slices' activation records only
- * (down_proj at TP 1: 16 slices, ~27 KB of records, which with the weight stream overflowed L1).
- * A matrix in parts already (an artifact sharded so) stays as it is, in the map; others are
- * copied (a map's pages released). part_cols <= 0: nothing changes. Same products, same bits. */
+/* Stores each q4_0 or q8_0 row-parallel matrix (o_proj, down_proj) in the column parts
+ * (kernels.h col_parts) of model/matconv.h g4_rowpar_col_parts (part_cols: 0 the dtype's default,
+ * < 0 none), so that a thread's decode walks one part's rows as one stream against that part's
+ * slices' activation records only (down_proj at TP 1: 16 slices, ~27 KB of q4_0 records, ~24 KB of
+ * q8_0 ones, which with the weight stream overflowed L1). A matrix in parts already (an artifact
+ * sharded so) stays as it is, in the map; others are copied (a map's pages released). Same
+ * products, same bits. */
 int g4_weights_split_rowpar(g4_rank_weights *w, const g4_config *cfg, const g4_tp_plan *plan, int64_t part_cols, g4_err *err);
 
 #endif

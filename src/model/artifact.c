@@ -95,10 +95,13 @@ static int entry_dtype(const g4_tensor_spec *s, int stored, g4_dtype_req req) {
 
 static int is_block(int dt) { return g4_dtype_info(dt) && g4_dtype_info(dt)->quantized; }
 
-/* The version a folder is written as: 5 only when some grouped q4_0 entry has its partial groups
- * in the tail layout, else 4 only when some entry is in column parts, else 3 only when rank 0
- * carries the vision tower, so other folders stay readable by older builds. */
-static int write_version(int n_vision, int col_parts, int q4_tail) { return q4_tail ? 5 : col_parts ? 4 : n_vision ? 3 : 2; }
+/* The version a folder is written as: 6 only when some q8_0 entry is in column parts, else 5 only
+ * when some grouped q4_0 entry has its partial groups in the tail layout, else 4 only when some
+ * entry is in column parts, else 3 only when rank 0 carries the vision tower, so other folders
+ * stay readable by older builds. */
+static int write_version(int n_vision, int col_parts, int q4_tail, int q8_parts) {
+    return q8_parts ? 6 : q4_tail ? 5 : col_parts ? 4 : n_vision ? 3 : 2;
+}
 
 static void encode_header(uint8_t *h, int tp, int rank, int n, uint64_t file_size, uint64_t cfg_hash, int dtype, int version) {
     memset(h, 0, G4_ART_HEADER_BYTES);
@@ -183,9 +186,9 @@ typedef struct {
     g4_tp_plan *plans;
     g4_art_entry **ents;   /* [tp][n_specs], rank 0: then the nv vision entries */
     int nv;                /* vision tensors in rank 0's file (0: none) */
-    int col_parts;         /* some entry is stored in column parts (format version 4) */
+    int col_parts;         /* some q4_0 entry is stored in column parts (format version 4) */
     int q4_tail;           /* some grouped entry's partial groups are in the tail layout (version 5) */
-    int64_t part_cols;     /* ... of at most this many columns */
+    int q8_parts;          /* some q8_0 entry is stored in column parts (version 6) */
     uint64_t *fsize;       /* [tp] */
     int *fds;              /* [tp] */
     char *tmp;
@@ -326,7 +329,7 @@ static json_t *build_manifest(shard_ctx *c, json_t *config, json_t *files) {
     const g4_shard_opts *o = c->o;
     json_t *m = json_object();
     json_object_set_new(m, "format", json_string("g4tp-artifact"));
-    json_object_set_new(m, "format_version", json_integer(write_version(c->nv, c->col_parts, c->q4_tail)));
+    json_object_set_new(m, "format_version", json_integer(write_version(c->nv, c->col_parts, c->q4_tail, c->q8_parts)));
     json_object_set_new(m, "tp", json_integer(o->tp));
     json_object_set_new(m, "dtype", json_string(o->dtype >= 0 ? g4_dtype_name(o->dtype) : "as-stored"));
     for (int i = 0; i < c->ck.n_specs; i++) /* informational: what the tied head was made */
@@ -336,7 +339,10 @@ static json_t *build_manifest(shard_ctx *c, json_t *config, json_t *files) {
         for (int i = 0; i < c->ck.n_specs; i++) q4 |= c->ents[r][i].dtype == G4_DT_Q4_0, grouped |= c->ents[r][i].q4_group_cols > 0;
     if (q4) json_object_set_new(m, "q4_layout", json_string(grouped ? "grouped" : "blocks"));
     if (c->q4_tail) json_object_set_new(m, "q4_tail", json_true()); /* informational: version 5 */
-    if (c->col_parts) json_object_set_new(m, "q4_rowpar_part_cols", json_integer(c->part_cols)); /* informational */
+    /* informational: the widest column part asked for, by dtype */
+    const int64_t pc = o->rowpar_part_cols;
+    if (c->col_parts) json_object_set_new(m, "q4_rowpar_part_cols", json_integer(pc > 0 ? pc : G4_ROWPAR_PART_COLS));
+    if (c->q8_parts) json_object_set_new(m, "q8_rowpar_part_cols", json_integer(pc > 0 ? pc : G4_ROWPAR_PART_COLS_Q8));
     json_object_set_new(m, "alignment", json_integer(G4_ART_ALIGN));
     json_object_set_new(m, "n_tensors", json_integer(c->ck.n_specs));
     if (c->nv) json_object_set_new(m, "vision_tensors", json_integer(c->nv)); /* after the text ones, in rank 0's file */
@@ -428,7 +434,6 @@ int g4_artifact_shard(const g4_shard_opts *o, g4_err *err) {
     if ((rc = g4_tp_check_dtype(cfg, wd, err))) goto done;
     if (o->q4_layout != G4_SHARD_Q4_BLOCKS && o->q4_layout != G4_SHARD_Q4_GROUPED) { rc = g4_err_set(err, G4_EINVAL, "unknown q4_0 layout %d", o->q4_layout); goto done; }
     const int grouped = o->q4_layout == G4_SHARD_Q4_GROUPED;
-    const int64_t part_cols = o->rowpar_part_cols ? o->rowpar_part_cols : G4_ROWPAR_PART_COLS;
     if (!(c.err2 = calloc((size_t)n, sizeof *c.err2)) || !(c.ref2 = calloc((size_t)n, sizeof *c.ref2))) { rc = g4_err_set(err, G4_ENOMEM, "out of memory"); goto done; }
     /* layout of every rank file, before any byte is written */
     for (int r = 0; r < T; r++) {
@@ -450,10 +455,14 @@ int g4_artifact_shard(const g4_shard_opts *o, g4_err *err) {
             if (e->dtype == G4_DT_Q4_0 && grouped) {
                 e->q4_group_cols = g4_q4_0_group_cols(cfg, &c.plans[r], s->kind, s->layer, nc);
                 /* the avx512 set's decode reads wide row-parallel matrices in column parts */
-                e->col_parts = g4_q4_0_col_parts(cfg, &c.plans[r], s->kind, s->layer, nc, part_cols);
-                if (e->col_parts > 1) c.col_parts = 1, c.part_cols = part_cols;
+                e->col_parts = g4_rowpar_col_parts(cfg, &c.plans[r], e->dtype, s->kind, s->layer, nc, o->rowpar_part_cols);
+                if (e->col_parts > 1) c.col_parts = 1;
                 /* partial groups in the tail layout (kernels.h), unless asked for the older one */
                 if (e->q4_group_cols && (e->q4_group_cols / G4_Q4_BLOCK) % 16 && !o->q4_tail_blocks) c.q4_tail = 1;
+            } else if (e->dtype == G4_DT_Q8_0) {
+                /* every set reads q8_0 parts (slice views); the avx512 decode streams them faster */
+                e->col_parts = g4_rowpar_col_parts(cfg, &c.plans[r], e->dtype, s->kind, s->layer, nc, o->rowpar_part_cols);
+                if (e->col_parts > 1) c.q8_parts = 1;
             }
             e->rows = nr;
             e->cols = nc;
@@ -529,7 +538,7 @@ int g4_artifact_shard(const g4_shard_opts *o, g4_err *err) {
         size_t hb = G4_ART_HEADER_BYTES + (size_t)nr_ents * G4_ART_ENTRY_BYTES;
         uint8_t *h = calloc(1, hb);
         if (!h) { rc = g4_err_set(err, G4_ENOMEM, "out of memory"); goto done; }
-        encode_header(h, T, r, nr_ents, c.fsize[r], cfg_hash, o->dtype, write_version(c.nv, c.col_parts, c.q4_tail));
+        encode_header(h, T, r, nr_ents, c.fsize[r], cfg_hash, o->dtype, write_version(c.nv, c.col_parts, c.q4_tail, c.q8_parts));
         for (int i = 0; i < nr_ents; i++) encode_entry(h + G4_ART_HEADER_BYTES + (size_t)i * G4_ART_ENTRY_BYTES, &c.ents[r][i]);
         char hx[17];
         hex64(XXH3_64bits(h, hb), hx);
@@ -598,10 +607,12 @@ static int check_placement(const g4_art_rank *R, const g4_art_entry *e, int64_t 
     return G4_OK;
 }
 
-/* Column parts (version 4): q4_0 o_proj / down_proj only, each part a whole number of the
- * forward pass's slices, so that its views of them (forward.c rp_slice) fall inside one part. */
+/* Column parts: q4_0 (version 4) or q8_0 (version 6) o_proj / down_proj only, each part a whole
+ * number of the forward pass's slices, so that its views of them (forward.c rp_slice) fall inside
+ * one part. */
 static int col_parts_ok(const g4_config *cfg, const g4_tp_plan *plan, const g4_tensor_spec *s, const g4_art_entry *e, uint32_t ver) {
-    if (ver < 4 || e->col_parts < 2 || e->dtype != G4_DT_Q4_0 || (s->kind != G4_T_O && s->kind != G4_T_DOWN)) return 0;
+    const int dt_ok = (e->dtype == G4_DT_Q4_0 && ver >= 4) || (e->dtype == G4_DT_Q8_0 && ver >= 6);
+    if (!dt_ok || e->col_parts < 2 || (s->kind != G4_T_O && s->kind != G4_T_DOWN)) return 0;
     const int64_t slice = g4_q4_0_group_cols(cfg, plan, s->kind, s->layer, e->cols);
     return slice > 0 && (e->cols / slice) % e->col_parts == 0;
 }

@@ -22,11 +22,12 @@
 #include "model/tensors.h"
 
 #define G4_ART_MAGIC "G4TPW001"
-#define G4_ART_VERSION 5     /* 2: q4_0 entries may be grouped (q4_group_cols); 3: rank 0 also holds the
+#define G4_ART_VERSION 6     /* 2: q4_0 entries may be grouped (q4_group_cols); 3: rank 0 also holds the
                               * vision tower (written only then); 4: grouped q4_0 row-parallel entries
                               * may be in column parts (written only then); 5: grouped q4_0 entries'
                               * partial groups are in the tail layout (kernels.h; written only then);
-                              * versions 1-4 still load */
+                              * 6: q8_0 row-parallel entries may be in column parts (written only
+                              * then); versions 1-5 still load */
 #define G4_ART_VERSION_MIN 1
 #define G4_ART_ALIGN 4096
 #define G4_ART_HEADER_BYTES 64   /* fixed header, then n_tensors table entries */
@@ -40,8 +41,8 @@ typedef struct g4_art_entry {
     int dtype;                 /* g4_dtype */
     int64_t q4_group_cols;     /* q4_0: 0 = llama.cpp's blocks; S > 0 = the grouped layout (kernels.h), each
                                 * row grouped as segments of S columns (model/matconv.h g4_q4_0_group_cols) */
-    int col_parts;             /* version 4, q4_0 o_proj / down_proj: > 1 = stored in that many column
-                                * parts (kernels.h col_parts; matconv.h g4_q4_0_col_parts) */
+    int col_parts;             /* o_proj / down_proj, q4_0 from version 4, q8_0 from 6: > 1 = stored in
+                                * that many column parts (kernels.h col_parts; matconv.h g4_rowpar_col_parts) */
     int64_t rows, cols;        /* the rank's rectangle (1-D tensors: rows = length, cols = 1) */
     uint64_t offset, nbytes;   /* in the file; offset % 4096 == 0; nbytes = rows * row_bytes */
     uint64_t xxh3;             /* XXH3_64bits of the nbytes */
@@ -74,8 +75,9 @@ typedef struct g4_shard_opts {
     int q4_layout;             /* q4_0 matrices: G4_SHARD_Q4_BLOCKS (default) or G4_SHARD_Q4_GROUPED;
                                 * the caller picks the layout its kernels read (the CLI's "auto"), so
                                 * this layer does not depend on the kernel dispatcher */
-    int64_t rowpar_part_cols;  /* grouped only: q4_0 o_proj / down_proj wider than this in column parts
-                                * (matconv.h g4_q4_0_col_parts); 0: G4_ROWPAR_PART_COLS, < 0: never */
+    int64_t rowpar_part_cols;  /* q4_0 (grouped only) and q8_0 o_proj / down_proj wider than this in
+                                * column parts (matconv.h g4_rowpar_col_parts); 0: the dtype's
+                                * default, < 0: never */
     int q4_tail_blocks;        /* grouped only: 1 keeps partial groups as blocks (a version <= 4 folder,
                                 * for older builds); 0: the tail layout (kernels.h), version 5 */
     int force;                 /* replace an existing out_dir (atomically) */

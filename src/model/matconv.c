@@ -80,9 +80,11 @@ int64_t g4_q4_0_group_cols(const g4_config *cfg, const g4_tp_plan *plan, int kin
     return seg > 0 && seg % G4_Q4_BLOCK == 0 && cols > 0 && cols % seg == 0 ? seg : 0;
 }
 
-int g4_q4_0_col_parts(const g4_config *cfg, const g4_tp_plan *plan, int kind, int layer, int64_t cols, int64_t part_cols) {
-    const int64_t slice = kind == G4_T_O || kind == G4_T_DOWN ? g4_q4_0_group_cols(cfg, plan, kind, layer, cols) : 0;
-    if (slice <= 0 || part_cols <= 0 || cols <= part_cols) return 1;
+int g4_rowpar_col_parts(const g4_config *cfg, const g4_tp_plan *plan, int dtype, int kind, int layer, int64_t cols, int64_t part_cols) {
+    if (part_cols == 0) part_cols = dtype == G4_DT_Q4_0 ? G4_ROWPAR_PART_COLS : G4_ROWPAR_PART_COLS_Q8;
+    if ((dtype != G4_DT_Q4_0 && dtype != G4_DT_Q8_0) || (kind != G4_T_O && kind != G4_T_DOWN)) return 1;
+    const int64_t slice = g4_q4_0_group_cols(cfg, plan, kind, layer, cols);
+    if (slice <= 0 || part_cols < 0 || cols <= part_cols) return 1;
     const int64_t ns = cols / slice;
     for (int64_t p = 2; p <= ns; p++)
         if (ns % p == 0 && cols / p <= part_cols) return (int)p;

@@ -34,11 +34,14 @@ size_t g4_mat_src_row_bytes(const g4_mat *m);
  * The one rule for the loader and the shard step. */
 int64_t g4_q4_0_group_cols(const g4_config *cfg, const g4_tp_plan *plan, int kind, int layer, int64_t cols);
 
-/* The column parts (kernels.h col_parts) a rank's row-parallel q4_0 matrix (o_proj of layer l,
- * down_proj) of `cols` columns is stored in so that each part is at most part_cols wide and a
- * whole number of its reduction slices: the fewest such parts; 1 (whole) for other kinds, part_cols
- * <= 0, a matrix that fits, or slices that cannot be grouped so. The one rule for the loader
- * (gemma4/weights.h g4_weights_split_rowpar) and the shard step. */
+/* The column parts (kernels.h col_parts) a rank's row-parallel q4_0 or q8_0 matrix (o_proj of
+ * layer l, down_proj) of `cols` columns is stored in so that each part is at most part_cols wide
+ * (0: the dtype's default below, < 0: never) and a whole number of its reduction slices: the
+ * fewest such parts; 1 (whole) for other kinds and dtypes, a matrix that fits, or slices that
+ * cannot be cut so. The one rule for the loader (gemma4/weights.h g4_weights_split_rowpar) and the
+ * shard step. The widths the avx512 slice walk streams best (docs/quantization.md findings 8, 11):
+ * q4_0 8 slices of the 31B's TP-1 down_proj a part, q8_0 (larger activation records) 4. */
 #define G4_ROWPAR_PART_COLS 10752
-int g4_q4_0_col_parts(const g4_config *cfg, const g4_tp_plan *plan, int kind, int layer, int64_t cols, int64_t part_cols);
+#define G4_ROWPAR_PART_COLS_Q8 5376
+int g4_rowpar_col_parts(const g4_config *cfg, const g4_tp_plan *plan, int dtype, int kind, int layer, int64_t cols, int64_t part_cols);
 #endif

@@ -452,53 +452,59 @@ static void expect_same_logits(const char *a, const char *b, const char *what) {
     json_decref(g);
 }
 
-/* Format version 4: sharded grouped, q4_0 o_proj / down_proj wider than rowpar_part_cols are
- * stored in the column parts matconv.h's rule gives (here parts of one down_proj slice); they
- * give the logits of the version-2 folder bit for bit on every kernel set (on avx512 mapped in
- * place, nothing copied); forged parts are refused at open (on a norm weight, parts that split
- * a slice, parts in a version-3 file). */
-static void test_q4_col_parts(void **state) {
-    (void)state;
-    const char *v2 = tmp_sub("q4parts-v2"), *v4 = tmp_sub("q4parts-v4");
+/* Column parts: q4_0 sharded grouped (format version 4) or q8_0 (version 6), o_proj / down_proj
+ * wider than rowpar_part_cols are stored in the column parts matconv.h's rule gives (here parts of
+ * one down_proj slice); they give the logits of the whole-row folder (version 2) bit for bit on
+ * every kernel set (on avx512 mapped in place, nothing copied); forged parts are refused at open
+ * (on a norm weight, parts that split a slice, parts in a file of the version before). */
+static void col_parts_case(int dtype, int version, const char *name) {
+    char n2[64], nv[64];
+    snprintf(n2, sizeof n2, "%s-v2", name);
+    snprintf(nv, sizeof nv, "%s-v%d", name, version);
+    const char *v2 = tmp_sub(n2), *v4 = tmp_sub(nv);
     g4_err err = {0};
-    g4_shard_opts o = {.model_dir = tu_path("golden/tiny_default"), .out_dir = v2, .tp = 2, .dtype = G4_DT_Q4_0,
+    g4_shard_opts o = {.model_dir = tu_path("golden/tiny_default"), .out_dir = v2, .tp = 2, .dtype = dtype,
                        .q4_layout = G4_SHARD_Q4_GROUPED, .rowpar_part_cols = -1, .q4_tail_blocks = 1, .force = 1, .no_vision = 1};
     assert_int_equal(g4_artifact_shard(&o, &err), G4_OK);
     g4_artifact *a;
     assert_int_equal(g4_artifact_open(v2, -1, 2, 0, &a, &err), G4_OK);
     const int down = spec_index(a, "layers.0.mlp.down_proj.weight"), norm = spec_index(a, "layers.0.input_layernorm.weight");
-    const int64_t seg = a->ranks[1].ents[down].q4_group_cols, cols = a->ranks[1].ents[down].cols;
+    g4_tp_plan plan1;
+    assert_int_equal(g4_tp_plan_make(&a->cfg, dtype, 2, 1, &plan1, &err), G4_OK);
+    const int64_t cols = a->ranks[1].ents[down].cols, seg = g4_q4_0_group_cols(&a->cfg, &plan1, G4_T_DOWN, 0, cols);
+    g4_tp_plan_free(&plan1);
     assert_true(seg > 0 && cols / seg >= 2);
+    assert_int_equal(a->ranks[1].ents[down].col_parts, 0);
     g4_artifact_close(a);
     o.out_dir = v4;
     o.rowpar_part_cols = seg;
     assert_int_equal(g4_artifact_shard(&o, &err), G4_OK);
-    char mp[1100];
+    char mp[1100], was[64], older[64];
     snprintf(mp, sizeof mp, "%s/manifest.json", v4);
     json_t *m = tu_load_json(mp);
-    assert_int_equal(json_integer_value(json_object_get(m, "format_version")), 4);
+    assert_int_equal(json_integer_value(json_object_get(m, "format_version")), version);
     json_decref(m);
     assert_int_equal(g4_artifact_open(v4, -1, 2, 1, &a, &err), G4_OK);
     int n_parted = 0;
     for (int r = 0; r < 2; r++) {
         g4_tp_plan plan;
-        assert_int_equal(g4_tp_plan_make(&a->cfg, G4_DT_Q4_0, 2, r, &plan, &err), G4_OK);
+        assert_int_equal(g4_tp_plan_make(&a->cfg, dtype, 2, r, &plan, &err), G4_OK);
         for (int i = 0; i < a->n_specs; i++) {
             const g4_art_entry *e = &a->ranks[r].ents[i];
-            const int want = e->dtype == G4_DT_Q4_0 ? g4_q4_0_col_parts(&a->cfg, &plan, a->specs[i].kind, a->specs[i].layer, e->cols, seg) : 1;
+            const int want = g4_rowpar_col_parts(&a->cfg, &plan, e->dtype, a->specs[i].kind, a->specs[i].layer, e->cols, seg);
             if ((e->col_parts > 1 ? e->col_parts : 1) != want) fail_msg("%s: %d parts, the rule says %d", e->name, e->col_parts, want);
             n_parted += want > 1;
         }
         g4_tp_plan_free(&plan);
     }
-    print_message("%d entries in column parts (down_proj: %lld of %lld columns)\n", n_parted, (long long)seg, (long long)cols);
+    print_message("%s: %d entries in column parts (down_proj: %lld of %lld columns)\n", name, n_parted, (long long)seg, (long long)cols);
     assert_true(n_parted >= 2 * a->cfg.n_layers);
     g4_artifact_close(a);
     expect_same_logits(v2, v4, "the logits of the column parts differ");
     if (g4_kernels_by_name("avx512"))
         assert_int_equal(tu_copied_weight_bytes((g4_engine_opts){.tp = 2, .threads = 1, .model_dir = v4, .isa = "avx512"}), 0);
-    /* forgeries: parts on a norm weight; parts that split a slice; parts in a version-3 file */
-    const uint32_t q4 = G4_DT_Q4_0;
+    /* forgeries: parts on a norm weight; parts that split a slice; parts in the version before */
+    const uint32_t dt = (uint32_t)dtype;
     patch_u32(v4, 1, norm, 96, (uint32_t)G4_DT_BF16 | 2u << 16);
     assert_int_equal(open_err(v4, 2, 0, &err), G4_EFORMAT);
     print_message("forged parts: %s\n", err.msg);
@@ -506,18 +512,30 @@ static void test_q4_col_parts(void **state) {
     expect_msg(&err, "invalid column parts");
     patch_u32(v4, 1, norm, 96, G4_DT_BF16);
     assert_int_equal(open_err(v4, 2, 0, &err), G4_OK);
-    patch_u32(v4, 1, down, 96, q4 | (uint32_t)(cols / seg + 1) << 16);
+    patch_u32(v4, 1, down, 96, dt | (uint32_t)(cols / seg + 1) << 16);
     assert_int_equal(open_err(v4, 2, 0, &err), G4_EFORMAT);
     expect_msg(&err, "down_proj");
     expect_msg(&err, "invalid column parts");
-    patch_u32(v4, 1, down, 96, q4 | (uint32_t)(cols / seg) << 16);
+    patch_u32(v4, 1, down, 96, dt | (uint32_t)(cols / seg) << 16);
     assert_int_equal(open_err(v4, 2, 0, &err), G4_OK);
-    for (int r = 0; r < 2; r++) patch_u32(v4, r, -1, 8, 3);
-    replace_in_file(mp, "\"format_version\": 4", "\"format_version\": 3");
+    for (int r = 0; r < 2; r++) patch_u32(v4, r, -1, 8, (uint32_t)version - 1);
+    snprintf(was, sizeof was, "\"format_version\": %d", version);
+    snprintf(older, sizeof older, "\"format_version\": %d", version - 1);
+    replace_in_file(mp, was, older);
     reseal(v4, 0, NULL, 0);
     assert_int_equal(open_err(v4, 2, 0, &err), G4_EFORMAT);
-    print_message("parts in version 3: %s\n", err.msg);
+    print_message("parts in version %d: %s\n", version - 1, err.msg);
     expect_msg(&err, "invalid column parts");
+}
+
+static void test_q4_col_parts(void **state) {
+    (void)state;
+    col_parts_case(G4_DT_Q4_0, 4, "q4parts");
+}
+
+static void test_q8_col_parts(void **state) {
+    (void)state;
+    col_parts_case(G4_DT_Q8_0, 6, "q8parts");
 }
 
 /* Format version 5: grouped q4_0 entries' partial groups in the tail layout (kernels.h). Such a
@@ -573,6 +591,7 @@ int main(void) {
         cmocka_unit_test(test_cancel_leaves_nothing),
         cmocka_unit_test(test_q4_grouping),
         cmocka_unit_test(test_q4_col_parts),
+        cmocka_unit_test(test_q8_col_parts),
         cmocka_unit_test(test_q4_tails),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -44,10 +44,11 @@ static const char *wide_model(void) {
     return dir;
 }
 
-/* Greedy generation of 4 tokens on the avx512 set (tu_generate), failing with its message. */
+/* Greedy generation of 4 tokens on the avx512 set (tu_generate), failing with its message;
+ * the weights converted to q4_0 unless o names another dtype. */
 static void gen4(g4_engine_opts o, tu_run *r) {
     g4_err err;
-    o.dtype = "q4_0";
+    if (!o.dtype) o.dtype = "q4_0";
     o.isa = "avx512";
     if (tu_generate(&o, prompt, NP, 4, r, &err)) fail_msg("%s (TP %d): %s", o.model_dir, o.tp, err.msg);
 }
@@ -121,19 +122,30 @@ static void test_artifact_layouts(void **state) {
     }
 }
 
-/* Row-parallel q4_0 matrices in column parts (weights.h g4_weights_split_rowpar; engine.c,
- * G4_ROWPAR_PART_COLS: here parts of at most 1536 columns — down_proj's 8 slices of 768 at TP 1
- * as 4 parts, its 4 at TP 2 as 2; the global o_proj's 4 slices of 512 at TP 1 as 2 — blocks and
- * grouped): the
- * logits of the unsplit matrices, bit for bit, in decode (the slices walk) and prefill (slice
- * views), TP 1 and 2, threads, from the checkpoint and from a mapped artifact (then copied). */
+/* q8_0 at TP 2 sharded whole (no column parts: the engine splits them at load). */
+static const char *shard_q8_whole(const char *model) {
+    static char d[600];
+    snprintf(d, sizeof d, "%s/q8wide-whole", tu_tmpdir());
+    g4_shard_opts so = {.model_dir = model, .out_dir = d, .tp = 2, .dtype = G4_DT_Q8_0, .rowpar_part_cols = -1, .force = 1};
+    g4_err err;
+    if (g4_artifact_shard(&so, &err)) fail_msg("shard q8wide-whole: %s", err.msg);
+    return d;
+}
+
+/* Row-parallel q4_0 and q8_0 matrices in column parts (weights.h g4_weights_split_rowpar;
+ * engine.c, G4_ROWPAR_PART_COLS: here parts of at most 1536 columns — down_proj's 8 slices of 768
+ * at TP 1 as 4 parts, its 4 at TP 2 as 2; the global o_proj's 4 slices of 512 at TP 1 as 2 —
+ * q4_0 blocks and grouped, q8_0): the logits of the unsplit matrices, bit for bit, in decode (the
+ * slices walk) and prefill (slice views), TP 1 and 2, threads, from the checkpoint and from a
+ * mapped artifact (then copied). */
 static void test_rowpar_parts(void **state) {
     (void)state;
     if (!g4_kernels_by_name("avx512")) skip();
-    const char *m = wide_model(), *grouped = shard_q4(m, G4_SHARD_Q4_GROUPED, "q4wide-grouped");
+    const char *m = wide_model(), *grouped = shard_q4(m, G4_SHARD_Q4_GROUPED, "q4wide-grouped"), *q8 = shard_q8_whole(m);
     const char *sets[] = {"0", "1536"};
-    const struct { int tp, threads, max_batch; const char *dir, *layout; } cfgs[] = {
-        {1, 1, 0, m, NULL}, {1, 2, 3, m, NULL}, {1, 2, 1, m, "blocks"}, {2, 2, 0, m, NULL}, {2, 1, 0, grouped, NULL}};
+    const struct { int tp, threads, max_batch; const char *dir, *layout, *dtype; } cfgs[] = {
+        {1, 1, 0, m, NULL, NULL}, {1, 2, 3, m, NULL, NULL}, {1, 2, 1, m, "blocks", NULL}, {2, 2, 0, m, NULL, NULL}, {2, 1, 0, grouped, NULL, NULL},
+        {1, 1, 0, m, NULL, "q8_0"}, {1, 2, 3, m, NULL, "q8_0"}, {2, 2, 0, m, NULL, "q8_0"}, {2, 1, 2, q8, NULL, NULL}};
     for (size_t c = 0; c < sizeof cfgs / sizeof *cfgs; c++) {
         tu_run r[2];
         size_t copied[2] = {0, 0};
@@ -141,7 +153,7 @@ static void test_rowpar_parts(void **state) {
         for (int s = 0; s < 2; s++) {
             setenv("G4_ROWPAR_PART_COLS", sets[s], 1);
             g4_engine_opts o = {.tp = cfgs[c].tp, .threads = cfgs[c].threads, .max_batch = cfgs[c].max_batch,
-                                .model_dir = cfgs[c].dir, .isa = "avx512"};
+                                .model_dir = cfgs[c].dir, .isa = "avx512", .dtype = cfgs[c].dtype};
             if (cfgs[c].dir == m) gen4(o, &r[s]);
             else {
                 g4_err err;
@@ -154,8 +166,8 @@ static void test_rowpar_parts(void **state) {
         if (r[0].vocab != r[1].vocab || memcmp(r[0].logits, r[1].logits, sizeof(float) * (size_t)r[0].vocab * 4))
             fail_msg("config %zu (TP %d x %d threads, max batch %d, %s): logits with column parts differ", c, cfgs[c].tp,
                      cfgs[c].threads, cfgs[c].max_batch, cfgs[c].dir);
-        /* a mapped artifact: the parts are a copy (a checkpoint's q4_0 is converted into owned
-         * memory, split in place of it) */
+        /* a mapped artifact: the parts are a copy (a checkpoint's q4_0 / q8_0 is converted into
+         * owned memory, split in place of it) */
         if (cfgs[c].dir != m && copied[1] <= copied[0])
             fail_msg("config %zu: nothing was split (%zu bytes copied)", c, copied[1]);
         tu_run_free(&r[0]);
