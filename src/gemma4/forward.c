@@ -148,12 +148,10 @@ static int64_t chunk_rows_most(int64_t rows, int nth) {
 
 /* Rows per chunk of a matrix phase: about 256 KiB of weights (L2-sized, so a prefill re-reads a
  * chunk's rows from cache for each block of tokens), a multiple of 32 rows (the kernels' row
- * blocks), at most chunk_rows_most. Decode takes 8 MiB (so 4 MiB of gate / up at the 31B's
- * widths, the cap): 2 MiB chunks held the 60-layer q4_0 decode at 0.6 of the bare read in the
- * minutes memory ran fast, every phase alike (docs/quantization.md finding 12). */
+ * blocks), at most chunk_rows_most. */
 static int64_t chunk_rows(const g4_rank_model *m, const g4_mat *W) {
     int64_t rb = (int64_t)g4_dtype_row_bytes(W->dtype, W->cols);
-    const int64_t target = m->b->n <= 3 ? (int64_t)8 << 20 : (int64_t)256 << 10; /* decode: long streams */
+    const int64_t target = m->b->n <= 3 ? (int64_t)2 << 20 : (int64_t)256 << 10; /* decode: long streams */
     int64_t c = (target / (rb > 0 ? rb : 1) + 31) / 32 * 32;
     /* a kernel that reuses its activations across more rows asks for them */
     const int64_t want = m->K->matmul_call_rows && m->b->n > 3 ? m->K->matmul_call_rows(W, m->b->n) : 0;
