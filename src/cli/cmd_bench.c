@@ -44,6 +44,12 @@ static const char *help =
     "                (an input-grounded task: a model that repeats it is predictable from the prompt)\n"
     "  --step-curve N  also the median time of one forward step over t = 1..N tokens of one sequence\n"
     "                (every one with logits: a verification of t-1 drafts), against t = 1\n"
+    "  --paired-read  after each decode step, a bare read of the weight pages themselves on the same\n"
+    "                threads: each step's weight rate against the read of the same bytes at that moment\n"
+    "                (the median, and the median in the steps whose read was above the middle: the fast\n"
+    "                minutes of a shared host); threaded ranks only; json decode_paired_read_fraction,\n"
+    "                decode_paired_read_fast_fraction, paired_read_gb_s (min, median, max),\n"
+    "                paired_read_steps ([step ms, read GB/s] per step)\n"
     "  --streams LIST  also decode through the scheduler with each number of concurrent streams (e.g.\n"
     "                1,4), without and (with --speculative) with drafts: aggregate tok/s, tokens per\n"
     "                forward step, drafts verified and accepted\n"
@@ -113,7 +119,7 @@ int cmd_bench(int argc, char **argv) {
     g4_engine_opts o = {0};
     o.threads = 1;
     long long plen = 512, gen = 32, curve = 0;
-    int json = 0, bad = 0, repeat = 0, n_streams = 0;
+    int json = 0, bad = 0, repeat = 0, n_streams = 0, paired_read = 0;
     int32_t *streams = NULL;
     for (int i = 1; i < argc && !bad; i++) {
         const char *a = argv[i], *v;
@@ -122,6 +128,7 @@ int cmd_bench(int argc, char **argv) {
         if (!strcmp(a, "--prompt-len")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 1 << 20, &plen)) bad = 1; }
         else if (!strcmp(a, "--gen")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 1 << 20, &gen)) bad = 1; }
         else if (!strcmp(a, "--json")) json = 1;
+        else if (!strcmp(a, "--paired-read")) paired_read = 1;
         else if (!strcmp(a, "--step-curve")) { if (!(v = cli_value(argc, argv, &i)) || !cli_int(a, v, 1, 64, &curve)) bad = 1; }
         else if (!strcmp(a, "--streams")) {
             free(streams);
@@ -135,6 +142,10 @@ int cmd_bench(int argc, char **argv) {
             else { fprintf(stderr, "g4tp bench: --prompt-kind must be random or repeat (got \"%s\")\n", v); bad = 1; }
         }
         else { fprintf(stderr, "g4tp bench: unknown option %s (see --help)\n", a); bad = 1; }
+    }
+    if (!bad && paired_read && o.comm && !strcmp(o.comm, "mpi")) {
+        fprintf(stderr, "g4tp bench: --paired-read needs threaded ranks (--comm local): MPI ranks would compete with the read\n");
+        bad = 1;
     }
     if (bad) { free(streams); return 2; }
     if (!o.model_dir) o.model_dir = cli_default_model();
@@ -160,6 +171,8 @@ int cmd_bench(int argc, char **argv) {
     uint8_t *want = malloc((size_t)mb);
     float *logits = malloc(sizeof(float) * (size_t)V);
     double *step_s = malloc(sizeof(double) * (size_t)gen), *pair_frac = NULL;
+    double *pread_gbs = paired_read ? calloc((size_t)gen, sizeof(double)) : NULL, *pread_frac = paired_read ? calloc((size_t)gen, sizeof(double)) : NULL,
+           *pread_step = paired_read ? calloc((size_t)gen, sizeof(double)) : NULL; /* unsorted, for the json */
     g4_bw_probe *pair = NULL;
     uint64_t x = 0x9e3779b97f4a7c15ull;
     for (long long i = 0; i < plen; i++) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; ids[i] = (int32_t)(3 + x % (uint64_t)(V - 3)); }
@@ -227,6 +240,15 @@ int cmd_bench(int argc, char **argv) {
         if (g4_engine_forward(e, &b, logits, &err)) { cli_error("bench", &err); rc = 1; goto out; }
         id = g4_sample_greedy(logits, (int)V);
         step_s[g] = now_s() - ts;
+        if (pread_gbs && pread_frac && pread_step && !is_mpi) {
+            /* the same bytes, read bare right after the step: the ratio item by item is not moved
+             * by the host's bandwidth changing over minutes */
+            double tp0 = now_s();
+            pread_gbs[g] = g4_engine_weight_read_gbs(e, threads, 1);
+            pread_step[g] = step_s[g];
+            pread_frac[g] = pread_gbs[g] > 0 ? wbytes / step_s[g] / (pread_gbs[g] * 1e9) : 0;
+            t_pairs += now_s() - tp0;
+        }
         if (pair && pair_frac) {
             double tp0 = now_s(), bw_now = g4_bw_probe_run(pair, 3);
             pair_frac[g] = bw_now > 0 ? wbytes / step_s[g] / (bw_now * 1e9) : 0;
@@ -245,6 +267,25 @@ int cmd_bench(int argc, char **argv) {
         if (ph[n_ph].steps > 0 || ph[n_ph].prefill_tokens > 0) ph_rank[n_ph++] = r;
     }
     const double paired = pair && pair_frac ? median(pair_frac, gen) : -1;
+    /* paired reads: the median fraction, and the median over the steps whose read was above the
+     * middle read (the host's fast minutes, where the decode falls furthest behind) */
+    double pread = -1, pread_fast = -1, pread_lo = 0, pread_mid = 0, pread_hi = 0;
+    if (pread_gbs && pread_frac && pread_step && !is_mpi && pread_gbs[0] > 0) {
+        double *tmp = malloc(sizeof(double) * (size_t)gen), *fast = malloc(sizeof(double) * (size_t)gen);
+        if (tmp && fast) {
+            memcpy(tmp, pread_gbs, sizeof(double) * (size_t)gen);
+            pread_mid = median(tmp, gen);
+            pread_lo = tmp[0];
+            pread_hi = tmp[gen - 1];
+            long long nf = 0;
+            for (long long g = 0; g < gen; g++)
+                if (pread_gbs[g] >= pread_mid) fast[nf++] = pread_frac[g];
+            pread_fast = nf ? median(fast, nf) : -1;
+            pread = median(pread_frac, gen);
+        }
+        free(tmp);
+        free(fast);
+    }
     /* the engine's peak: before the paired probe, and (the probe freed, the mark reset) after */
     int peak_exact = !pair;
     if (pair) {
@@ -313,6 +354,14 @@ int cmd_bench(int argc, char **argv) {
         json_object_set_new(j, "llc_mb", json_real((double)g4_probe_llc_bytes() / 1e6));
         json_object_set_new(j, "math", json_string(math));
         json_object_set_new(j, "decode_paired_bound_fraction", paired > 0 ? json_real(paired) : json_null());
+        json_object_set_new(j, "decode_paired_read_fraction", pread > 0 ? json_real(pread) : json_null());
+        json_object_set_new(j, "decode_paired_read_fast_fraction", pread_fast > 0 ? json_real(pread_fast) : json_null());
+        json_object_set_new(j, "paired_read_gb_s", pread > 0 ? json_pack("[f,f,f]", pread_lo, pread_mid, pread_hi) : json_null());
+        if (pread > 0) {
+            json_t *a = json_array();
+            for (long long g = 0; g < gen; g++) json_array_append_new(a, json_pack("[f,f]", pread_step[g] * 1e3, pread_gbs[g]));
+            json_object_set_new(j, "paired_read_steps", a);
+        }
         json_object_set_new(j, "read_bandwidth_gb_s", rd > 0 ? json_real(rd) : json_null());
         json_object_set_new(j, "decode_read_bound_fraction", rd > 0 ? json_real(decode_tok_s * wbytes / rd_bytes_s) : json_null());
         json_object_set_new(j, "weights_read_gb_s", wread > 0 ? json_real(wread) : json_null());
@@ -381,6 +430,10 @@ int cmd_bench(int argc, char **argv) {
                100 / median_step / bound_tok_s);
         if (paired > 0)
             printf("             median of each step against a bandwidth probe right after it: %.0f %% of the bound\n", 100 * paired);
+        if (pread > 0)
+            printf("             each step against a bare read of its weights right after it (%.1f-%.1f-%.1f GB/s): %.0f %% median,\n"
+                   "             %.0f %% median of the steps with the faster half of the reads\n",
+                   pread_lo, pread_mid, pread_hi, 100 * pread, 100 * pread_fast);
         if (rd > 0)
             printf("             against a read-only stream (%.1f GB/s; decode only reads): %.0f %% mean, %.0f %% median step\n",
                    rd, 100 * decode_tok_s * wbytes / rd_bytes_s, 100 * wbytes / median_step / rd_bytes_s);
@@ -428,7 +481,7 @@ int cmd_bench(int argc, char **argv) {
     }
     free(curve_s);
 out:
-    free(ids); free(pos); free(sq); free(want); free(logits); free(step_s); free(pair_frac); free(streams);
+    free(ids); free(pos); free(sq); free(want); free(logits); free(step_s); free(pair_frac); free(pread_gbs); free(pread_frac); free(pread_step); free(streams);
     g4_bw_probe_free(pair);
     if (e) g4_engine_close(e);
     return rc;

@@ -101,6 +101,25 @@ assert d["weights_read_gb_s"] > 0 and d["decode_weights_read_fraction"] > 0
 assert sys.argv[2] == "1" or d["peak_rss_mb"] < d["weight_bytes_per_token"] / 1e6 + 0.5 * d["probe_mb"], (d["peak_rss_mb"], d["probe_mb"])
 PY
 
+# --paired-read: after each step a bare read of the same weight pages; the fractions are each
+# step's weight rate over the read right after it (median; median of the faster-read half)
+j=$($G4TP bench --model $tmp/big --tp 2 --prompt-len 4 --gen 6 --paired-read --json 2>/dev/null | tail -1)
+python3 - "$j" <<'PY' && ok "bench --paired-read: per step against a read of its weights, the medians from the pairs" || bad "bench --paired-read: $j"
+import json, sys, statistics
+d = json.loads(sys.argv[1])
+st = d["paired_read_steps"]
+assert len(st) == 6 and all(ms > 0 and gbs > 0 for ms, gbs in st), st
+fr = [d["weight_bytes_per_token"] / (ms * 1e-3) / (gbs * 1e9) for ms, gbs in st]
+assert abs(d["decode_paired_read_fraction"] - statistics.median(fr)) < 1e-3 * statistics.median(fr), (d["decode_paired_read_fraction"], fr)
+reads = sorted(g for _, g in st)
+assert [round(x, 3) for x in d["paired_read_gb_s"]] == [round(x, 3) for x in (reads[0], statistics.median(reads), reads[5])], d["paired_read_gb_s"]
+fast = statistics.median([f for f, (_, g) in zip(fr, st) if g >= statistics.median(reads)])
+assert abs(d["decode_paired_read_fast_fraction"] - fast) < 1e-3 * fast, (d["decode_paired_read_fast_fraction"], fast)
+PY
+out=$($G4TP bench --model $tmp/big --prompt-len 4 --gen 2 --paired-read 2>&1)
+echo "$out" | grep -qE "each step against a bare read of its weights right after it .*% median" && ok "bench text: the paired read" || bad "bench text paired read: $out"
+$G4TP bench --model $M --gen 1 --comm mpi --paired-read >/dev/null 2>&1; expect_eq $? 2 "bench --paired-read with MPI ranks refused"
+
 # --load copy holds the model once: each matrix's mapped pages leave the resident set once copied
 # (mapfile.h g4_mapfile_release; before, the copy and the map both counted: ~2x at the peak).
 # 8 layers of hidden 1024, so no one matrix is a large part of the model; a checkpoint (strided
