@@ -241,7 +241,7 @@ int cmd_bench(int argc, char **argv) {
         id = g4_sample_greedy(logits, (int)V);
         step_s[g] = now_s() - ts;
         if (pread_gbs && pread_frac && pread_step && !is_mpi) {
-            /* the same bytes, read bare right after the step: the ratio item by item is not moved
+            /* the same bytes, read bare right after the step: the ratio step by step is not moved
              * by the host's bandwidth changing over minutes */
             double tp0 = now_s();
             pread_gbs[g] = g4_engine_weight_read_gbs(e, threads, 1);
